@@ -1,0 +1,110 @@
+"""Every NATS subject, stream, consumer and KV bucket name of a namespace (SPEC §3.2), built here only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Subjects:
+    """Names of one namespace's subjects, streams, consumers and buckets."""
+
+    ns: str = "a2amesh"
+
+    @property
+    def stream_prefix(self) -> str:
+        """``{NS}``: the namespace upper-cased with ``-`` turned into ``_``."""
+        return self.ns.upper().replace("-", "_")
+
+    # streams
+    @property
+    def tasks_stream(self) -> str:
+        """Work-queue stream of every agent's requests."""
+        return f"{self.stream_prefix}_TASKS"
+
+    @property
+    def replies_stream(self) -> str:
+        """Limits stream of every call's replies."""
+        return f"{self.stream_prefix}_REPLIES"
+
+    @property
+    def events_stream(self) -> str:
+        """Optional stream of lifecycle events."""
+        return f"{self.stream_prefix}_EVENTS"
+
+    # KV buckets
+    @property
+    def cards_bucket(self) -> str:
+        """KV bucket of agent cards."""
+        return f"{self.ns}-cards"
+
+    @property
+    def presence_bucket(self) -> str:
+        """KV bucket of live replicas."""
+        return f"{self.ns}-presence"
+
+    # subjects
+    def request(self, agent: str) -> str:
+        """Work subject of an agent or workflow."""
+        return f"{self.ns}.a2a.v1.agent.request.{agent}"
+
+    @property
+    def request_all(self) -> str:
+        """Wildcard over every work subject."""
+        return f"{self.ns}.a2a.v1.agent.request.>"
+
+    def control(self, agent: str) -> str:
+        """Control subject of an agent or workflow."""
+        return f"{self.ns}.a2a.v1.agent.control.{agent}"
+
+    def reply(self, instance: str, call_id: str) -> str:
+        """Reply subject of one call."""
+        return f"{self.ns}.a2a.v1.reply.{instance}.{call_id}"
+
+    def reply_inbox(self, instance: str) -> str:
+        """Wildcard over every reply subject of one process."""
+        return f"{self.ns}.a2a.v1.reply.{instance}.>"
+
+    @property
+    def reply_all(self) -> str:
+        """Wildcard over every reply subject."""
+        return f"{self.ns}.a2a.v1.reply.>"
+
+    def reply_prefix(self) -> str:
+        """Prefix every valid reply subject starts with."""
+        return f"{self.ns}.a2a.v1.reply."
+
+    def delta(self, instance: str, call_id: str) -> str:
+        """Token-delta subject of one call."""
+        return f"{self.ns}.a2a.v1.delta.{instance}.{call_id}"
+
+    def delta_for_reply(self, reply_subject: str) -> str | None:
+        """The delta subject that belongs to a reply subject, or None if it is not one of ours."""
+        prefix = self.reply_prefix()
+        if not reply_subject.startswith(prefix):
+            return None
+        return f"{self.ns}.a2a.v1.delta.{reply_subject[len(prefix):]}"
+
+    def workflow_event(self, workflow: str, event: str) -> str:
+        """Lifecycle event subject of a workflow."""
+        return f"{self.ns}.events.workflow.{workflow}.{event}"
+
+    def node_event(self, workflow: str, event: str) -> str:
+        """Lifecycle event subject of a workflow's nodes."""
+        return f"{self.ns}.events.node.{workflow}.{event}"
+
+    @property
+    def events_all(self) -> list[str]:
+        """Subjects of the events stream."""
+        return [f"{self.ns}.events.workflow.>", f"{self.ns}.events.node.>"]
+
+    # names inside buckets / consumers
+    @staticmethod
+    def consumer(agent: str) -> str:
+        """Durable consumer name of an agent's work queue."""
+        return agent
+
+    @staticmethod
+    def presence_key(agent: str, instance: str) -> str:
+        """Presence key of one replica."""
+        return f"{agent}.{instance}"

@@ -1,0 +1,167 @@
+"""Settings: built once at the edge of a process from the environment and an optional YAML file.
+
+Library classes never read ``os.environ``; entry points call :meth:`Settings.load` and pass the
+result (or parts of it) down.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from a2amesh.errors import ConfigError
+from a2amesh.ids import NAME_RE
+
+# env var -> settings field
+ENV_FIELDS: dict[str, str] = {
+    "A2AMESH_NAMESPACE": "namespace",
+    "NATS_URL": "nats_url",
+    "NATS_USER": "nats_user",
+    "NATS_PASSWORD": "nats_password",
+    "NATS_TOKEN": "nats_token",
+    "NATS_CREDS": "nats_creds",
+    "NATS_NKEY_SEED": "nats_nkey_seed",
+    "NATS_TLS_CA": "nats_tls_ca",
+    "NATS_TLS_CERT": "nats_tls_cert",
+    "NATS_TLS_KEY": "nats_tls_key",
+    "REDIS_URL": "redis_url",
+    "REDIS_PASSWORD": "redis_password",
+    "A2AMESH_PROFILE": "profile",
+    "A2AMESH_STATE_DIR": "state_dir",
+    "A2AMESH_LOG_FORMAT": "log_format",
+    "A2AMESH_LOG_LEVEL": "log_level",
+    "A2AMESH_CARD_TTL": "card_ttl",
+    "A2AMESH_ACK_WAIT": "ack_wait",
+    "A2AMESH_MAX_DELIVER": "max_deliver",
+    "A2AMESH_LEASE_TTL": "lease_ttl",
+    "A2AMESH_MAX_CONCURRENCY": "max_concurrency",
+    "A2AMESH_MAX_CALL_DEPTH": "max_call_depth",
+    "A2AMESH_INLINE_THRESHOLD": "inline_threshold",
+    "A2AMESH_SHUTDOWN_GRACE": "shutdown_grace",
+    "A2AMESH_TIMEZONE": "timezone",
+    "OPENAI_BASE_URL": "llm_base_url",
+    "OPENAI_API_KEY": "llm_api_key",
+    "A2AMESH_LLM_MODEL": "llm_model",
+}
+
+# Shorter timers so tests finish quickly (SPEC §11); settings only, no separate code paths.
+TEST_PROFILE: dict[str, Any] = {
+    "card_ttl": 3.0,
+    "ack_wait": 2.0,
+    "lease_ttl": 2.0,
+    "max_deliver": 5,
+    "deliver_backoff": False,
+    "shutdown_grace": 5.0,
+    "call_timeout": 30.0,
+}
+
+
+class Settings(BaseModel):
+    """Every setting of an a2amesh process. Durations are seconds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str = Field(default="a2amesh", description="Prefix of every subject, stream, bucket and key.")
+    nats_url: str | None = Field(default=None, description="NATS server URL(s), comma separated; None = embedded.")
+    nats_user: str | None = None
+    nats_password: SecretStr | None = None
+    nats_token: SecretStr | None = None
+    nats_creds: str | None = Field(default=None, description="Path of a NATS .creds file.")
+    nats_nkey_seed: str | None = Field(default=None, description="Path of an nkey seed file.")
+    nats_tls_ca: str | None = None
+    nats_tls_cert: str | None = None
+    nats_tls_key: str | None = None
+    redis_url: SecretStr | None = Field(default=None, description="redis:// or rediss:// URL; None = embedded.")
+    redis_password: SecretStr | None = None
+    profile: Literal["default", "test"] = "default"
+    state_dir: str | None = Field(default=None, description="Folder of the embedded servers' data (a2amesh up).")
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: str = "INFO"
+
+    card_ttl: float = Field(default=30.0, gt=0, description="Card and presence TTL; re-put every TTL/3.")
+    ack_wait: float = Field(default=30.0, gt=0, description="JetStream ack wait of work consumers.")
+    max_deliver: int = Field(default=5, ge=2, description="Deliveries of one request before MAX_DELIVERIES.")
+    deliver_backoff: bool = Field(default=True, description="Exponential redelivery backoff from ack_wait.")
+    tasks_max_age: float = Field(default=24 * 3600.0, gt=0, description="Max age of queued requests.")
+    reply_progress_ttl: float = Field(default=600.0, gt=0, description="Nats-TTL of progress replies.")
+    reply_final_ttl: float = Field(default=24 * 3600.0, gt=0, description="Nats-TTL of final replies.")
+    task_retention: float = Field(default=7 * 24 * 3600.0, gt=0, description="TTL of finished task records.")
+    lease_ttl: float = Field(default=10.0, gt=0, description="Execution lease TTL.")
+    max_concurrency: int = Field(default=16, ge=1, description="Tasks at once per replica.")
+    max_call_depth: int = Field(default=10, ge=1)
+    max_request_bytes: int = Field(default=1024 * 1024, gt=0, description="Largest request an agent accepts.")
+    inline_threshold: int = Field(default=256 * 1024, gt=0, description="Outputs above this go to the artifact store.")
+    call_timeout: float = Field(default=300.0, gt=0, description="Default deadline of a client call.")
+    shutdown_grace: float = Field(default=30.0, ge=0, description="Time running work gets to finish on SIGTERM.")
+    timezone: str = "UTC"
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model: str | None = None
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("must match [A-Za-z0-9_-]+")
+        return v
+
+    @classmethod
+    def load(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        file: str | Path | None = None,
+        **overrides: Any,
+    ) -> Settings:
+        """Build settings: defaults < profile < config file < environment < explicit overrides.
+
+        Args:
+            environ: the environment to read (``os.environ`` when None).
+            file: a YAML file of settings (``A2AMESH_CONFIG`` when None).
+            overrides: explicit values, e.g. from CLI options.
+
+        Raises:
+            ConfigError: naming the key and the problem.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        path = file or env.get("A2AMESH_CONFIG")
+        if path:
+            values.update(_read_file(Path(path)))
+        for var, field in ENV_FIELDS.items():
+            if env.get(var):
+                values[field] = env[var]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        profile = values.get("profile", "default")
+        if profile == "test":
+            values = {**TEST_PROFILE, **values}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in err["loc"])
+            source = next((var for var, f in ENV_FIELDS.items() if f == field and env.get(var)), str(path or "config"))
+            value = values.get(field, "")
+            shown = "***" if "password" in field or "token" in field or "key" in field else repr(value)
+            raise ConfigError(source, field, f"value {shown} is not valid: {err['msg']}") from e
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(str(path), "", f"cannot read config file: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(str(path), "", f"not valid YAML: {e}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "", "a config file must be a mapping of setting names to values")
+    unknown = sorted(set(data) - set(Settings.model_fields))
+    if unknown:
+        raise ConfigError(str(path), unknown[0], "unknown setting")
+    return data

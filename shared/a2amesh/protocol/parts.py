@@ -1,0 +1,67 @@
+"""A2A parts and messages."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from a2amesh.protocol.base import A2AModel
+
+
+class Role(StrEnum):
+    """Who sent a message."""
+
+    UNSPECIFIED = "ROLE_UNSPECIFIED"
+    USER = "ROLE_USER"
+    AGENT = "ROLE_AGENT"
+
+
+class Part(A2AModel):
+    """One part of a message or artifact: exactly one of ``text``, ``data``, ``url``, ``raw``."""
+
+    text: str | None = Field(default=None, description="Plain text content.")
+    data: Any = Field(default=None, description="Structured JSON content.")
+    url: str | None = Field(default=None, description="A reference to content, e.g. an artifact:// URI.")
+    raw: str | None = Field(default=None, description="Inline bytes, base64-encoded.")
+    media_type: str | None = None
+    filename: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_content(self) -> Part:
+        present = [k for k in ("text", "data", "url", "raw") if getattr(self, k) is not None]
+        if len(present) != 1:
+            raise ValueError(
+                "a part must hold exactly one of text, data, url, raw"
+                + (f" (it holds {', '.join(present)})" if present else " (it holds none)")
+            )
+        return self
+
+    @classmethod
+    def of_text(cls, text: str) -> Part:
+        """A text part."""
+        return cls(text=text)
+
+    @classmethod
+    def of_data(cls, data: Any) -> Part:
+        """A JSON data part."""
+        return cls(data=data, media_type="application/json")
+
+
+class Message(A2AModel):
+    """One message of a conversation."""
+
+    message_id: str
+    role: Role
+    parts: list[Part]
+    context_id: str | None = None
+    task_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    extensions: list[str] | None = None
+    reference_task_ids: list[str] | None = None
+
+    def text(self) -> str:
+        """All text parts joined with newlines."""
+        return "\n".join(p.text for p in self.parts if p.text is not None)

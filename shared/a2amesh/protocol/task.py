@@ -1,0 +1,89 @@
+"""A2A tasks, their status and artifacts."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from a2amesh.protocol.base import A2AModel
+from a2amesh.protocol.parts import Message, Part
+
+
+class TaskState(StrEnum):
+    """The lifecycle state of a task."""
+
+    UNSPECIFIED = "TASK_STATE_UNSPECIFIED"
+    SUBMITTED = "TASK_STATE_SUBMITTED"
+    WORKING = "TASK_STATE_WORKING"
+    COMPLETED = "TASK_STATE_COMPLETED"
+    FAILED = "TASK_STATE_FAILED"
+    CANCELED = "TASK_STATE_CANCELED"
+    INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+    REJECTED = "TASK_STATE_REJECTED"
+    AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
+
+    @property
+    def terminal(self) -> bool:
+        """No further transitions happen from this state."""
+        return self in TERMINAL_STATES
+
+    @property
+    def interrupted(self) -> bool:
+        """The task waits for input from its caller (the call's final message is sent)."""
+        return self in INTERRUPTED_STATES
+
+    @property
+    def final(self) -> bool:
+        """A call's last message carries this state (terminal or interrupted)."""
+        return self.terminal or self.interrupted
+
+
+TERMINAL_STATES = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED})
+INTERRUPTED_STATES = frozenset({TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED})
+
+
+class TaskStatus(A2AModel):
+    """A task's state, with an optional message and the time it was set (RFC 3339)."""
+
+    state: TaskState
+    message: Message | None = None
+    timestamp: str | None = None
+
+
+class Artifact(A2AModel):
+    """An output of a task."""
+
+    artifact_id: str
+    parts: list[Part]
+    name: str | None = None
+    description: str | None = None
+    metadata: dict[str, Any] | None = None
+    extensions: list[str] | None = None
+
+
+class Task(A2AModel):
+    """A unit of work of an agent."""
+
+    id: str
+    context_id: str | None = None
+    status: TaskStatus
+    artifacts: list[Artifact] | None = None
+    history: list[Message] | None = None
+    metadata: dict[str, Any] | None = None
+
+    def result_part(self) -> Part | None:
+        """The first part of ``artifacts[0]`` (the result contract of docs/protocol.md), if any."""
+        if self.artifacts and self.artifacts[0].parts:
+            return self.artifacts[0].parts[0]
+        return None
+
+    def output(self) -> Any:
+        """The task's output value: the result DataPart's data, the text, or the URL of an artifact reference."""
+        part = self.result_part()
+        if part is None:
+            return None
+        if part.data is not None:
+            return part.data
+        if part.text is not None:
+            return part.text
+        return part.url if part.url is not None else part.raw

@@ -1,0 +1,107 @@
+"""Every Redis key of a namespace, built here only.
+
+Keys of one task share the hash tag ``{task_id}`` and keys of one execution share ``{execution_id}``,
+so every multi-key script runs on Redis Cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Redis key names of one namespace."""
+
+    ns: str = "a2amesh"
+
+    # tasks (agent side)
+    def task(self, task_id: str) -> str:
+        """JSON task record (the A2A Task plus bookkeeping)."""
+        return f"{self.ns}:task:{{{task_id}}}"
+
+    def claim(self, task_id: str) -> str:
+        """Live claim of a task: the owning instance, with a TTL renewed while it works."""
+        return f"{self.ns}:claim:{{{task_id}}}"
+
+    def subscribers(self, task_id: str) -> str:
+        """Set of extra reply subjects that want a task's events (SubscribeToTask, duplicate sends)."""
+        return f"{self.ns}:subs:{{{task_id}}}"
+
+    def agent_tasks(self, agent: str) -> str:
+        """Sorted set of an agent's task ids by last update (ms)."""
+        return f"{self.ns}:tasks:{agent}"
+
+    def context_lock(self, agent: str, context_id: str) -> str:
+        """Fenced per-context lock of a conversational agent."""
+        return f"{self.ns}:ctxlock:{agent}:{{{context_id}}}"
+
+    def history(self, agent: str, context_id: str) -> str:
+        """Conversation history of an agent per context."""
+        return f"{self.ns}:history:{agent}:{{{context_id}}}"
+
+    # artifacts
+    def artifact(self, scope: str, name: str, version: int) -> str:
+        """One version of an artifact (hash: data, meta)."""
+        return f"{self.ns}:artifact:{{{scope}}}:{name}:{version}"
+
+    def artifact_versions(self, scope: str, name: str) -> str:
+        """Sorted set of an artifact's versions."""
+        return f"{self.ns}:artifact:{{{scope}}}:{name}"
+
+    def artifact_names(self, scope: str) -> str:
+        """Set of artifact names in a scope."""
+        return f"{self.ns}:artifacts:{{{scope}}}"
+
+    # executions
+    def execution(self, execution_id: str) -> str:
+        """Execution record."""
+        return f"{self.ns}:exec:{{{execution_id}}}"
+
+    def execution_state(self, execution_id: str) -> str:
+        """Engine state checkpoint of an execution."""
+        return f"{self.ns}:exec:{{{execution_id}}}:state"
+
+    def execution_nodes(self, execution_id: str) -> str:
+        """Hash of node records of an execution (field = node path)."""
+        return f"{self.ns}:exec:{{{execution_id}}}:nodes"
+
+    def execution_events(self, execution_id: str) -> str:
+        """Append-only event log (stream) of an execution."""
+        return f"{self.ns}:exec:{{{execution_id}}}:events"
+
+    def execution_applied(self, execution_id: str) -> str:
+        """Set of node results already applied (idempotency)."""
+        return f"{self.ns}:exec:{{{execution_id}}}:applied"
+
+    def lease(self, execution_id: str) -> str:
+        """Lease ``owner:epoch`` of an execution."""
+        return f"{self.ns}:exec:{{{execution_id}}}:lease"
+
+    def executions_index(self) -> str:
+        """Sorted set of every execution by start time."""
+        return f"{self.ns}:execs"
+
+    def executions_by_workflow(self, workflow: str) -> str:
+        """Sorted set of a workflow's executions by start time."""
+        return f"{self.ns}:execs:wf:{workflow}"
+
+    def executions_by_status(self, status: str) -> str:
+        """Set of executions in a status."""
+        return f"{self.ns}:execs:status:{status}"
+
+    def definition(self, digest: str) -> str:
+        """A workflow definition snapshot by content hash."""
+        return f"{self.ns}:def:{digest}"
+
+    def timers(self) -> str:
+        """Sorted set of due timers (score = due ms)."""
+        return f"{self.ns}:timers"
+
+    def leases_index(self) -> str:
+        """Sorted set of running executions by lease expiry (ms)."""
+        return f"{self.ns}:leases"
+
+    def schedules(self) -> str:
+        """Hash of schedule state by schedule id."""
+        return f"{self.ns}:schedules"
