@@ -133,7 +133,7 @@ class NodeFailed(A2AMeshError):
         super().__init__(f"node {node_id} failed after {attempts} attempt(s): {'; '.join(errors)}")
 
 
-class RetryWithFeedback(A2AMeshError):  # noqa: N818 - a control-flow signal, named for what it asks
+class RetryWithFeedback(A2AMeshError):
     """Raised by agent code: ask the node handler to try again with this feedback."""
 
     def __init__(self, feedback: str) -> None:
@@ -141,7 +141,7 @@ class RetryWithFeedback(A2AMeshError):  # noqa: N818 - a control-flow signal, na
         super().__init__(feedback)
 
 
-class InputRequired(A2AMeshError):  # noqa: N818 - a control-flow signal
+class InputRequired(A2AMeshError):
     """Raised by agent code: pause the task in ``TASK_STATE_INPUT_REQUIRED`` with this prompt."""
 
     def __init__(self, prompt: str, data: Any = None) -> None:

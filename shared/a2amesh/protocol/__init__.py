@@ -1,6 +1,14 @@
 """A2A 1.0 protocol models (ProtoJSON over JSON-RPC 2.0)."""
 
-from a2amesh.protocol.card import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill
+from a2amesh.protocol.card import (
+    AgentCapabilities,
+    AgentCard,
+    AgentCardSignature,
+    AgentExtension,
+    AgentInterface,
+    AgentProvider,
+    AgentSkill,
+)
 from a2amesh.protocol.events import (
     SendMessageResponse,
     StreamResponse,
@@ -25,8 +33,10 @@ from a2amesh.protocol.task import Artifact, Task, TaskState, TaskStatus
 __all__ = [
     "AgentCapabilities",
     "AgentCard",
+    "AgentCardSignature",
     "AgentExtension",
     "AgentInterface",
+    "AgentProvider",
     "AgentSkill",
     "Artifact",
     "CancelTaskRequest",

@@ -2,10 +2,46 @@
 
 from __future__ import annotations
 
-from typing import Any, Self
+import datetime as dt
+import re
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
+
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+
+
+def _check_timestamp(value: str) -> str:
+    """Accept what ``google.protobuf.Timestamp`` accepts in ProtoJSON: RFC 3339 with a zone, <= 9 digits of fraction."""
+    if not _RFC3339.fullmatch(value):
+        raise ValueError(f"{value!r} is not an RFC 3339 timestamp such as 2025-01-31T12:00:00Z")
+    try:
+        dt.datetime.fromisoformat(value[:19])
+    except ValueError as e:
+        raise ValueError(f"{value!r} is not a valid date and time: {e}") from e
+    return value
+
+
+def _check_base64(value: str) -> str:
+    """Accept what ProtoJSON accepts for ``bytes``: standard or URL-safe base64, padding optional."""
+    padded = value.endswith("=")
+    if not _BASE64.fullmatch(value) or (padded and len(value) % 4) or (not padded and len(value) % 4 == 1):
+        raise ValueError("not valid base64 (standard or URL-safe alphabet, padding optional)")
+    return value
+
+
+Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
+"""An RFC 3339 timestamp string (``google.protobuf.Timestamp`` in ProtoJSON)."""
+
+Base64 = Annotated[str, AfterValidator(_check_base64)]
+"""Base64-encoded bytes (``bytes`` in ProtoJSON)."""
+
+
+def now_timestamp() -> str:
+    """The current time as the canonical ProtoJSON timestamp (UTC, milliseconds, ``Z``)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class A2AModel(BaseModel):

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from a2amesh.protocol.base import A2AModel
-from a2amesh.protocol.codes import EXT_AGENT_TYPE, EXT_SCHEMAS, EXT_WORKFLOW
+from a2amesh.protocol.codes import A2A_VERSION, EXT_AGENT_TYPE, EXT_SCHEMAS, EXT_WORKFLOW
 
 
 class AgentInterface(A2AModel):
@@ -16,7 +16,7 @@ class AgentInterface(A2AModel):
     url: str
     protocol_binding: str
     tenant: str | None = None
-    protocol_version: str | None = None
+    protocol_version: str = Field(default=A2A_VERSION, description="The A2A version served at this interface.")
 
 
 class AgentExtension(A2AModel):
@@ -47,6 +47,9 @@ class AgentSkill(A2AModel):
     examples: list[str] | None = None
     input_modes: list[str] | None = None
     output_modes: list[str] | None = None
+    security_requirements: list[dict[str, Any]] | None = Field(
+        default=None, description="Security requirements for this skill (A2A ``SecurityRequirement`` objects)."
+    )
 
 
 class AgentProvider(A2AModel):
@@ -54,6 +57,14 @@ class AgentProvider(A2AModel):
 
     url: str
     organization: str
+
+
+class AgentCardSignature(A2AModel):
+    """A JWS signature over the card (RFC 7515, detached payload)."""
+
+    protected: str
+    signature: str
+    header: dict[str, Any] | None = None
 
 
 class AgentCard(A2AModel):
@@ -70,6 +81,13 @@ class AgentCard(A2AModel):
     default_output_modes: list[str] = Field(default_factory=lambda: ["text/plain", "application/json"])
     skills: list[AgentSkill] = Field(default_factory=list)
     icon_url: str | None = None
+    security_schemes: dict[str, dict[str, Any]] | None = Field(
+        default=None, description="Named security schemes (A2A ``SecurityScheme`` objects), passed through as JSON."
+    )
+    security_requirements: list[dict[str, Any]] | None = Field(
+        default=None, description="Security requirements for the whole agent (A2A ``SecurityRequirement`` objects)."
+    )
+    signatures: list[AgentCardSignature] | None = None
 
     def extension(self, uri: str) -> dict[str, Any] | None:
         """The params of the extension with this URI, or None when the card does not declare it."""

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
 
-from a2amesh.protocol.base import A2AModel
+from a2amesh.protocol.base import A2AModel, Timestamp
 from a2amesh.protocol.parts import Message
 from a2amesh.protocol.task import Task, TaskState
 
-JsonRpcId = str | int | None
+JsonRpcId = StrictStr | StrictInt | StrictFloat | None
+"""A JSON-RPC id: string, number or null, kept exactly as sent so it is echoed unchanged (``true`` is refused)."""
 
 
 class SendMessageConfiguration(A2AModel):
     """Options of a SendMessage call."""
 
     accepted_output_modes: list[str] | None = None
-    history_length: int | None = None
+    history_length: int | None = Field(default=None, ge=0)
     return_immediately: bool | None = None
     task_push_notification_config: dict[str, Any] | None = None
 
@@ -41,7 +42,7 @@ class GetTaskRequest(A2AModel):
     """Params of GetTask."""
 
     id: str
-    history_length: int | None = None
+    history_length: int | None = Field(default=None, ge=0)
     tenant: str | None = None
 
 
@@ -65,10 +66,10 @@ class ListTasksRequest(A2AModel):
 
     context_id: str | None = None
     status: TaskState | None = None
-    page_size: int | None = Field(default=None, ge=1, le=1000)
+    page_size: int | None = Field(default=None, ge=1, le=100)
     page_token: str | None = None
-    history_length: int | None = None
-    status_timestamp_after: str | None = None
+    history_length: int | None = Field(default=None, ge=0)
+    status_timestamp_after: Timestamp | None = None
     include_artifacts: bool | None = None
     tenant: str | None = None
 
@@ -76,7 +77,7 @@ class ListTasksRequest(A2AModel):
 class ListTasksResponse(A2AModel):
     """Result of ListTasks."""
 
-    tasks: list[Task]
+    tasks: list[Task] = Field(default_factory=list)
     next_page_token: str = ""
     page_size: int = 0
     total_size: int = 0

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from a2amesh.protocol.base import A2AModel
+from a2amesh.protocol.base import A2AModel, Base64
 
 
 class Role(StrEnum):
@@ -24,9 +24,9 @@ class Part(A2AModel):
     text: str | None = Field(default=None, description="Plain text content.")
     data: Any = Field(default=None, description="Structured JSON content.")
     url: str | None = Field(default=None, description="A reference to content, e.g. an artifact:// URI.")
-    raw: str | None = Field(default=None, description="Inline bytes, base64-encoded.")
-    media_type: str | None = None
-    filename: str | None = None
+    raw: Base64 | None = Field(default=None, description="Inline bytes, base64-encoded.")
+    media_type: str | None = Field(default=None, description="The MIME type of the content.")
+    filename: str | None = Field(default=None, description="A file name for the content, if it has one.")
     metadata: dict[str, Any] | None = None
 
     @model_validator(mode="after")

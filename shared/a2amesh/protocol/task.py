@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from a2amesh.protocol.base import A2AModel
+from a2amesh.protocol.base import A2AModel, Timestamp
 from a2amesh.protocol.parts import Message, Part
 
 
@@ -47,7 +47,7 @@ class TaskStatus(A2AModel):
 
     state: TaskState
     message: Message | None = None
-    timestamp: str | None = None
+    timestamp: Timestamp | None = None
 
 
 class Artifact(A2AModel):

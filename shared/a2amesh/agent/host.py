@@ -1,0 +1,668 @@
+"""The agent host: the worker that serves one agent's work queue and control subject (SPEC §3.3–§3.7)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2amesh import faults
+from a2amesh.agent.context import TaskContext, TaskOutcome, control_part
+from a2amesh.agent.python_agent import AgentRuntime
+from a2amesh.bus import headers as h
+from a2amesh.bus.nats import Bus, PullConsumer, Received, WorkMsg
+from a2amesh.bus.setup import ensure_consumer, init_mesh
+from a2amesh.client import Client
+from a2amesh.config import Settings
+from a2amesh.errors import (
+    A2AMeshError,
+    RpcError,
+    TaskNotCancelable,
+    TaskNotFound,
+    TransportError,
+    to_rpc_error,
+    transport_rpc_error,
+)
+from a2amesh.ids import nuid, task_id_for
+from a2amesh.logs import get_logger
+from a2amesh.protocol import (
+    Artifact,
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    codes,
+)
+from a2amesh.protocol.jsonrpc import JsonRpcId
+from a2amesh.registry import CardPublisher
+from a2amesh.rpc import decode_request, encode_error, encode_result, request_id_of
+from a2amesh.store.keys import Keys
+from a2amesh.store.redis import Redis
+from a2amesh.store.tasks import TaskStore
+
+CLOCK_SKEW = 2.0
+FINAL_PUBLISH_TRIES = 3
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC timestamp with milliseconds."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+def result_artifact(output: Any) -> Artifact:
+    """``artifacts[0]`` of the result contract: a DataPart for JSON output, a text part for text."""
+    part = Part.of_text(output) if isinstance(output, str) else Part.of_data(output)
+    return Artifact(artifact_id=nuid(), name="result", parts=[part])
+
+
+@dataclass
+class _Target:
+    subject: str
+    primary: bool
+
+
+@dataclass
+class _Run:
+    """One task being worked on by this replica."""
+
+    task: Task
+    msg: WorkMsg | None
+    request_id: JsonRpcId
+    streaming: bool
+    attempt: int
+    targets: list[_Target]
+    seq: int = 0
+    cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def add_target(self, subject: str) -> bool:
+        if any(t.subject == subject for t in self.targets):
+            return False
+        self.targets.append(_Target(subject, primary=False))
+        return True
+
+
+class AgentHost:
+    """Serves one agent: pulls its work queue, answers its control subject, keeps its card alive.
+
+    ``run()`` returns when shutdown is done; ``shutdown()`` is idempotent and safe before ``run()``.
+    """
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        *,
+        bus: Bus,
+        redis: Redis,
+        settings: Settings,
+        instance: str | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.bus = bus
+        self.settings = settings
+        self.name = runtime.definition.name
+        self.instance = instance or nuid()
+        self.concurrency = runtime.definition.max_concurrency or settings.max_concurrency
+        self.tasks = TaskStore(
+            redis, Keys(settings.namespace), retention=settings.task_retention, queued_ttl=settings.tasks_max_age
+        )
+        self.client = Client(bus, settings, instance=self.instance)
+        self.log = get_logger("agent", agent=self.name, instance=self.instance)
+        self.ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._running: dict[str, _Run] = {}
+        self._workers: set[asyncio.Task[None]] = set()
+        self._slot_freed = asyncio.Event()
+        self._claim_ttl = settings.ack_wait * 2 / 3
+
+    # lifecycle
+    async def run(self) -> None:
+        """Serve until :meth:`shutdown`; then stop pulling, finish or hand back work, withdraw the card."""
+        await init_mesh(self.bus, self.settings)
+        replicas = self.runtime.definition.replicas
+        await ensure_consumer(
+            self.bus, self.settings, self.name, max_ack_pending=max(replicas * self.concurrency * 2, 256)
+        )
+        await self.client.start()
+        publisher = CardPublisher(
+            self.bus, self.runtime.card(self.settings.namespace), instance=self.instance, card_ttl=self.settings.card_ttl
+        )
+        await publisher.publish()
+        control = await self.bus.subscribe(self.bus.subjects.control(self.name), self._on_control)
+        consumer = await self.bus.pull_consumer(self.bus.subjects.tasks_stream, self.bus.subjects.consumer(self.name))
+        heartbeat = asyncio.create_task(publisher.heartbeat(), name=f"{self.name}-card-heartbeat")
+        self.log.info("agent.ready", concurrency=self.concurrency)
+        self.ready.set()
+        try:
+            await self._pull_loop(consumer)
+        finally:
+            await consumer.stop()
+            for m in consumer.drain_queued():
+                with contextlib.suppress(Exception):
+                    await m.nak()
+            await self._drain_workers()
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            await control.unsubscribe()
+            with contextlib.suppress(Exception):
+                await publisher.withdraw()
+            await self.client.close()
+            self._stopped.set()
+            self.log.info("agent.stopped")
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set."""
+        self._stop = stop
+        await self.run()
+
+    async def shutdown(self) -> None:
+        """Ask the host to stop and wait until it has (idempotent)."""
+        self._stop.set()
+        if self.ready.is_set():
+            await self._stopped.wait()
+
+    async def _drain_workers(self) -> None:
+        if self._workers:
+            self.log.info("agent.draining", running=len(self._workers), grace=self.settings.shutdown_grace)
+            _, pending = await asyncio.wait(set(self._workers), timeout=self.settings.shutdown_grace)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+
+    async def _pull_loop(self, consumer: PullConsumer) -> None:
+        while not self._stop.is_set():
+            free = self.concurrency - len(self._workers)
+            if free <= 0:
+                self._slot_freed.clear()
+                stop = asyncio.create_task(self._stop.wait())
+                slot = asyncio.create_task(self._slot_freed.wait())
+                await asyncio.wait({stop, slot}, return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                slot.cancel()
+                continue
+            try:
+                await consumer.want(free)
+            except Exception as e:
+                self.log.warning("agent.pull_failed", error=str(e) or type(e).__name__)
+            msg = await consumer.next(timeout=0.5)
+            if msg is None:
+                continue
+            worker = asyncio.create_task(self._process(msg))
+            self._workers.add(worker)
+            worker.add_done_callback(self._worker_done)
+
+    def _worker_done(self, task: asyncio.Task[None]) -> None:
+        self._workers.discard(task)
+        self._slot_freed.set()
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("agent.worker_crashed", error=repr(task.exception()))
+
+    # replies
+    def _reply_headers(self, run_attempt: int, seq: int, final: bool, ttl: float, msg_id: str) -> dict[str, str]:
+        hdrs = {
+            h.AGENT: self.name,
+            h.ATTEMPT: str(run_attempt),
+            h.SEQ: str(seq),
+            h.TTL: f"{int(ttl)}s",
+            h.MSG_ID: msg_id,
+        }
+        if final:
+            hdrs[h.FINAL] = "true"
+        return hdrs
+
+    async def _send(
+        self, subject: str, body: bytes, *, attempt: int, seq: int, final: bool, msg_id: str, durable: bool
+    ) -> None:
+        ttl = self.settings.reply_final_ttl if (final or durable) else self.settings.reply_progress_ttl
+        hdrs = self._reply_headers(attempt, seq, final, ttl, msg_id)
+        if not final:
+            await self.bus.publish(subject, body, hdrs)
+            return
+        for i in range(FINAL_PUBLISH_TRIES):
+            try:
+                await self.bus.js_publish(subject, body, hdrs)
+                return
+            except TransportError:
+                if i == FINAL_PUBLISH_TRIES - 1:
+                    raise
+                await asyncio.sleep(0.2 * (i + 1))
+
+    def _valid_reply_subject(self, subject: str | None) -> bool:
+        prefix = self.bus.subjects.reply_prefix()
+        return bool(subject) and subject.startswith(prefix) and subject.count(".") == prefix.count(".") + 1  # type: ignore[union-attr]
+
+    async def _send_error(
+        self, reply_to: str | None, request_id: JsonRpcId, error: RpcError, attempt: int, seq: int = 1
+    ) -> None:
+        if not self._valid_reply_subject(reply_to):
+            return
+        assert reply_to is not None
+        token = reply_to.rsplit(".", 1)[-1]
+        with contextlib.suppress(TransportError):
+            await self._send(
+                reply_to,
+                encode_error(request_id, error),
+                attempt=attempt,
+                seq=seq,
+                final=True,
+                msg_id=f"error:{token}:{attempt}",
+                durable=True,
+            )
+
+    async def _emit(self, run: _Run, response: StreamResponse, *, final: bool, durable: bool = False) -> None:
+        run.seq += 1
+        for target in list(run.targets):
+            if target.primary and not run.streaming:
+                if not final:
+                    continue  # SendMessage gets only the final response
+                body = encode_result(run.request_id, {"task": run.task.to_json_dict()})
+            elif final and not target.primary:
+                body = encode_result(run.task.id, {"task": run.task.to_json_dict()})
+            else:
+                body = encode_result(run.request_id if target.primary else run.task.id, response)
+            suffix = "" if target.primary else ":" + target.subject.rsplit(".", 1)[-1]
+            try:
+                await self._send(
+                    target.subject,
+                    body,
+                    attempt=run.attempt,
+                    seq=run.seq,
+                    final=final,
+                    msg_id=f"{run.task.id}:{run.attempt}:{run.seq}{suffix}",
+                    durable=durable,
+                )
+            except TransportError:
+                if target.primary:
+                    raise
+                self.log.warning("reply.subscriber_failed", subject=target.subject)
+
+    async def _publish_final(self, run: _Run) -> None:
+        if run.streaming and run.task.artifacts:
+            for art in run.task.artifacts:
+                ev = TaskArtifactUpdateEvent(
+                    task_id=run.task.id, context_id=run.task.context_id, artifact=art, last_chunk=True
+                )
+                await self._emit(run, StreamResponse(artifact_update=ev), final=False, durable=True)
+        status = TaskStatusUpdateEvent(task_id=run.task.id, context_id=run.task.context_id, status=run.task.status)
+        await self._emit(run, StreamResponse(status_update=status), final=True)
+
+    # work
+    async def _process(self, msg: WorkMsg) -> None:
+        reply_to = msg.headers.get(h.REPLY_TO)
+        request_id = request_id_of(msg.data)
+        attempt = msg.num_delivered
+        try:
+            if not self._valid_reply_subject(reply_to):
+                self.log.warning("request.no_reply_to", got=reply_to, seq=msg.stream_seq)
+                await msg.term()
+                return
+            if len(msg.data) > self.settings.max_request_bytes:
+                raise TransportError(
+                    codes.PAYLOAD_TOO_LARGE,
+                    f"request of {len(msg.data)} bytes exceeds this agent's limit of "
+                    f"{self.settings.max_request_bytes} bytes; send large inputs as artifact:// URLs",
+                )
+            envelope, params = decode_request(msg.data, msg.headers, allowed=codes.WORK_METHODS)
+            assert isinstance(params, SendMessageRequest)
+            self._check_deadline(msg.headers)
+            self._check_depth(msg.headers)
+            await self._execute(msg, envelope.id, envelope.method, params.message, reply_to or "")
+        except A2AMeshError as e:
+            err = to_rpc_error(e)
+            self.log.info("request.rejected", code=err.code, error=str(err), seq=msg.stream_seq)
+            await self._send_error(reply_to, request_id, err, attempt)
+            if isinstance(e, TransportError) and e.reason == codes.DEADLINE_EXCEEDED:
+                await msg.ack()
+            else:
+                await msg.term()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.log.exception("request.internal_error", seq=msg.stream_seq)
+            await self._send_error(reply_to, request_id, to_rpc_error(e), attempt)
+            await msg.term()
+
+    def _check_deadline(self, headers: dict[str, str]) -> None:
+        raw = headers.get(h.DEADLINE)
+        if not raw:
+            return
+        try:
+            deadline = int(raw) / 1000
+        except ValueError as e:
+            raise RpcError(codes.INVALID_REQUEST, f"header {h.DEADLINE} must be epoch milliseconds, got {raw!r}") from e
+        if time.time() > deadline + CLOCK_SKEW:
+            late = time.time() - deadline
+            raise TransportError(codes.DEADLINE_EXCEEDED, f"the request's deadline passed {late:.1f}s before it was pulled")
+
+    def _check_depth(self, headers: dict[str, str]) -> None:
+        raw = headers.get(h.CALL_DEPTH, "0")
+        if not raw.isdigit():
+            raise RpcError(codes.INVALID_REQUEST, f"header {h.CALL_DEPTH} must be a non-negative integer, got {raw!r}")
+        if int(raw) > self.settings.max_call_depth:
+            raise TransportError(
+                codes.CALL_DEPTH_EXCEEDED,
+                f"call depth {raw} exceeds the maximum of {self.settings.max_call_depth}",
+            )
+
+    async def _execute(
+        self, msg: WorkMsg, request_id: JsonRpcId, method: str, message: Message, reply_to: str
+    ) -> None:
+        attempt = msg.num_delivered
+        history: list[Message] = []
+        if message.task_id:
+            existing = await self.tasks.get(message.task_id)
+            if existing is None:
+                raise TaskNotFound(message.task_id)
+            if existing.status.state.terminal:
+                raise RpcError(
+                    codes.UNSUPPORTED_OPERATION,
+                    f"task {message.task_id} is {existing.status.state.value}; start a new task instead",
+                )
+            task_id = message.task_id
+            context_id = message.context_id or existing.context_id or nuid()
+            history = list(existing.history or [])
+        else:
+            task_id = task_id_for(self.name, message.message_id)
+            context_id = message.context_id or nuid()
+        message = message.model_copy(update={"task_id": task_id, "context_id": context_id})
+        initial = Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_now()),
+            history=[*history, message],
+        )
+        run = _Run(
+            task=initial,
+            msg=msg,
+            request_id=request_id,
+            streaming=method == codes.SEND_STREAMING_MESSAGE,
+            attempt=attempt,
+            targets=[_Target(reply_to, primary=True)],
+        )
+        self._running[task_id] = run
+        try:
+            await self._claim_and_run(run, history)
+        finally:
+            self._running.pop(task_id, None)
+            run.finished.set()
+
+    async def _claim_and_run(self, run: _Run, history: list[Message]) -> None:
+        assert run.msg is not None
+        msg = run.msg
+        view = await self.tasks.claim(run.task, self.name, self.instance, self._claim_ttl)
+        for s in view.subscribers:
+            run.add_target(s)
+        if view.outcome == "done":
+            assert view.task is not None
+            run.task = view.task
+            run.targets = [_Target(t.subject, primary=False) for t in run.targets]  # ids of the re-publish differ
+            await self._publish_final(run)
+            await msg.ack()
+            return
+        if view.outcome == "busy":
+            primary = run.targets[0].subject
+            await self.tasks.add_subscriber(run.task.id, primary)
+            if msg.num_delivered == 1:
+                await msg.ack()  # a re-sent request: its caller now follows the running task
+            return  # a redelivery while the owner still works: left to the owner's in-progress acks
+        if view.outcome == "canceled":
+            await self._finish(run, TaskOutcome(TaskState.CANCELED, message="canceled before it started"))
+            return
+        if view.state is not None and view.state.interrupted and view.task is not None:
+            run.task = run.task.model_copy(update={"history": [*(view.task.history or []), *(run.task.history or [])]})
+        if msg.num_delivered >= self.settings.max_deliver:
+            err = transport_rpc_error(
+                codes.MAX_DELIVERIES,
+                f"task {run.task.id} was delivered {msg.num_delivered} times without finishing "
+                f"(max_deliver {self.settings.max_deliver}); it is failed and will not be delivered again",
+            )
+            run.task = self._final_task(run.task, TaskOutcome(TaskState.FAILED, message=str(err)))
+            await self.tasks.write(run.task, self.name, self.instance, release=True)
+            await self._send_error(run.targets[0].subject, run.request_id, err, run.attempt)
+            for t in run.targets[1:]:
+                await self._send_error(t.subject, run.task.id, err, run.attempt)
+            await msg.term()
+            return
+        faults.crash_point("after_claim")
+        if run.streaming:
+            await self._emit(run, StreamResponse(task=run.task), final=False, durable=True)
+        outcome = await self._work(run, history)
+        if outcome is None:
+            return  # shutdown: handed back
+        await self._finish(run, outcome)
+
+    async def _work(self, run: _Run, history: list[Message]) -> TaskOutcome | None:
+        assert run.msg is not None
+        last = run.task.history[-1] if run.task.history else None
+        assert last is not None
+        node_req = control_part(last, "workflow_node_request") or {}
+        ctx = TaskContext(
+            agent=self.name,
+            task_id=run.task.id,
+            context_id=run.task.context_id or "",
+            message=last,
+            attempt=run.attempt,
+            deadline=_deadline_of(run.msg.headers),
+            call_depth=int(run.msg.headers.get(h.CALL_DEPTH, "0") or 0),
+            max_call_depth=self.settings.max_call_depth,
+            headers={k: v for k, v in run.msg.headers.items() if k in h.PROPAGATED},
+            client=self.client,
+            emitter=lambda parts, meta: self._emit_progress(run, parts, meta),
+            history=list(run.task.history[:-1]) if run.task.history else history,
+            execution_id=node_req.get("execution_id"),
+            node_id=node_req.get("node_id"),
+        )
+        work = asyncio.create_task(self.runtime.run(ctx), name=f"task-{run.task.id}")
+        cancel_wait = asyncio.create_task(run.cancel_requested.wait())
+        beat = asyncio.create_task(self._heartbeat(run))
+        timeout = None if ctx.deadline is None else max(ctx.deadline - time.time(), 0.001)
+        try:
+            done, _ = await asyncio.wait({work, cancel_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if work in done:
+                return work.result()
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(work, 5)
+            if cancel_wait in done:
+                ctx.cancelled.set()
+                return TaskOutcome(TaskState.CANCELED, message="canceled by request")
+            return TaskOutcome(TaskState.FAILED, message=f"{codes.DEADLINE_EXCEEDED}: the task ran past its deadline")
+        except asyncio.CancelledError:
+            # Shutdown, not a caller's cancel: hand the message back for another replica.
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(work, 5)
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._hand_back(run))
+            raise
+        except Exception as e:
+            self.log.exception("task.crashed", task_id=run.task.id)
+            return TaskOutcome(TaskState.FAILED, message=f"internal error: {type(e).__name__}: {e}")
+        finally:
+            cancel_wait.cancel()
+            beat.cancel()
+
+    async def _hand_back(self, run: _Run) -> None:
+        assert run.msg is not None
+        await self.tasks.write(run.task, self.name, self.instance, release=True)
+        await run.msg.nak()
+        self.log.info("task.handed_back", task_id=run.task.id)
+
+    async def _heartbeat(self, run: _Run) -> None:
+        assert run.msg is not None
+        while True:
+            await asyncio.sleep(self.settings.ack_wait / 3)
+            faults.crash_point("before_claim_renew")
+            try:
+                await run.msg.in_progress()
+                if not await self.tasks.renew(run.task.id, self.instance, self._claim_ttl):
+                    self.log.warning("task.claim_lost", task_id=run.task.id)
+                if await self.tasks.is_canceled(run.task.id):
+                    run.cancel_requested.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self.log.warning("task.heartbeat_failed", task_id=run.task.id, error=str(e) or type(e).__name__)
+
+    async def _emit_progress(self, run: _Run, parts: list[Part], metadata: dict[str, Any] | None) -> None:
+        status = TaskStatus(
+            state=TaskState.WORKING,
+            timestamp=utc_now(),
+            message=Message(
+                message_id=nuid(), role=Role.AGENT, parts=parts, task_id=run.task.id, context_id=run.task.context_id
+            )
+            if parts
+            else None,
+        )
+        ev = TaskStatusUpdateEvent(task_id=run.task.id, context_id=run.task.context_id, status=status, metadata=metadata)
+        await self._emit(run, StreamResponse(status_update=ev), final=False)
+
+    def _final_task(self, task: Task, outcome: TaskOutcome) -> Task:
+        parts: list[Part] = []
+        if outcome.message:
+            parts.append(Part.of_text(outcome.message))
+        parts.extend(outcome.status_parts)
+        status = TaskStatus(
+            state=outcome.state,
+            timestamp=utc_now(),
+            message=Message(
+                message_id=nuid(), role=Role.AGENT, parts=parts, task_id=task.id, context_id=task.context_id
+            )
+            if parts
+            else None,
+        )
+        artifacts = None
+        if outcome.output is not None and outcome.state in (TaskState.COMPLETED, TaskState.INPUT_REQUIRED):
+            artifacts = [result_artifact(outcome.output)]
+        metadata = {**(task.metadata or {}), **(outcome.metadata or {})} or None
+        return task.model_copy(update={"status": status, "artifacts": artifacts, "metadata": metadata})
+
+    async def _finish(self, run: _Run, outcome: TaskOutcome) -> None:
+        assert run.msg is not None
+        run.task = self._final_task(run.task, outcome)
+        view = await asyncio.shield(self.tasks.write(run.task, self.name, self.instance, release=True))
+        if view.outcome == "terminal" and view.task is not None:
+            run.task = view.task  # an earlier final stands: answer with it
+        for s in view.subscribers:
+            run.add_target(s)
+        faults.crash_point("after_final_write")
+        await asyncio.shield(self._publish_final(run))
+        faults.crash_point("after_final_publish_before_ack")
+        await run.msg.ack()
+        self.log.info("task.finished", task_id=run.task.id, state=run.task.status.state.value, attempt=run.attempt)
+
+    # control
+    async def _on_control(self, msg: Received) -> None:
+        request_id = request_id_of(msg.data)
+        try:
+            envelope, params = decode_request(msg.data, msg.headers, allowed=codes.CONTROL_METHODS)
+            if isinstance(params, GetTaskRequest):
+                task = await self.tasks.get(params.id)
+                if task is None:
+                    raise TaskNotFound(params.id)
+                await self._answer(msg, envelope.id, task.to_json_dict())
+            elif isinstance(params, CancelTaskRequest):
+                await self._cancel(msg, envelope.id, params.id)
+            elif isinstance(params, SubscribeToTaskRequest):
+                await self._subscribe(msg, params.id)
+            elif isinstance(params, ListTasksRequest):
+                await self._answer(msg, envelope.id, (await self._list(params)).to_json_dict())
+        except A2AMeshError as e:
+            if msg.reply:
+                await self.bus.publish(msg.reply, encode_error(request_id, to_rpc_error(e)), {h.AGENT: self.name})
+        except Exception as e:
+            self.log.exception("control.internal_error")
+            if msg.reply:
+                await self.bus.publish(msg.reply, encode_error(request_id, to_rpc_error(e)), {h.AGENT: self.name})
+
+    async def _answer(self, msg: Received, request_id: JsonRpcId, result: dict[str, Any]) -> None:
+        if msg.reply:
+            await self.bus.publish(msg.reply, encode_result(request_id, result), {h.AGENT: self.name})
+
+    async def _cancel(self, msg: Received, request_id: JsonRpcId, task_id: str) -> None:
+        view = await self.tasks.mark_canceled(task_id)
+        if view.outcome == "terminal":
+            raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
+        run = self._running.get(task_id)
+        if run is not None:
+            run.cancel_requested.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.finished.wait(), 10)
+            await self._answer(msg, request_id, run.task.to_json_dict())
+            return
+        if view.owner and view.owner != self.instance:
+            return  # the owning replica answers
+        task = view.task or Task(id=task_id, status=TaskStatus(state=TaskState.SUBMITTED))
+        task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_now())})
+        await self._answer(msg, request_id, task.to_json_dict())
+
+    async def _subscribe(self, msg: Received, task_id: str) -> None:
+        reply_to = msg.headers.get(h.REPLY_TO)
+        if not self._valid_reply_subject(reply_to):
+            raise RpcError(codes.INVALID_REQUEST, f"SubscribeToTask needs a {h.REPLY_TO} header with a reply subject")
+        assert reply_to is not None
+        run = self._running.get(task_id)
+        if run is not None and run.msg is not None:
+            if run.add_target(reply_to):
+                token = reply_to.rsplit(".", 1)[-1]
+                await self._send(
+                    reply_to,
+                    encode_result(task_id, StreamResponse(task=run.task)),
+                    attempt=run.attempt,
+                    seq=run.seq,
+                    final=False,
+                    msg_id=f"{task_id}:snapshot:{token}",
+                    durable=True,
+                )
+            return
+        view = await self.tasks.add_subscriber(task_id, reply_to)
+        if view.outcome == "terminal" and view.task is not None:
+            token = reply_to.rsplit(".", 1)[-1]
+            await self._send(
+                reply_to,
+                encode_result(task_id, {"task": view.task.to_json_dict()}),
+                attempt=1,
+                seq=1,
+                final=True,
+                msg_id=f"{task_id}:final:{token}",
+                durable=True,
+            )
+
+    async def _list(self, req: ListTasksRequest) -> ListTasksResponse:
+        offset = int(req.page_token) if req.page_token and req.page_token.isdigit() else 0
+        size = req.page_size or 50
+        tasks, total = await self.tasks.list(
+            self.name, context_id=req.context_id, state=req.status, offset=offset, limit=size
+        )
+        if not req.include_artifacts:
+            tasks = [t.model_copy(update={"artifacts": None}) for t in tasks]
+        if req.history_length is not None:
+            tasks = [
+                t.model_copy(update={"history": (t.history or [])[-req.history_length :] or None}) for t in tasks
+            ]
+        nxt = str(offset + size) if offset + size < total else ""
+        return ListTasksResponse(tasks=tasks, next_page_token=nxt, page_size=len(tasks), total_size=total)
+
+
+def _deadline_of(headers: dict[str, str]) -> float | None:
+    raw = headers.get(h.DEADLINE)
+    if raw and raw.isdigit():
+        return int(raw) / 1000
+    return None

@@ -1,0 +1,461 @@
+"""The transport seam: the only module that imports ``nats``.
+
+Layers above speak bytes, header dicts and the small types here; they never see a nats-py object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg as NatsMsg
+from nats.js import api as js_api
+from nats.js.kv import KeyValue
+
+from a2amesh.bus.subjects import Subjects
+from a2amesh.config import Settings
+from a2amesh.errors import TransportError
+from a2amesh.logs import get_logger
+from a2amesh.protocol import codes
+
+log = get_logger("bus")
+
+Headers = dict[str, str]
+
+# fire-and-forget clean-ups, referenced until they finish
+_background: set[asyncio.Future[Any]] = set()
+
+
+def _forget_background(fut: asyncio.Future[Any]) -> None:
+    _background.discard(fut)
+    if not fut.cancelled():
+        fut.exception()  # retrieved: a clean-up failing on a closed connection is expected
+
+
+@dataclass(frozen=True)
+class Received:
+    """A core NATS message handed to a subscriber."""
+
+    subject: str
+    data: bytes
+    headers: Headers
+    reply: str
+
+
+@dataclass(frozen=True)
+class PubAck:
+    """The JetStream acknowledgement of a publish."""
+
+    stream: str
+    seq: int
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class StoredMsg:
+    """A message read back from a stream."""
+
+    subject: str
+    seq: int
+    data: bytes
+    headers: Headers
+    time: dt.datetime | None
+
+
+class WorkMsg:
+    """A JetStream message pulled from a work consumer, with its ack operations."""
+
+    def __init__(self, msg: NatsMsg) -> None:
+        self._msg = msg
+        self.subject: str = msg.subject
+        self.data: bytes = msg.data
+        self.headers: Headers = dict(msg.headers or {})
+        meta = msg.metadata
+        self.num_delivered: int = int(meta.num_delivered)
+        self.stream_seq: int = int(meta.sequence.stream)
+        self._done = False
+
+    async def ack(self) -> None:
+        """Acknowledge: the work is done and persisted."""
+        if not self._done:
+            self._done = True
+            await self._msg.ack()
+
+    async def nak(self, delay: float | None = None) -> None:
+        """Negative ack: deliver again (after ``delay`` seconds)."""
+        if not self._done:
+            self._done = True
+            await self._msg.nak(delay=delay)
+
+    async def term(self) -> None:
+        """Terminate: never deliver this message again."""
+        if not self._done:
+            self._done = True
+            await self._msg.term()
+
+    async def in_progress(self) -> None:
+        """Reset the ack timer: the work is still running."""
+        if not self._done:
+            await self._msg.in_progress()
+
+
+class PullConsumer:
+    """A durable pull consumer fed by our own pull requests, so each message is handed over as it arrives.
+
+    The owner grants credit (its free slots) with :meth:`want`; outstanding pull requests never ask for
+    more than that, so a replica holds at most as many un-acked messages as it can work on at once.
+    """
+
+    EXPIRES = 5.0
+
+    def __init__(self, nc: NatsClient, stream: str, durable: str) -> None:
+        self._nc = nc
+        self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self._queue: asyncio.Queue[WorkMsg] = asyncio.Queue()
+        self._requests: list[list[float]] = []  # [expiry monotonic, unfilled count]
+        self._sub: Any = None
+        self._inbox = ""
+
+    async def start(self) -> None:
+        """Open the inbox the server delivers pulled messages to."""
+        self._inbox = self._nc.new_inbox()
+        self._sub = await self._nc.subscribe(self._inbox, cb=self._on_msg)
+
+    @property
+    def outstanding(self) -> int:
+        """Messages requested from the server and not delivered yet."""
+        now = time.monotonic()
+        self._requests = [r for r in self._requests if r[0] > now and r[1] > 0]
+        return int(sum(r[1] for r in self._requests))
+
+    def reset(self) -> None:
+        """Forget outstanding requests (the server drops them on a reconnect)."""
+        self._requests.clear()
+
+    async def want(self, slots: int) -> None:
+        """Ask the server for messages so that outstanding + queued reaches ``slots``."""
+        deficit = slots - self.outstanding - self._queue.qsize()
+        if deficit <= 0 or not self._nc.is_connected:
+            return
+        self._requests.append([time.monotonic() + self.EXPIRES - 0.2, float(deficit)])
+        req = {"batch": deficit, "expires": int(self.EXPIRES * 1e9)}
+        await self._nc.publish(self._next_subject, json.dumps(req).encode(), reply=self._inbox)
+
+    async def _on_msg(self, msg: NatsMsg) -> None:
+        status = (msg.headers or {}).get("Status")
+        if status is not None:
+            if status in ("404", "408"):
+                pending = (msg.headers or {}).get("Nats-Pending-Messages")
+                self._drop_oldest(int(pending) if pending and pending.isdigit() else None)
+            elif status == "409":
+                self.reset()
+            return
+        self._drop_oldest(1, delivered=True)
+        self._queue.put_nowait(WorkMsg(msg))
+
+    def _drop_oldest(self, count: int | None, *, delivered: bool = False) -> None:
+        if not self._requests:
+            return
+        if count is None:
+            self._requests.pop(0)
+            return
+        if delivered:
+            self._requests[0][1] -= count
+            if self._requests[0][1] <= 0:
+                self._requests.pop(0)
+        else:
+            # a 408/404 ends one request; the header says how many of it went unfilled
+            self._requests.pop(0)
+
+    async def next(self, timeout: float) -> WorkMsg | None:
+        """The next pulled message, or None after ``timeout`` seconds."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._queue.get()
+        except TimeoutError:
+            return None
+
+    def drain_queued(self) -> list[WorkMsg]:
+        """Messages delivered to us but not handed out yet (to nak on shutdown)."""
+        out = []
+        while not self._queue.empty():
+            out.append(self._queue.get_nowait())
+        return out
+
+    async def stop(self) -> None:
+        """Stop receiving."""
+        with contextlib.suppress(Exception):
+            if self._sub is not None:
+                await self._sub.unsubscribe()
+
+
+class Subscription:
+    """A core NATS subscription."""
+
+    def __init__(self, sub: Any) -> None:
+        self._sub = sub
+
+    async def unsubscribe(self) -> None:
+        """Stop receiving."""
+        with contextlib.suppress(Exception):
+            await self._sub.unsubscribe()
+
+
+@dataclass(frozen=True)
+class KvEntry:
+    """One KV entry or deletion seen by a watcher."""
+
+    key: str
+    value: bytes | None
+    revision: int
+    created: dt.datetime | None
+    deleted: bool
+
+
+class Kv:
+    """A JetStream KV bucket."""
+
+    def __init__(self, kv: KeyValue, js: Any, bucket: str) -> None:
+        self._kv = kv
+        self._js = js
+        self._bucket = bucket
+
+    async def put(self, key: str, value: bytes) -> int:
+        """Put a value; returns its revision."""
+        return int(await self._kv.put(key, value))
+
+    async def get(self, key: str) -> KvEntry | None:
+        """The current entry (with its write time), or None when absent or deleted."""
+        try:
+            raw = await self._js._jsm.get_msg(f"KV_{self._bucket}", subject=f"$KV.{self._bucket}.{key}", direct=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        headers = dict(raw.headers or {})
+        if headers.get("KV-Operation") in ("DEL", "PURGE"):
+            return None
+        return KvEntry(key, raw.data or b"", int(raw.seq or 0), _created(raw.time), False)
+
+    async def delete(self, key: str) -> None:
+        """Delete a key (a no-op when absent)."""
+        with contextlib.suppress(nats.js.errors.KeyNotFoundError):
+            await self._kv.delete(key)
+
+    async def keys(self) -> list[str]:
+        """Every live key."""
+        try:
+            return list(await self._kv.keys())
+        except nats.js.errors.NoKeysError:
+            return []
+
+    async def watch(self) -> AsyncIterator[KvEntry | None]:
+        """Current values, then ``None`` once (initial values done), then every change."""
+        watcher = await self._kv.watchall()
+        try:
+            while True:
+                # not watcher.updates(): its wait_for can swallow a cancellation on Python 3.11
+                try:
+                    e = await watcher.__anext__()
+                except StopAsyncIteration:
+                    return
+                if e is None:
+                    yield None
+                    continue
+                deleted = e.operation in ("DEL", "PURGE")
+                yield KvEntry(e.key, e.value, int(e.revision or 0), _created(e.created), deleted)
+        finally:
+            # stopping a watcher can wait on the server: never let it hold up a cancellation
+            stopper = asyncio.ensure_future(watcher.stop())
+            _background.add(stopper)
+            stopper.add_done_callback(_forget_background)
+
+
+def _created(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, int | float):
+        return dt.datetime.fromtimestamp(value / 1e9 if value > 1e12 else value, tz=dt.UTC)
+    return None
+
+
+class Bus:
+    """A process's NATS connection (core + JetStream) in the namespace's terms."""
+
+    def __init__(self, nc: NatsClient, subjects: Subjects, reconnect_listeners: list[Callable[[], None]] | None = None):
+        self._nc = nc
+        self._js = nc.jetstream()
+        self.subjects = subjects
+        self._reconnect_listeners = reconnect_listeners if reconnect_listeners is not None else []
+
+    def on_reconnect(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every reconnect."""
+        self._reconnect_listeners.append(listener)
+
+    @classmethod
+    async def connect(cls, settings: Settings, *, name: str = "a2amesh", url: str | None = None) -> Bus:
+        """Connect to NATS with the settings' URL and credentials.
+
+        Raises:
+            TransportError: ``UNAVAILABLE`` when no server answers.
+        """
+        servers = (url or settings.nats_url or "nats://127.0.0.1:4222").split(",")
+        blog = log.bind(conn=name)
+
+        async def on_error(e: Exception) -> None:
+            blog.warning("nats.error", error=str(e) or type(e).__name__)
+
+        async def on_disconnected() -> None:
+            blog.warning("nats.disconnected")
+
+        listeners: list[Callable[[], None]] = []
+
+        async def on_reconnected() -> None:
+            blog.info("nats.reconnected")
+            for listener in listeners:
+                listener()
+
+        opts: dict[str, Any] = {
+            "servers": servers,
+            "name": name,
+            "error_cb": on_error,
+            "disconnected_cb": on_disconnected,
+            "reconnected_cb": on_reconnected,
+            "max_reconnect_attempts": -1,
+            "reconnect_time_wait": 0.5,
+            "connect_timeout": 5,
+            "allow_reconnect": True,
+        }
+        if settings.nats_user:
+            opts["user"] = settings.nats_user
+        if settings.nats_password:
+            opts["password"] = settings.nats_password.get_secret_value()
+        if settings.nats_token:
+            opts["token"] = settings.nats_token.get_secret_value()
+        if settings.nats_creds:
+            opts["user_credentials"] = settings.nats_creds
+        if settings.nats_nkey_seed:
+            opts["nkeys_seed"] = settings.nats_nkey_seed
+        if settings.nats_tls_ca or settings.nats_tls_cert:
+            import ssl
+
+            ctx = ssl.create_default_context(cafile=settings.nats_tls_ca)
+            if settings.nats_tls_cert:
+                ctx.load_cert_chain(settings.nats_tls_cert, settings.nats_tls_key)
+            opts["tls"] = ctx
+        try:
+            nc = await nats.connect(**opts)
+        except Exception as e:
+            raise TransportError(codes.UNAVAILABLE, f"cannot connect to NATS at {', '.join(servers)}: {e}") from e
+        return cls(nc, Subjects(settings.namespace), listeners)
+
+    @property
+    def max_payload(self) -> int:
+        """The server's max_payload in bytes."""
+        return int(self._nc.max_payload)
+
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is up right now."""
+        return bool(self._nc.is_connected)
+
+    async def close(self) -> None:
+        """Drain subscriptions and close the connection."""
+        if self._nc.is_closed:
+            return
+        try:
+            async with asyncio.timeout(5):
+                await self._nc.drain()
+        except Exception:
+            with contextlib.suppress(Exception):
+                await self._nc.close()
+
+    # core NATS
+    async def publish(self, subject: str, data: bytes, headers: Headers | None = None) -> None:
+        """Fire-and-forget publish."""
+        await self._nc.publish(subject, data, headers=headers or None)
+
+    async def flush(self, timeout: float = 5) -> None:
+        """Wait until the server has processed everything sent so far."""
+        await self._nc.flush(timeout=timeout)
+
+    async def subscribe(
+        self, subject: str, handler: Callable[[Received], Awaitable[None]], *, queue: str = ""
+    ) -> Subscription:
+        """Subscribe ``handler`` to ``subject`` (in a queue group when ``queue`` is given)."""
+
+        async def cb(msg: NatsMsg) -> None:
+            await handler(Received(msg.subject, msg.data, dict(msg.headers or {}), msg.reply or ""))
+
+        return Subscription(await self._nc.subscribe(subject, queue=queue, cb=cb))
+
+    async def request(self, subject: str, data: bytes, headers: Headers | None, timeout: float) -> Received:
+        """Request-reply over core NATS.
+
+        Raises:
+            TransportError: ``UNAVAILABLE`` (no responders) or ``DEADLINE_EXCEEDED`` (no answer in time).
+        """
+        try:
+            msg = await self._nc.request(subject, data, timeout=timeout, headers=headers or None)
+        except nats.errors.NoRespondersError as e:
+            raise TransportError(codes.UNAVAILABLE, f"no responders on {subject}") from e
+        except (TimeoutError, nats.errors.TimeoutError) as e:
+            raise TransportError(codes.DEADLINE_EXCEEDED, f"no answer on {subject} within {timeout:g}s") from e
+        return Received(msg.subject, msg.data, dict(msg.headers or {}), msg.reply or "")
+
+    # JetStream
+    async def js_publish(self, subject: str, data: bytes, headers: Headers | None = None, timeout: float = 5) -> PubAck:
+        """Publish to a stream and wait for its ack.
+
+        Raises:
+            TransportError: ``UNAVAILABLE`` when no stream acknowledged it in time.
+        """
+        try:
+            ack = await self._js.publish(subject, data, timeout=timeout, headers=headers or None)
+        except nats.errors.NoRespondersError as e:
+            raise TransportError(codes.UNAVAILABLE, f"no stream captures {subject} (run `a2amesh init`)") from e
+        except (TimeoutError, nats.errors.TimeoutError) as e:
+            raise TransportError(codes.UNAVAILABLE, f"JetStream did not acknowledge {subject} in {timeout:g}s") from e
+        except nats.js.errors.APIError as e:
+            raise TransportError(codes.UNAVAILABLE, f"JetStream refused {subject}: {e.description}") from e
+        return PubAck(ack.stream, int(ack.seq), bool(ack.duplicate))
+
+    async def direct_get_last(self, stream: str, subject: str) -> StoredMsg | None:
+        """The last message stored on ``subject`` (direct get), or None."""
+        try:
+            raw = await self._js._jsm.get_msg(stream, subject=subject, direct=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        return StoredMsg(raw.subject or subject, int(raw.seq or 0), raw.data or b"", dict(raw.headers or {}), raw.time)
+
+    async def pull_consumer(self, stream: str, durable: str) -> PullConsumer:
+        """A started pull consumer on an existing durable consumer."""
+        consumer = PullConsumer(self._nc, stream, durable)
+        await consumer.start()
+        self.on_reconnect(consumer.reset)
+        return consumer
+
+    async def kv(self, bucket: str) -> Kv:
+        """Bind to an existing KV bucket."""
+        return Kv(await self._js.key_value(bucket), self._js, bucket)
+
+    # administration (used by bus.setup only)
+    @property
+    def jsm(self) -> Any:
+        """The JetStream manager (stream/consumer/bucket administration)."""
+        return self._js
+
+    @property
+    def js_api(self) -> Any:
+        """nats-py's JetStream API module (config classes)."""
+        return js_api

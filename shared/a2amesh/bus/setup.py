@@ -1,0 +1,181 @@
+"""``a2amesh init``: create or update the namespace's streams, KV buckets and consumers (SPEC §3.2).
+
+Idempotent. In verify mode (services at start) missing pieces are created and drifted settings updated;
+a difference that JetStream cannot update in place (e.g. a stream's retention) is a clear startup error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nats.js.errors
+from nats.js import api
+
+from a2amesh.bus.nats import Bus
+from a2amesh.config import Settings
+from a2amesh.errors import ConfigError
+from a2amesh.logs import get_logger
+
+log = get_logger("setup")
+
+DUPLICATE_WINDOW = 120.0
+EVENTS_MAX_AGE = 7 * 24 * 3600.0
+
+
+def stream_configs(bus: Bus, settings: Settings) -> list[api.StreamConfig]:
+    """The stream configs a namespace needs."""
+    s = bus.subjects
+    return [
+        api.StreamConfig(
+            name=s.tasks_stream,
+            description="a2amesh work queue: SendMessage / SendStreamingMessage requests per agent",
+            subjects=[s.request_all],
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            storage=api.StorageType.FILE,
+            max_age=settings.tasks_max_age,
+            duplicate_window=DUPLICATE_WINDOW,
+            discard=api.DiscardPolicy.OLD,
+        ),
+        api.StreamConfig(
+            name=s.replies_stream,
+            description="a2amesh replies: task, state changes and finals of every call",
+            subjects=[s.reply_all],
+            retention=api.RetentionPolicy.LIMITS,
+            storage=api.StorageType.FILE,
+            max_age=settings.reply_final_ttl + 3600,
+            duplicate_window=DUPLICATE_WINDOW,
+            allow_direct=True,
+            allow_msg_ttl=True,
+            discard=api.DiscardPolicy.OLD,
+        ),
+        api.StreamConfig(
+            name=s.events_stream,
+            description="a2amesh lifecycle events of workflows and nodes",
+            subjects=s.events_all,
+            retention=api.RetentionPolicy.LIMITS,
+            storage=api.StorageType.FILE,
+            max_age=EVENTS_MAX_AGE,
+            duplicate_window=DUPLICATE_WINDOW,
+            discard=api.DiscardPolicy.OLD,
+        ),
+    ]
+
+
+# Stream fields whose change needs a new stream (JetStream refuses to update them).
+_IMMUTABLE = ("retention", "storage")
+_COMPARED = ("subjects", "max_age", "duplicate_window", "allow_direct", "allow_msg_ttl", "retention", "storage")
+
+
+async def ensure_streams(bus: Bus, settings: Settings) -> None:
+    """Create or update every stream of the namespace.
+
+    Raises:
+        ConfigError: when an existing stream differs in a setting that cannot be changed in place.
+    """
+    js = bus.jsm
+    for cfg in stream_configs(bus, settings):
+        try:
+            info = await js.stream_info(cfg.name)
+        except nats.js.errors.NotFoundError:
+            await js.add_stream(cfg)
+            log.info("stream.created", stream=cfg.name)
+            continue
+        have = info.config
+        for field in _IMMUTABLE:
+            if getattr(have, field) != getattr(cfg, field):
+                raise ConfigError(
+                    f"stream {cfg.name}",
+                    field,
+                    f"is {getattr(have, field)} but a2amesh needs {getattr(cfg, field)}; "
+                    "delete the stream (nats stream rm) and run `a2amesh init`",
+                )
+        if any(_norm(getattr(have, f)) != _norm(getattr(cfg, f)) for f in _COMPARED):
+            await js.update_stream(cfg)
+            log.info("stream.updated", stream=cfg.name)
+
+
+def _norm(v: Any) -> Any:
+    if v is None:
+        return False
+    if isinstance(v, float | int) and not isinstance(v, bool):
+        return round(v, 3)
+    if isinstance(v, list):
+        return sorted(v)
+    return v
+
+
+async def ensure_buckets(bus: Bus, settings: Settings) -> None:
+    """Create or update the cards and presence KV buckets (max_age = card TTL)."""
+    js = bus.jsm
+    for bucket in (bus.subjects.cards_bucket, bus.subjects.presence_bucket):
+        stream = f"KV_{bucket}"
+        try:
+            info = await js.stream_info(stream)
+        except nats.js.errors.NotFoundError:
+            await js.create_key_value(
+                api.KeyValueConfig(
+                    bucket=bucket, history=1, ttl=settings.card_ttl, storage=api.StorageType.FILE, direct=True
+                )
+            )
+            log.info("bucket.created", bucket=bucket)
+            continue
+        if round(info.config.max_age or 0, 3) != round(settings.card_ttl, 3) or not info.config.allow_direct:
+            info.config.max_age = settings.card_ttl
+            info.config.allow_direct = True
+            await js.update_stream(info.config)
+            log.info("bucket.updated", bucket=bucket, ttl=settings.card_ttl)
+
+
+def consumer_config(bus: Bus, settings: Settings, agent: str, *, max_ack_pending: int) -> api.ConsumerConfig:
+    """The durable pull consumer of one agent's (or workflow's) work queue."""
+    backoff = None
+    if settings.deliver_backoff:
+        backoff = [min(settings.ack_wait * 2**i, 600.0) for i in range(settings.max_deliver - 1)]
+    return api.ConsumerConfig(
+        durable_name=bus.subjects.consumer(agent),
+        name=bus.subjects.consumer(agent),
+        description=f"a2amesh work queue of {agent}",
+        filter_subject=bus.subjects.request(agent),
+        deliver_policy=api.DeliverPolicy.ALL,
+        ack_policy=api.AckPolicy.EXPLICIT,
+        ack_wait=settings.ack_wait,
+        max_deliver=settings.max_deliver,
+        backoff=backoff,
+        max_ack_pending=max_ack_pending,
+        max_waiting=512,
+    )
+
+
+async def ensure_consumer(bus: Bus, settings: Settings, agent: str, *, max_ack_pending: int) -> None:
+    """Create or update the durable consumer of ``agent``."""
+    js = bus.jsm
+    cfg = consumer_config(bus, settings, agent, max_ack_pending=max_ack_pending)
+    try:
+        info = await js.consumer_info(bus.subjects.tasks_stream, cfg.durable_name)
+    except nats.js.errors.NotFoundError:
+        await js.add_consumer(bus.subjects.tasks_stream, cfg)
+        log.info("consumer.created", consumer=cfg.durable_name)
+        return
+    have = info.config
+    cfg.max_ack_pending = max(int(have.max_ack_pending or 0), max_ack_pending)
+    differs = (
+        round(have.ack_wait or 0, 3) != round(cfg.ack_wait or 0, 3)
+        or have.max_deliver != cfg.max_deliver
+        or [round(b, 3) for b in have.backoff or []] != [round(b, 3) for b in cfg.backoff or []]
+        or have.max_ack_pending != cfg.max_ack_pending
+        or have.filter_subject != cfg.filter_subject
+    )
+    if differs:
+        try:
+            await js.add_consumer(bus.subjects.tasks_stream, cfg)
+        except nats.js.errors.APIError as e:
+            raise ConfigError(
+                f"consumer {cfg.durable_name}", "", f"cannot be updated to the configured settings: {e.description}"
+            ) from e
+        log.info("consumer.updated", consumer=cfg.durable_name)
+
+
+async def init_mesh(bus: Bus, settings: Settings) -> None:
+    """Create or update the streams and KV buckets of the namespace (consumers come with their agents)."""
+    await ensure_streams(bus, settings)
+    await ensure_buckets(bus, settings)

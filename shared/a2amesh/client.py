@@ -1,0 +1,438 @@
+"""The one way to call an agent or workflow over the mesh (CLI, tests, LLM tools and the executor use it)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from a2amesh.bus import headers as h
+from a2amesh.bus.nats import Bus, Received
+from a2amesh.config import Settings
+from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_error
+from a2amesh.ids import nuid, task_id_for
+from a2amesh.logs import get_logger
+from a2amesh.protocol import (
+    AgentCard,
+    Artifact,
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+    codes,
+)
+from a2amesh.registry import Registry
+from a2amesh.rpc import decode_response, encode_request
+
+log = get_logger("client")
+
+CONTROL_TIMEOUT = 5.0
+
+
+def make_message(
+    text: str | None = None,
+    *,
+    data: Any = None,
+    parts: list[Part] | None = None,
+    context_id: str | None = None,
+    task_id: str | None = None,
+    message_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Message:
+    """A user message from text, a JSON value, or explicit parts."""
+    all_parts = list(parts or [])
+    if data is not None:
+        all_parts.append(Part.of_data(data))
+    if text is not None:
+        all_parts.append(Part.of_text(text))
+    return Message(
+        message_id=message_id or nuid(),
+        role=Role.USER,
+        parts=all_parts,
+        context_id=context_id,
+        task_id=task_id,
+        metadata=metadata,
+    )
+
+
+@dataclass
+class CallEvent:
+    """One accepted reply of a call."""
+
+    attempt: int
+    seq: int
+    final: bool
+    response: StreamResponse | None = None
+    error: A2AMeshError | None = None
+
+
+@dataclass
+class _Pending:
+    agent: str
+    queue: asyncio.Queue[CallEvent] = field(default_factory=asyncio.Queue)
+    attempt: int = 0
+    seq: int = 0
+    finished: bool = False
+
+
+class TaskAssembler:
+    """Builds the current Task of a call from its stream events."""
+
+    def __init__(self) -> None:
+        self.task: Task | None = None
+
+    def apply(self, r: StreamResponse) -> Task | None:
+        """Fold one event into the task; returns the task so far."""
+        if r.task is not None:
+            self.task = r.task
+        elif r.status_update is not None:
+            ev = r.status_update
+            base = self.task or Task(id=ev.task_id, context_id=ev.context_id, status=ev.status)
+            self.task = base.model_copy(update={"status": ev.status})
+        elif r.artifact_update is not None:
+            ev2 = r.artifact_update
+            base = self.task or Task(
+                id=ev2.task_id, context_id=ev2.context_id, status=TaskStatus(state=TaskState.WORKING)
+            )
+            arts: list[Artifact] = list(base.artifacts or [])
+            for i, a in enumerate(arts):
+                if a.artifact_id == ev2.artifact.artifact_id:
+                    if ev2.append:
+                        arts[i] = a.model_copy(update={"parts": [*a.parts, *ev2.artifact.parts]})
+                    else:
+                        arts[i] = ev2.artifact
+                    break
+            else:
+                arts.append(ev2.artifact)
+            self.task = base.model_copy(update={"artifacts": arts})
+        return self.task
+
+
+class Call:
+    """One call in flight: iterate its events, or await its final Task."""
+
+    def __init__(self, client: Client, call_id: str, agent: str, task_id: str, pending: _Pending, deadline: float):
+        self._client = client
+        self.call_id = call_id
+        self.agent = agent
+        self.task_id = task_id
+        self._pending = pending
+        self.deadline = deadline
+        self._assembler = TaskAssembler()
+
+    @property
+    def reply_subject(self) -> str:
+        """Where this call's replies arrive."""
+        return self._client.bus.subjects.reply(self._client.instance, self.call_id)
+
+    async def events(self) -> AsyncIterator[StreamResponse]:
+        """Every accepted event until the final one.
+
+        Raises:
+            TransportError: ``DEADLINE_EXCEEDED`` when the deadline passes first.
+            RpcError: the callee answered with a JSON-RPC error.
+        """
+        try:
+            while True:
+                remaining = self.deadline - time.time()
+                try:
+                    async with asyncio.timeout(max(remaining, 0.001)):
+                        ev = await self._pending.queue.get()
+                except TimeoutError as e:
+                    raise TransportError(
+                        codes.DEADLINE_EXCEEDED,
+                        f"no final answer from {self.agent!r} (task {self.task_id}) before the call's deadline",
+                        metadata={"agent": self.agent, "task_id": self.task_id},
+                    ) from e
+                if ev.error is not None:
+                    raise ev.error
+                assert ev.response is not None
+                self._assembler.apply(ev.response)
+                yield ev.response
+                if ev.final:
+                    return
+        finally:
+            self._client._forget(self.call_id)
+
+    async def result(self) -> Task:
+        """Wait for the final Task (terminal or interrupted)."""
+        async for _ in self.events():
+            pass
+        if self._assembler.task is None:
+            raise RpcError(codes.INVALID_AGENT_RESPONSE, f"{self.agent!r} ended the call without a task")
+        return self._assembler.task
+
+    @property
+    def task(self) -> Task | None:
+        """The task as assembled so far."""
+        return self._assembler.task
+
+
+class Client:
+    """Calls agents and workflows over NATS (SPEC §3.5).
+
+    Args:
+        bus: an open bus (the client does not close it unless it opened it).
+        settings: timeouts and limits.
+        registry: a started registry to resolve cards (one is made when None).
+        propagate: headers copied onto every request (A2A-User, Authorization, traceparent).
+        call_depth: the depth of calls made by this client (a callee's client uses its own depth).
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        settings: Settings,
+        *,
+        registry: Registry | None = None,
+        instance: str | None = None,
+    ) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.instance = instance or nuid()
+        self._registry = registry
+        self._owns_registry = registry is None
+        self._owns_bus = False
+        self._pending: dict[str, _Pending] = {}
+        self._started = False
+
+    @classmethod
+    async def connect(cls, settings: Settings, *, name: str = "a2amesh-client") -> Client:
+        """Open a bus, start a client on it; ``close()`` closes both."""
+        bus = await Bus.connect(settings, name=name)
+        client = cls(bus, settings)
+        client._owns_bus = True
+        try:
+            await client.start()
+        except BaseException:
+            await bus.close()
+            raise
+        return client
+
+    async def __aenter__(self) -> Client:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def registry(self) -> Registry:
+        """The card registry this client resolves callees with."""
+        assert self._registry is not None, "Client.start() was not called"
+        return self._registry
+
+    async def start(self) -> None:
+        """Subscribe to this process's reply subjects and start the registry."""
+        if self._started:
+            return
+        self._started = True
+        if self._registry is None:
+            self._registry = Registry(self.bus, card_ttl=self.settings.card_ttl)
+        await self._registry.start()
+        await self.bus.subscribe(self.bus.subjects.reply_inbox(self.instance), self._on_reply)
+
+    async def close(self) -> None:
+        """Stop the registry (if owned) and close the bus (if owned)."""
+        if self._owns_registry and self._registry is not None:
+            await self._registry.stop()
+        if self._owns_bus:
+            await self.bus.close()
+
+    def cards(self) -> list[AgentCard]:
+        """Live cards of the mesh."""
+        return self.registry.cards()
+
+    def _forget(self, call_id: str) -> None:
+        self._pending.pop(call_id, None)
+
+    async def _on_reply(self, msg: Received) -> None:
+        call_id = msg.subject.rsplit(".", 1)[-1]
+        pending = self._pending.get(call_id)
+        if pending is None or pending.finished:
+            return
+        if msg.headers.get(h.AGENT) != pending.agent:
+            log.warning("reply.foreign_agent", call_id=call_id, got=msg.headers.get(h.AGENT), want=pending.agent)
+            return
+        try:
+            attempt = int(msg.headers.get(h.ATTEMPT, "1"))
+            seq = int(msg.headers.get(h.SEQ, "0"))
+        except ValueError:
+            return
+        if attempt < pending.attempt or (attempt == pending.attempt and seq <= pending.seq):
+            return  # stale attempt or duplicate
+        pending.attempt, pending.seq = attempt, seq
+        final = msg.headers.get(h.FINAL) == "true"
+        event = CallEvent(attempt, seq, final)
+        try:
+            resp = decode_response(msg.data)
+            if resp.error is not None:
+                event.error = from_rpc_error(resp.error.code, resp.error.message, resp.error.data)
+                event.final = True
+            else:
+                # a SendMessageResponse ({task} | {message}) is also a valid StreamResponse
+                event.response = StreamResponse.model_validate(resp.result)
+        except (RpcError, ValidationError) as e:
+            event.error = e if isinstance(e, RpcError) else RpcError(codes.INVALID_AGENT_RESPONSE, str(e))
+            event.final = True
+        if event.final:
+            pending.finished = True
+        pending.queue.put_nowait(event)
+
+    def _request_headers(
+        self, *, reply_to: str | None, deadline: float, headers: Mapping[str, str] | None, call_depth: int
+    ) -> dict[str, str]:
+        out = {h.VERSION: codes.A2A_VERSION, h.DEADLINE: str(int(deadline * 1000)), h.CALL_DEPTH: str(call_depth)}
+        if reply_to:
+            out[h.REPLY_TO] = reply_to
+        for k, v in (headers or {}).items():
+            if k in h.PROPAGATED:
+                out[k] = v
+        return out
+
+    async def dispatch(
+        self,
+        agent: str,
+        message: Message,
+        *,
+        stream: bool = False,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        call_depth: int = 0,
+        request_id: str | int | None = None,
+    ) -> Call:
+        """Publish a SendMessage / SendStreamingMessage and return the call in flight.
+
+        Raises:
+            TransportError: ``AGENT_NOT_FOUND`` (no live card), ``PAYLOAD_TOO_LARGE``, ``UNAVAILABLE``.
+        """
+        await self.registry.resolve(agent)
+        if deadline is None:
+            deadline = time.time() + (timeout if timeout is not None else self.settings.call_timeout)
+        call_id = nuid()
+        pending = _Pending(agent=agent)
+        method = codes.SEND_STREAMING_MESSAGE if stream else codes.SEND_MESSAGE
+        body = encode_request(method, SendMessageRequest(message=message), request_id or call_id)
+        if len(body) > self.bus.max_payload:
+            raise TransportError(
+                codes.PAYLOAD_TOO_LARGE,
+                f"request of {len(body)} bytes exceeds the server's max_payload of {self.bus.max_payload} bytes; "
+                "store large inputs as artifacts and send their artifact:// URL",
+            )
+        task_id = message.task_id or task_id_for(agent, message.message_id)
+        call = Call(self, call_id, agent, task_id, pending, deadline)
+        hdrs = self._request_headers(
+            reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=call_depth
+        )
+        hdrs[h.MSG_ID] = f"{agent}:{message.message_id}"
+        self._pending[call_id] = pending
+        try:
+            ack = await self.bus.js_publish(self.bus.subjects.request(agent), body, hdrs)
+            if ack.duplicate:
+                # The same request is already queued or running for another caller: follow its task.
+                await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs)
+        except BaseException:
+            self._forget(call_id)
+            raise
+        return call
+
+    async def _subscribe_existing(self, agent: str, task_id: str, reply_to: str, hdrs: dict[str, str]) -> None:
+        body = encode_request(codes.SUBSCRIBE_TO_TASK, SubscribeToTaskRequest(id=task_id), nuid())
+        await self.bus.publish(self.bus.subjects.control(agent), body, {**hdrs, h.REPLY_TO: reply_to})
+
+    async def send(self, agent: str, message: Message | str | dict[str, Any], **kwargs: Any) -> Task:
+        """SendMessage and wait for the final Task (terminal or interrupted)."""
+        msg = message if isinstance(message, Message) else _coerce(message)
+        call = await self.dispatch(agent, msg, **kwargs)
+        return await call.result()
+
+    async def stream(
+        self, agent: str, message: Message | str | dict[str, Any], **kwargs: Any
+    ) -> AsyncIterator[StreamResponse]:
+        """SendStreamingMessage; yields each event until the final one."""
+        msg = message if isinstance(message, Message) else _coerce(message)
+        call = await self.dispatch(agent, msg, stream=True, **kwargs)
+        async for ev in call.events():
+            yield ev
+
+    async def _control(self, agent: str, method: str, params: Any, timeout: float) -> dict[str, Any]:
+        await self.registry.resolve(agent)
+        body = encode_request(method, params, nuid())
+        hdrs = {h.VERSION: codes.A2A_VERSION}
+        msg = await self.bus.request(self.bus.subjects.control(agent), body, hdrs, timeout)
+        resp = decode_response(msg.data)
+        if resp.error is not None:
+            raise from_rpc_error(resp.error.code, resp.error.message, resp.error.data)
+        assert resp.result is not None
+        return resp.result
+
+    async def get_task(self, agent: str, task_id: str, *, timeout: float = CONTROL_TIMEOUT) -> Task:
+        """GetTask from the agent (its replicas answer from the task record)."""
+        return Task.model_validate(await self._control(agent, codes.GET_TASK, GetTaskRequest(id=task_id), timeout))
+
+    async def cancel_task(self, agent: str, task_id: str, *, timeout: float = CONTROL_TIMEOUT) -> Task:
+        """CancelTask: the running replica stops the task; a queued task is answered canceled when pulled."""
+        result = await self._control(agent, codes.CANCEL_TASK, CancelTaskRequest(id=task_id), timeout)
+        return Task.model_validate(result)
+
+    async def list_tasks(
+        self, agent: str, request: ListTasksRequest | None = None, *, timeout: float = CONTROL_TIMEOUT
+    ) -> ListTasksResponse:
+        """ListTasks of an agent."""
+        result = await self._control(agent, codes.LIST_TASKS, request or ListTasksRequest(), timeout)
+        return ListTasksResponse.model_validate(result)
+
+    async def subscribe(
+        self, agent: str, task_id: str, *, timeout: float | None = None
+    ) -> AsyncIterator[StreamResponse]:
+        """SubscribeToTask: the task's current state, then its events until the final one."""
+        await self.registry.resolve(agent)
+        call_id = nuid()
+        pending = _Pending(agent=agent)
+        deadline = time.time() + (timeout if timeout is not None else self.settings.call_timeout)
+        call = Call(self, call_id, agent, task_id, pending, deadline)
+        self._pending[call_id] = pending
+        hdrs = self._request_headers(reply_to=call.reply_subject, deadline=deadline, headers=None, call_depth=0)
+        await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs)
+        async for ev in call.events():
+            yield ev
+
+
+def _coerce(value: str | dict[str, Any]) -> Message:
+    if isinstance(value, str):
+        return make_message(value)
+    return make_message(data=value)
+
+
+def parse_json_arg(text: str) -> Any:
+    """Parse a JSON argument given on a command line (ValueError with a clear message)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from e
+
+
+@contextlib.asynccontextmanager
+async def connect(settings: Settings, *, name: str = "a2amesh-client") -> AsyncIterator[Client]:
+    """``async with connect(settings) as client:`` — a started client, closed on exit."""
+    client = await Client.connect(settings, name=name)
+    try:
+        yield client
+    finally:
+        await client.close()

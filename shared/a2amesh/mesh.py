@@ -1,0 +1,197 @@
+"""Run a whole mesh on one machine: embedded servers (when no URLs are given) plus one process per agent replica.
+
+Used by ``a2amesh up`` and ``a2amesh demo``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from a2amesh.agent.definition import AgentDefinition, load_agent_file
+from a2amesh.bus.nats import Bus
+from a2amesh.bus.setup import init_mesh
+from a2amesh.config import Settings
+from a2amesh.errors import A2AMeshError, ServerError
+from a2amesh.logs import get_logger
+from a2amesh.registry import Registry
+from a2amesh.servers import NatsServer, ValkeyServer
+
+log = get_logger("mesh")
+
+
+@dataclass
+class Child:
+    """One supervised process."""
+
+    label: str
+    argv: list[str]
+    proc: asyncio.subprocess.Process | None = None
+
+
+@dataclass
+class Mesh:
+    """A supervisor for a one-machine mesh.
+
+    Args:
+        settings: settings of the mesh; ``nats_url`` / ``redis_url`` None means embedded servers.
+        agents_dir: folder of agent YAML files (each started ``replicas`` times).
+        workflows_dir: folder of workflow definitions for one executor process, if any.
+        state_dir: where embedded servers keep their data (persistent across runs).
+        log_file: children's output goes here (None: inherit the terminal).
+    """
+
+    settings: Settings
+    agents_dir: Path | None
+    state_dir: Path
+    workflows_dir: Path | None = None
+    log_file: Path | None = None
+    children: list[Child] = field(default_factory=list)
+    nats: NatsServer | None = None
+    valkey: ValkeyServer | None = None
+    definitions: list[tuple[Path, AgentDefinition]] = field(default_factory=list)
+
+    @property
+    def nats_url(self) -> str:
+        """The NATS URL the mesh uses."""
+        return self.nats.url if self.nats else (self.settings.nats_url or "")
+
+    @property
+    def redis_url(self) -> str:
+        """The Redis URL the mesh uses."""
+        if self.valkey:
+            return self.valkey.url
+        return self.settings.redis_url.get_secret_value() if self.settings.redis_url else ""
+
+    def effective_settings(self) -> Settings:
+        """The settings with the URLs of the servers in use."""
+        return self.settings.model_copy(update={"nats_url": self.nats_url, "redis_url": _secret(self.redis_url)})
+
+    async def start(self) -> None:
+        """Start servers, initialise the namespace, start every agent (and the executor), wait for their cards."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.agents_dir is not None:
+            for path in sorted(self.agents_dir.glob("*.yaml")) + sorted(self.agents_dir.glob("*.yml")):
+                self.definitions.append((path, load_agent_file(path)))
+        if not self.settings.nats_url:
+            self.nats = NatsServer(port=_saved_port(self.state_dir / "nats.port"), data_dir=self.state_dir / "nats")
+            await self.nats.start()
+            (self.state_dir / "nats.port").write_text(str(self.nats.port))
+            log.info("mesh.nats_started", url=self.nats.url)
+        if not self.settings.redis_url:
+            self.valkey = ValkeyServer(port=_saved_port(self.state_dir / "valkey.port"), data_dir=self.state_dir / "valkey")
+            await self.valkey.start()
+            (self.state_dir / "valkey.port").write_text(str(self.valkey.port))
+            log.info("mesh.valkey_started", url=self.valkey.url)
+        settings = self.effective_settings()
+        bus = await Bus.connect(settings, name="a2amesh-up")
+        try:
+            await init_mesh(bus, settings)
+            for path, definition in self.definitions:
+                for i in range(definition.replicas):
+                    self.children.append(
+                        Child(f"{definition.name}#{i + 1}", [sys.executable, "-m", "a2amesh", "agent", str(path)])
+                    )
+            if self.workflows_dir is not None:
+                self.children.append(
+                    Child("executor", [sys.executable, "-m", "a2amesh", "executor", str(self.workflows_dir)])
+                )
+            for child in self.children:
+                await self._spawn(child)
+            await self._wait_for_cards(bus, settings)
+        finally:
+            await bus.close()
+
+    async def _spawn(self, child: Child) -> None:
+        env = {**os.environ, "NATS_URL": self.nats_url, "REDIS_URL": self.redis_url}
+        env["A2AMESH_NAMESPACE"] = self.settings.namespace
+        env["A2AMESH_PROFILE"] = self.settings.profile
+        out = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115 - handed to the child
+        try:
+            child.proc = await asyncio.create_subprocess_exec(
+                *child.argv, env=env, stdout=out, stderr=out, start_new_session=True
+            )
+        finally:
+            if out is not None:
+                out.close()
+        log.info("mesh.started", process=child.label, pid=child.proc.pid)
+
+    async def _wait_for_cards(self, bus: Bus, settings: Settings, timeout: float = 30.0) -> None:
+        registry = Registry(bus, card_ttl=settings.card_ttl)
+        await registry.start()
+        try:
+            for _, definition in self.definitions:
+                try:
+                    await registry.wait_for(definition.name, timeout)
+                except TimeoutError as e:
+                    dead = [c.label for c in self.children if c.proc and c.proc.returncode is not None]
+                    where = f" (see {self.log_file})" if self.log_file else ""
+                    raise ServerError(
+                        f"agent {definition.name} published no card within {timeout:.0f}s; "
+                        f"exited: {', '.join(dead) or 'none'}{where}"
+                    ) from e
+        finally:
+            await registry.stop()
+
+    async def stop(self) -> None:
+        """SIGTERM every child, wait for them (then SIGKILL), stop the embedded servers."""
+        for child in self.children:
+            if child.proc and child.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.proc.send_signal(signal.SIGTERM)
+        grace = self.settings.shutdown_grace + 5
+        for child in self.children:
+            if child.proc is None:
+                continue
+            try:
+                await asyncio.wait_for(child.proc.wait(), grace)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    child.proc.kill()
+                await child.proc.wait()
+        self.children.clear()
+        if self.valkey:
+            await self.valkey.stop()
+        if self.nats:
+            await self.nats.stop()
+
+    def crashed(self) -> list[str]:
+        """Labels of children that exited on their own."""
+        return [c.label for c in self.children if c.proc is not None and c.proc.returncode is not None]
+
+    async def __aenter__(self) -> Mesh:
+        try:
+            await self.start()
+        except (A2AMeshError, OSError):
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+def _saved_port(path: Path) -> int:
+    try:
+        port = int(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return 0
+    return port
+
+
+def _secret(value: str) -> object:
+    from pydantic import SecretStr
+
+    return SecretStr(value) if value else None

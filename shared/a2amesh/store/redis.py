@@ -1,0 +1,74 @@
+"""The Redis/Valkey connection of a process, with the startup checks of SPEC §7."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError, ResponseError
+
+from a2amesh.config import Settings
+from a2amesh.errors import StoreError
+from a2amesh.logs import get_logger
+
+log = get_logger("store")
+
+Redis = aioredis.Redis
+
+
+async def connect_redis(settings: Settings, *, url: str | None = None, check: bool = True) -> Redis:
+    """Connect to Redis/Valkey and check it is usable for execution state.
+
+    Raises:
+        StoreError: unreachable, or ``maxmemory-policy`` is not ``noeviction``.
+    """
+    dsn = url or (settings.redis_url.get_secret_value() if settings.redis_url else "redis://127.0.0.1:6379/0")
+    kwargs: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": 5,
+        "socket_timeout": 10,
+        "health_check_interval": 15,
+        "retry_on_timeout": True,
+    }
+    if settings.redis_password:
+        kwargs["password"] = settings.redis_password.get_secret_value()
+    try:
+        client: Redis = aioredis.from_url(dsn, **kwargs)
+    except ValueError as e:
+        raise StoreError(f"REDIS_URL is not a redis:// or rediss:// URL: {e}") from e
+    if check:
+        try:
+            await client.ping()
+            policy = await _maxmemory_policy(client)
+        except RedisError as e:
+            await client.aclose()
+            raise StoreError(f"cannot reach Redis at {_redact(dsn)}: {e}") from e
+        if policy is not None and policy != "noeviction":
+            await client.aclose()
+            raise StoreError(
+                f"Redis at {_redact(dsn)} has maxmemory-policy {policy}; a2amesh needs noeviction "
+                "(evicted keys would lose execution state): CONFIG SET maxmemory-policy noeviction"
+            )
+    return client
+
+
+async def _maxmemory_policy(client: Redis) -> str | None:
+    try:
+        cfg = await client.config_get("maxmemory-policy")
+    except ResponseError:
+        return None  # CONFIG disabled (managed Redis): cannot check, trust the operator
+    value = cfg.get("maxmemory-policy")
+    return str(value) if value is not None else None
+
+
+def _redact(dsn: str) -> str:
+    if "@" in dsn:
+        scheme, rest = dsn.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return dsn
+
+
+def load_script(name: str) -> str:
+    """The source of a Lua script shipped in ``a2amesh/store/lua``."""
+    return resources.files("a2amesh.store").joinpath("lua", f"{name}.lua").read_text()

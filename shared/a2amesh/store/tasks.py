@@ -1,0 +1,168 @@
+"""Task records in Redis: claims, state writes, cancel marks, subscribers, listing (SPEC §3.3, §3.6)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2amesh.protocol import Task, TaskState
+from a2amesh.store.keys import Keys
+from a2amesh.store.redis import Redis, load_script
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds."""
+    return int(time.time() * 1000)
+
+
+@dataclass
+class TaskRecordView:
+    """What a task script returned: an outcome, the stored state and Task, and extra subscribers."""
+
+    outcome: str
+    state: TaskState | None
+    task: Task | None
+    subscribers: list[str] = field(default_factory=list)
+    owner: str = ""
+
+
+def _view(raw: list[Any], *, owner_index: int | None = None) -> TaskRecordView:
+    outcome, state, record = str(raw[0]), str(raw[1] or ""), str(raw[2] or "")
+    rest = [str(x) for x in raw[3:]]
+    owner = ""
+    if owner_index is not None:
+        owner, rest = (rest[0] if rest else ""), rest[1:]
+    return TaskRecordView(
+        outcome=outcome,
+        state=TaskState(state) if state else None,
+        task=Task.model_validate_json(record) if record else None,
+        subscribers=rest,
+        owner=owner,
+    )
+
+
+class TaskStore:
+    """The task records of one namespace.
+
+    Args:
+        redis: the process's Redis client.
+        keys: the namespace's key builder.
+        retention: seconds a written task record is kept.
+    """
+
+    def __init__(self, redis: Redis, keys: Keys, *, retention: float, queued_ttl: float) -> None:
+        self._r = redis
+        self._k = keys
+        self._retention = int(retention)
+        self._queued_ttl = int(queued_ttl)
+        self._claim = redis.register_script(load_script("task_claim"))
+        self._write = redis.register_script(load_script("task_write"))
+        self._cancel = redis.register_script(load_script("task_cancel"))
+        self._subscribe = redis.register_script(load_script("task_subscribe"))
+        self._renew = redis.register_script(load_script("claim_renew"))
+
+    def _task_keys(self, task_id: str) -> list[str]:
+        return [self._k.task(task_id), self._k.claim(task_id), self._k.subscribers(task_id)]
+
+    async def claim(self, task: Task, agent: str, instance: str, claim_ttl: float) -> TaskRecordView:
+        """Claim ``task`` for ``instance``: ``claimed``, ``done`` (already final), ``canceled`` or ``busy``."""
+        raw = await self._claim(
+            keys=self._task_keys(task.id),
+            args=[
+                instance,
+                int(claim_ttl * 1000),
+                now_ms(),
+                task.model_dump_json(by_alias=True, exclude_none=True),
+                task.status.state.value,
+                agent,
+                max(self._retention, self._queued_ttl),
+            ],
+        )
+        view = _view(raw)
+        if view.outcome == "claimed":
+            await self._r.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
+        return view
+
+    async def renew(self, task_id: str, instance: str, claim_ttl: float) -> bool:
+        """Extend the claim; False when another instance took it over."""
+        return bool(await self._renew(keys=[self._k.claim(task_id)], args=[instance, int(claim_ttl * 1000)]))
+
+    async def write(self, task: Task, agent: str, instance: str, *, release: bool) -> TaskRecordView:
+        """Store the task's current record; with ``release`` the claim is dropped (a final write).
+
+        Returns ``written`` or ``terminal`` (an earlier final stands and is returned instead).
+        """
+        raw = await self._write(
+            keys=self._task_keys(task.id),
+            args=[
+                instance,
+                task.model_dump_json(by_alias=True, exclude_none=True),
+                task.status.state.value,
+                now_ms(),
+                self._retention,
+                "1" if release else "0",
+            ],
+        )
+        await self._r.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
+        return _view(raw)
+
+    async def mark_canceled(self, task_id: str) -> TaskRecordView:
+        """Set the cancel mark: ``terminal`` (too late) or ``marked`` (with the live owner, if any)."""
+        raw = await self._cancel(keys=[self._k.task(task_id), self._k.claim(task_id)], args=[now_ms(), self._queued_ttl])
+        return _view(raw, owner_index=3)
+
+    async def is_canceled(self, task_id: str) -> bool:
+        """Whether the task carries a cancel mark."""
+        return await self._r.hget(self._k.task(task_id), "cancel") == "1"
+
+    async def add_subscriber(self, task_id: str, reply_subject: str) -> TaskRecordView:
+        """Register a reply subject for the task's events: ``added``, or ``terminal`` with the final record."""
+        raw = await self._subscribe(
+            keys=[self._k.task(task_id), self._k.subscribers(task_id)], args=[reply_subject, self._queued_ttl]
+        )
+        return _view(raw)
+
+    async def subscribers(self, task_id: str) -> list[str]:
+        """Reply subjects registered for the task."""
+        return sorted(await self._r.smembers(self._k.subscribers(task_id)))
+
+    async def get(self, task_id: str) -> Task | None:
+        """The stored Task, or None."""
+        record = await self._r.hget(self._k.task(task_id), "record")
+        return Task.model_validate_json(record) if record else None
+
+    async def owner(self, task_id: str) -> str | None:
+        """The instance holding a live claim on the task."""
+        value = await self._r.get(self._k.claim(task_id))
+        return str(value) if value else None
+
+    async def save_checkpoint(self, task_id: str, data: str) -> None:
+        """Store a task's resumable progress (e.g. LLM tool-loop rounds)."""
+        await self._r.hset(self._k.task(task_id), "checkpoint", data)
+
+    async def checkpoint(self, task_id: str) -> str | None:
+        """The task's last checkpoint."""
+        value = await self._r.hget(self._k.task(task_id), "checkpoint")
+        return str(value) if value else None
+
+    async def list(
+        self, agent: str, *, context_id: str | None, state: TaskState | None, offset: int, limit: int
+    ) -> tuple[list[Task], int]:
+        """An agent's tasks, newest first, filtered; returns (page, total matching)."""
+        ids = await self._r.zrevrange(self._k.agent_tasks(agent), 0, 4999)
+        tasks: list[Task] = []
+        if ids:
+            pipe = self._r.pipeline(transaction=False)
+            for task_id in ids:
+                pipe.hget(self._k.task(task_id), "record")
+            for record in await pipe.execute():
+                if not record:
+                    continue
+                t = Task.model_validate_json(record)
+                if context_id and t.context_id != context_id:
+                    continue
+                if state and t.status.state != state:
+                    continue
+                tasks.append(t)
+        return tasks[offset : offset + limit], len(tasks)

@@ -1,0 +1,106 @@
+"""Fixtures shared by every test: real servers per session, a namespace per test, clients and hosts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from a2amesh.agent.definition import AgentDefinition
+from a2amesh.agent.host import AgentHost
+from a2amesh.agent.python_agent import PythonAgent
+from a2amesh.bus.nats import Bus
+from a2amesh.bus.setup import init_mesh
+from a2amesh.client import Client
+from a2amesh.config import Settings
+from a2amesh.store.redis import Redis, connect_redis
+from tests.support.processes import ProcessFactory
+from tests.support.servers import TestServers, start_servers, stop_servers
+
+# pytest_plugins set below once the fake LLM exists
+import importlib.util as _ilu
+
+pytest_plugins = ["tests.fakes.fixtures"] if _ilu.find_spec("tests.fakes.fixtures") else []
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestServers]:
+    s = start_servers(tmp_path_factory.mktemp("servers"))
+    yield s
+    stop_servers(s)
+
+
+@pytest.fixture
+def namespace() -> str:
+    return "t" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def settings(servers: TestServers, namespace: str) -> Settings:
+    return Settings.load(
+        environ={}, profile="test", nats_url=servers.nats_url, redis_url=servers.redis_url, namespace=namespace
+    )
+
+
+@pytest.fixture
+async def bus(settings: Settings) -> AsyncIterator[Bus]:
+    b = await Bus.connect(settings, name="test")
+    await init_mesh(b, settings)
+    yield b
+    await b.close()
+
+
+@pytest.fixture
+async def redis(settings: Settings) -> AsyncIterator[Redis]:
+    r = await connect_redis(settings)
+    yield r
+    await r.aclose()
+
+
+@pytest.fixture
+async def client(bus: Bus, settings: Settings) -> AsyncIterator[Client]:
+    c = Client(bus, settings)
+    await c.start()
+    yield c
+    await c.close()
+
+
+HostFactory = Callable[..., Any]
+
+
+@pytest.fixture
+async def agent_host(bus: Bus, redis: Redis, settings: Settings) -> AsyncIterator[HostFactory]:
+    """Start an in-process agent host for a handler function; every host is shut down at teardown."""
+    started: list[tuple[AgentHost, asyncio.Event, asyncio.Task[None]]] = []
+
+    async def start(name: str, handler: Any, **definition: Any) -> AgentHost:
+        defn = AgentDefinition(name=name, handler="inline:handler", **definition)
+        host = AgentHost(PythonAgent(defn, handler), bus=bus, redis=redis, settings=settings)
+        stop = asyncio.Event()
+        task = asyncio.create_task(host.run_until(stop))
+        started.append((host, stop, task))
+        waiter = asyncio.create_task(host.ready.wait())
+        done, _ = await asyncio.wait({waiter, task}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            task.result()
+        assert host.ready.is_set(), f"agent host {name} did not become ready within 10s"
+        return host
+
+    yield start
+    for _, stop, _ in started:
+        stop.set()
+    for _, _, task in started:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 15)
+
+
+@pytest.fixture
+async def processes(settings: Settings, tmp_path: Path) -> AsyncIterator[ProcessFactory]:
+    factory = ProcessFactory(settings, tmp_path)
+    yield factory
+    await factory.cleanup()

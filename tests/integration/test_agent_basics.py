@@ -1,0 +1,149 @@
+"""An agent host over real NATS + Valkey: calls, streams, control methods."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from a2amesh.client import Client, make_message
+from a2amesh.errors import TransportError
+from a2amesh.protocol import TaskState, codes
+from tests.support.waiting import eventually, within
+
+
+async def echo(input: Any, ctx: Any) -> Any:
+    return input
+
+
+async def test_send_message_returns_result_artifact(agent_host: Any, client: Client) -> None:
+    """A SendMessage round trip yields a COMPLETED task whose artifacts[0] named result holds the output."""
+    await agent_host("echo", echo)
+    task = await within(client.send("echo", {"x": 1}), 10, "the echo answer")
+    assert task.status.state == TaskState.COMPLETED
+    assert task.artifacts is not None
+    assert task.artifacts[0].name == "result"
+    assert task.output() == {"x": 1}
+
+
+async def test_text_input_becomes_text_object(agent_host: Any, client: Client) -> None:
+    """A text-only message arrives as {"text": ...} (the input contract)."""
+    await agent_host("echo", echo)
+    task = await client.send("echo", "hello there")
+    assert task.output() == {"text": "hello there"}
+
+
+async def test_unknown_agent_fails_fast(client: Client) -> None:
+    """Calling an agent with no live card raises AGENT_NOT_FOUND at once instead of queueing."""
+    with pytest.raises(TransportError) as e:
+        await within(client.send("nobody", "hi"), 3, "AGENT_NOT_FOUND")
+    assert e.value.reason == codes.AGENT_NOT_FOUND
+    assert "nobody" in str(e.value)
+
+
+async def test_handler_exception_fails_task(agent_host: Any, client: Client) -> None:
+    """A raising handler gives TASK_STATE_FAILED with the exception's message, and the agent keeps serving."""
+
+    async def boom(input: Any, ctx: Any) -> Any:
+        if input.get("fail"):
+            raise ValueError("bad order id")
+        return "fine"
+
+    await agent_host("boom", boom)
+    task = await client.send("boom", {"fail": True})
+    assert task.status.state == TaskState.FAILED
+    assert task.status.message is not None
+    assert "bad order id" in task.status.message.text()
+    task = await client.send("boom", {"fail": False})
+    assert task.status.state == TaskState.COMPLETED
+
+
+async def test_streaming_200_events_in_order(agent_host: Any, client: Client) -> None:
+    """A stream of 200 status events: first is task, A2A-Seq strictly increases, last is final and terminal."""
+
+    async def chatty(input: Any, ctx: Any) -> Any:
+        for i in range(200):
+            await ctx.emit_status(f"step {i}")
+        return {"steps": 200}
+
+    await agent_host("chatty", chatty)
+    call = await client.dispatch("chatty", make_message(data={}), stream=True)
+    seqs: list[int] = []
+    kinds: list[str] = []
+    orig = client._on_reply
+
+    events = []
+    async for ev in call.events():
+        events.append(ev)
+        seqs.append(client._pending.get(call.call_id).seq if client._pending.get(call.call_id) else -1)
+    del orig
+    assert events[0].task is not None, "the first event of a stream must be the task"
+    progress = [e for e in events if e.status_update is not None and e.status_update.status.state == TaskState.WORKING]
+    assert len(progress) == 200
+    texts = [e.status_update.status.message.text() for e in progress]  # type: ignore[union-attr]
+    assert texts == [f"step {i}" for i in range(200)]
+    last = events[-1]
+    assert last.status_update is not None
+    assert last.status_update.status.state == TaskState.COMPLETED
+    assert call.task is not None
+    assert call.task.output() == {"steps": 200}
+    kinds = [next(k for k in ("task", "status_update", "artifact_update") if getattr(e, k) is not None) for e in events]
+    assert kinds[-2] == "artifact_update"
+
+
+async def test_get_and_list_tasks(agent_host: Any, client: Client) -> None:
+    """GetTask returns the stored task; ListTasks lists it; an unknown id is -32001."""
+    await agent_host("echo", echo)
+    task = await client.send("echo", {"n": 5})
+    got = await client.get_task("echo", task.id)
+    assert got.id == task.id
+    assert got.status.state == TaskState.COMPLETED
+    listed = await client.list_tasks("echo")
+    assert [t.id for t in listed.tasks] == [task.id]
+    from a2amesh.errors import RpcError
+
+    with pytest.raises(RpcError) as e:
+        await client.get_task("echo", "00000000-0000-0000-0000-000000000000")
+    assert e.value.code == codes.TASK_NOT_FOUND
+
+
+async def test_cancel_running_task(agent_host: Any, client: Client) -> None:
+    """CancelTask on a running task stops it within 2 s with TASK_STATE_CANCELED."""
+    started = asyncio.Event()
+
+    async def slow(input: Any, ctx: Any) -> Any:
+        started.set()
+        await asyncio.sleep(60)
+        return "late"
+
+    await agent_host("slow", slow)
+    call = await client.dispatch("slow", make_message(data={}))
+    await within(started.wait(), 10, "the slow task to start")
+    canceled = await within(client.cancel_task("slow", call.task_id), 2, "CancelTask to answer")
+    assert canceled.status.state == TaskState.CANCELED
+    final = await within(call.result(), 2, "the caller's final answer")
+    assert final.status.state == TaskState.CANCELED
+
+
+async def test_cancel_queued_task_is_answered_canceled(agent_host: Any, client: Client) -> None:
+    """CancelTask on a task still in the queue marks it; when pulled it is answered CANCELED without running."""
+    release = asyncio.Event()
+    ran: list[Any] = []
+
+    async def one_at_a_time(input: Any, ctx: Any) -> Any:
+        ran.append(input)
+        await release.wait()
+        return "ran"
+
+    await agent_host("single", one_at_a_time, max_concurrency=1)
+    first = await client.dispatch("single", make_message(data={"n": 1}))
+    await eventually(lambda: ran, timeout=10, what="the first task to start")
+    queued = await client.dispatch("single", make_message(data={"n": 2}))
+    canceled = await within(client.cancel_task("single", queued.task_id), 5, "CancelTask on a queued task")
+    assert canceled.status.state == TaskState.CANCELED
+    release.set()
+    assert (await within(first.result(), 10, "the first task")).status.state == TaskState.COMPLETED
+    final = await within(queued.result(), 10, "the queued task's answer")
+    assert final.status.state == TaskState.CANCELED
+    assert ran == [{"n": 1}]
