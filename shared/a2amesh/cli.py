@@ -27,7 +27,21 @@ class UsageError(A2AMeshError):
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return Settings.load(file=getattr(args, "config", None), namespace=getattr(args, "namespace", None))
+    settings = Settings.load(file=getattr(args, "config", None), namespace=getattr(args, "namespace", None))
+    return _adopt_local_mesh(settings) if args.verb not in ("up", "demo") else settings
+
+
+def _adopt_local_mesh(settings: Settings) -> Settings:
+    """Without NATS_URL / REDIS_URL, talk to the mesh `a2amesh up` runs from this folder, if any."""
+    state = Path(settings.state_dir or ".a2amesh")
+    updates: dict[str, Any] = {}
+    if not settings.nats_url and (state / "nats.port").is_file():
+        updates["nats_url"] = f"nats://127.0.0.1:{(state / 'nats.port').read_text().strip()}"
+    if not settings.redis_url and (state / "valkey.port").is_file():
+        from pydantic import SecretStr
+
+        updates["redis_url"] = SecretStr(f"redis://127.0.0.1:{(state / 'valkey.port').read_text().strip()}/0")
+    return settings.model_copy(update=updates) if updates else settings
 
 
 async def _serve_until_signal(run: Callable[[], Awaitable[None]], shutdown: Callable[[], Awaitable[None]]) -> None:
@@ -262,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(args, e, EXIT_FAILED, prefix=e.reason)
     except (A2AMeshError, StoreError) as e:
         return _fail(args, e, EXIT_FAILED)
+    except Exception as e:  # the outer edge: one line, never a traceback unless --debug
+        return _fail(args, e, EXIT_FAILED, prefix=f"internal error ({type(e).__name__}; --debug shows more)")
     return int(code)
 
 

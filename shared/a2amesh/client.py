@@ -182,6 +182,11 @@ class Call:
         """The task as assembled so far."""
         return self._assembler.task
 
+    @property
+    def attempt(self) -> int:
+        """The delivery attempt (A2A-Attempt) of the newest accepted reply."""
+        return self._pending.attempt
+
 
 class Client:
     """Calls agents and workflows over NATS (SPEC §3.5).

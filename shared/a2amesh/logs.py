@@ -32,4 +32,5 @@ def configure(level: str = "INFO", fmt: str = "auto") -> None:
 
 def get_logger(name: str, **bound: Any) -> Any:
     """A structlog logger bound with ``component=name`` and the given keys."""
-    return structlog.get_logger(name).bind(component=name, **bound)
+    # initial values on the lazy proxy (not .bind()): binding here would freeze the configuration in force at import
+    return structlog.get_logger(name, component=name, **bound)

@@ -95,3 +95,14 @@ class ProcessFactory:
             if p.proc is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(p.proc.wait(), 10)
+
+
+def write_agent(tmp: Path, name: str, handler: str, **fields: object) -> Path:
+    """Write an agent YAML for a handler in tests/agents/behaviours.py; returns its path."""
+    import yaml
+
+    path = tmp / f"{name}.yaml"
+    data = {"name": name, "description": f"test agent {name}", "handler": f"tests.agents.behaviours:{handler}"}
+    data.update(fields)
+    path.write_text(yaml.safe_dump(data))
+    return path

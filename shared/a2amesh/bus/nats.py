@@ -297,6 +297,7 @@ class Bus:
         self._js = nc.jetstream()
         self.subjects = subjects
         self._reconnect_listeners = reconnect_listeners if reconnect_listeners is not None else []
+        self._conn_state: dict[str, bool] = {"closing": False}
 
     def on_reconnect(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after every reconnect."""
@@ -315,8 +316,11 @@ class Bus:
         async def on_error(e: Exception) -> None:
             blog.warning("nats.error", error=str(e) or type(e).__name__)
 
+        state = {"closing": False}
+
         async def on_disconnected() -> None:
-            blog.warning("nats.disconnected")
+            if not state["closing"]:
+                blog.warning("nats.disconnected")
 
         listeners: list[Callable[[], None]] = []
 
@@ -357,7 +361,9 @@ class Bus:
             nc = await nats.connect(**opts)
         except Exception as e:
             raise TransportError(codes.UNAVAILABLE, f"cannot connect to NATS at {', '.join(servers)}: {e}") from e
-        return cls(nc, Subjects(settings.namespace), listeners)
+        bus = cls(nc, Subjects(settings.namespace), listeners)
+        bus._conn_state = state
+        return bus
 
     @property
     def max_payload(self) -> int:
@@ -373,6 +379,7 @@ class Bus:
         """Drain subscriptions and close the connection."""
         if self._nc.is_closed:
             return
+        self._conn_state["closing"] = True
         try:
             async with asyncio.timeout(5):
                 await self._nc.drain()
@@ -447,7 +454,15 @@ class Bus:
 
     async def kv(self, bucket: str) -> Kv:
         """Bind to an existing KV bucket."""
-        return Kv(await self._js.key_value(bucket), self._js, bucket)
+        try:
+            kv = await self._js.key_value(bucket)
+        except nats.js.errors.BucketNotFoundError as e:
+            raise TransportError(
+                codes.UNAVAILABLE,
+                f"KV bucket {bucket} does not exist on this NATS server: run `a2amesh init` "
+                "(or `a2amesh up`) for this namespace first",
+            ) from e
+        return Kv(kv, self._js, bucket)
 
     # administration (used by bus.setup only)
     @property

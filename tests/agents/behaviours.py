@@ -1,0 +1,59 @@
+"""Handlers of the agents that process tests run as separate OS processes.
+
+They record what happened in the test's Redis (REDIS_URL, keys under the test namespace) so the test
+can count side effects started and completed per messageId or task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import redis.asyncio as aioredis
+
+_redis: aioredis.Redis | None = None
+
+
+def _r() -> aioredis.Redis:
+    global _redis
+    if _redis is None:
+        _redis = aioredis.from_url(os.environ["REDIS_URL"], decode_responses=True)
+    return _redis
+
+
+def _key(*parts: str) -> str:
+    return ":".join([os.environ["A2AMESH_NAMESPACE"], "test", *parts])
+
+
+async def count(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Count one completion per messageId and remember which process did it."""
+    await asyncio.sleep(float(input.get("sleep", 0.02)))
+    r = _r()
+    n = await r.hincrby(_key("done"), ctx.message.message_id, 1)
+    await r.hincrby(_key("by_pid"), str(os.getpid()), 1)
+    return {"n": n, "pid": os.getpid()}
+
+
+async def slow_first(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Announce the start (with our pid), then take long on the first attempt only."""
+    r = _r()
+    await r.rpush(_key("started"), f"{os.getpid()}:{ctx.attempt}")
+    if ctx.attempt == 1:
+        await asyncio.sleep(60)
+    await r.hincrby(_key("done"), ctx.task_id, 1)
+    return {"attempt": ctx.attempt, "pid": os.getpid()}
+
+
+async def crash(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Kill the whole process every time (a poison message)."""
+    await _r().rpush(_key("started"), f"{os.getpid()}:{ctx.attempt}")
+    os._exit(3)
+
+
+async def sleepy(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Sleep for input.seconds, then answer (for graceful-shutdown tests)."""
+    await _r().rpush(_key("started"), str(os.getpid()))
+    await asyncio.sleep(float(input.get("seconds", 1)))
+    await _r().hincrby(_key("done"), ctx.task_id, 1)
+    return {"slept": input.get("seconds", 1)}
