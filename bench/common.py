@@ -30,7 +30,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from a2amesh import logs
 from a2amesh.bus.nats import Bus
+from a2amesh.bus.setup import init_mesh
 from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
 from a2amesh.registry import Registry
@@ -294,7 +296,11 @@ def jetstream_sync(monitor_url: str | None, configured: str | None) -> dict[str,
                 varz = json.loads(r.read())
             cfg = (varz.get("jetstream") or {}).get("config") or {}
             if cfg.get("sync_always"):
-                return {"setting": "always (fsync after every write)", "source": "/varz", "version": varz.get("version")}
+                return {
+                    "setting": "always (fsync after every write)",
+                    "source": "/varz",
+                    "version": varz.get("version"),
+                }
             ns = cfg.get("sync_interval")
             text = _duration_ns(int(ns)) if ns else "2m"
             if text == "2m":
@@ -371,7 +377,8 @@ def describe_machine(info: dict[str, Any]) -> str:
     """Two human lines about the machine and the servers' durability settings."""
     r = info.get("redis") or {}
     return (
-        f"{info['cpu']}, {info['cores']} cores, {info.get('mem_gib')} GiB, {info['python']}, load {info['loadavg'][0]:.2f}\n"
+        f"{info['cpu']}, {info['cores']} cores, {info.get('mem_gib')} GiB, {info['python']}, "
+        f"load {info['loadavg'][0]:.2f}\n"
         f"nats-server {info.get('nats_server') or '?'} — JetStream sync: {info['jetstream_sync']['setting']}"
         f" (store on {info.get('jetstream_store_fs') or '?'}); "
         f"{r.get('server', 'redis')} {r.get('version', '?')} appendonly={r.get('appendonly', '?')}"
@@ -428,37 +435,42 @@ class BenchContext:
     async def spawn(self, label: str, argv: list[str], env: dict[str, str]) -> Child:
         """Start a child process (own session, output to a log file); it is stopped when the run ends."""
         log_path = self.tmp / f"{label}.log"
-        with open(log_path, "ab") as out:
+        out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, env=env, cwd=str(REPO), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
+        finally:
+            os.close(out)
         child = Child(label, proc, log_path)
         self.children.append(child)
         return child
 
     async def spawn_agent(self, yaml_file: Path, namespace: str, timeout: float = 60.0) -> tuple[Child, float]:
         """Start ``python -m a2amesh agent FILE`` and wait for its card; returns the child and its boot seconds."""
-        t0 = time.perf_counter()
         name = yaml_file.stem
-        child = await self.spawn(
-            f"agent-{name}-{namespace}",
-            [sys.executable, "-m", "a2amesh", "agent", str(yaml_file)],
-            self.child_env(namespace),
-        )
         settings = self.settings(namespace)
         bus = await Bus.connect(settings, name="bench-wait")
         try:
+            await init_mesh(bus, settings)  # what `a2amesh up` does before it starts agents
             registry = Registry(bus, card_ttl=settings.card_ttl)
-            await _until_bucket(bus, timeout)
             await registry.start()
             try:
+                t0 = time.perf_counter()
+                child = await self.spawn(
+                    f"agent-{name}-{namespace}",
+                    [sys.executable, "-m", "a2amesh", "agent", str(yaml_file)],
+                    self.child_env(namespace),
+                )
                 waiter = asyncio.ensure_future(registry.wait_for(name, timeout))
                 exited = asyncio.ensure_future(child.proc.wait())
                 await asyncio.wait({waiter, exited}, return_when=asyncio.FIRST_COMPLETED)
                 exited.cancel()
                 if not waiter.done():
                     waiter.cancel()
-                    raise RuntimeError(f"agent {name} exited ({child.proc.returncode}) before its card:\n{child.tail()}")
+                    raise RuntimeError(
+                        f"agent {name} exited ({child.proc.returncode}) before its card:\n{child.tail()}"
+                    )
                 try:
                     waiter.result()
                 except TimeoutError as e:
@@ -473,19 +485,6 @@ class BenchContext:
         """Stop every child this context started."""
         await asyncio.gather(*(c.stop() for c in self.children), return_exceptions=True)
         self.children.clear()
-
-
-async def _until_bucket(bus: Bus, timeout: float) -> None:
-    """Wait until the namespace's cards bucket exists (the agent creates it with ``init`` at start)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            await bus.kv(bus.subjects.cards_bucket)
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.05)
 
 
 async def drop_namespace(ctx: BenchContext, namespace: str, *, extra_streams: Sequence[str] = ()) -> None:
@@ -668,4 +667,5 @@ async def run_sections(sections: Sequence[Section], args: argparse.Namespace, na
 def main(sections: Sequence[Section], name: str, description: str, argv: Sequence[str] | None = None) -> int:
     """Entry point of a bench script."""
     args = parse_args(description, argv, [s.name for s in sections])
+    logs.configure("WARNING", "console")  # the library's INFO events would interleave with the table
     return asyncio.run(run_sections(sections, args, name))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+
+# pytest_plugins set below once the fake LLM exists
+import importlib.util as _ilu
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -21,9 +24,6 @@ from a2amesh.config import Settings
 from a2amesh.store.redis import Redis, connect_redis
 from tests.support.processes import ProcessFactory
 from tests.support.servers import TestServers, start_servers, stop_servers
-
-# pytest_plugins set below once the fake LLM exists
-import importlib.util as _ilu
 
 pytest_plugins = ["tests.fakes.fixtures"] if _ilu.find_spec("tests.fakes.fixtures") else []
 

@@ -11,7 +11,7 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,9 @@ def _adopt_local_mesh(settings: Settings) -> Settings:
     return settings.model_copy(update=updates) if updates else settings
 
 
-async def _serve_until_signal(run: Callable[[], Awaitable[None]], shutdown: Callable[[], Awaitable[None]]) -> None:
+async def _serve_until_signal(
+    run: Callable[[], Coroutine[Any, Any, None]], shutdown: Callable[[], Awaitable[None]]
+) -> None:
     loop = asyncio.get_running_loop()
     task = asyncio.create_task(run())
     stopping = asyncio.Event()
@@ -100,7 +102,7 @@ async def cmd_agents(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([c.to_json_dict() for c in cards], indent=2))
         return EXIT_OK
-    rows = [("NAME", "TYPE", "VERSION", "SKILLS", "DESCRIPTION")]
+    rows: list[tuple[str, ...]] = [("NAME", "TYPE", "VERSION", "SKILLS", "DESCRIPTION")]
     for c in cards:
         rows.append((c.name, c.agent_type, c.version, ",".join(s.id for s in c.skills), c.description[:60]))
     _print_table(rows)
@@ -109,7 +111,7 @@ async def cmd_agents(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_table(rows: list[tuple[str, ...]]) -> None:
+def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
@@ -171,10 +173,12 @@ async def cmd_up(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     logs.configure(settings.log_level, settings.log_format)
+    workflows = Path(args.workflows) if args.workflows else None
+    has_workflows = workflows is not None and await asyncio.to_thread(workflows.is_dir)
     mesh = Mesh(
         settings,
         agents_dir=Path(args.agents),
-        workflows_dir=Path(args.workflows) if args.workflows and Path(args.workflows).is_dir() else None,
+        workflows_dir=workflows if has_workflows else None,
         state_dir=Path(args.state_dir or settings.state_dir or ".a2amesh"),
     )
     stop = asyncio.Event()

@@ -42,6 +42,8 @@ ENV_FIELDS: dict[str, str] = {
     "A2AMESH_MAX_CONCURRENCY": "max_concurrency",
     "A2AMESH_MAX_CALL_DEPTH": "max_call_depth",
     "A2AMESH_INLINE_THRESHOLD": "inline_threshold",
+    "A2AMESH_ARTIFACT_RETENTION": "artifact_retention",
+    "A2AMESH_ARTIFACT_MAX_BYTES": "artifact_max_bytes",
     "A2AMESH_SHUTDOWN_GRACE": "shutdown_grace",
     "A2AMESH_TIMEZONE": "timezone",
     "OPENAI_BASE_URL": "llm_base_url",
@@ -96,6 +98,10 @@ class Settings(BaseModel):
     max_call_depth: int = Field(default=10, ge=1)
     max_request_bytes: int = Field(default=1024 * 1024, gt=0, description="Largest request an agent accepts.")
     inline_threshold: int = Field(default=256 * 1024, gt=0, description="Outputs above this go to the artifact store.")
+    artifact_retention: float = Field(
+        default=7 * 24 * 3600.0, gt=0, description="TTL of artifacts (follows execution retention; refreshed on save)."
+    )
+    artifact_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0, description="Largest artifact version stored.")
     call_timeout: float = Field(default=300.0, gt=0, description="Default deadline of a client call.")
     shutdown_grace: float = Field(default=30.0, ge=0, description="Time running work gets to finish on SIGTERM.")
     timezone: str = "UTC"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 import time
@@ -33,11 +34,12 @@ def _line(label: str, value: Any) -> None:
 async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path) -> int:
     """Run the demo; 0 when every call succeeded."""
     failures = 0
+    has_workflows = await asyncio.to_thread(lambda: workflows_dir.is_dir() and any(workflows_dir.iterdir()))
     with tempfile.TemporaryDirectory(prefix="a2amesh-demo-") as tmp:
         mesh = Mesh(
             settings,
             agents_dir=agents_dir,
-            workflows_dir=workflows_dir if workflows_dir.is_dir() and any(workflows_dir.iterdir()) else None,
+            workflows_dir=workflows_dir if has_workflows else None,
             state_dir=Path(tmp),
             log_file=Path(tmp) / "mesh.log",
         )

@@ -45,6 +45,32 @@ class DefinitionError(ConfigError):
         super().__init__(source, location, problem)
 
 
+class ScheduleError(ConfigError):
+    """A workflow's ``executionMode`` or ``schedule`` is wrong.
+
+    Attributes:
+        value: the mode or schedule as given.
+        reason: what is wrong with it (without the location).
+    """
+
+    def __init__(self, value: object, reason: str, *, source: str = "<schedule>", field: str = "schedule") -> None:
+        self.value = value
+        self.reason = reason
+        super().__init__(source, field, f"{value!r}: {reason}")
+
+
+class InvalidTransition(A2AMeshError, ValueError):
+    """An event or a new turn does not fit the state of an execution (resume of a run that is not paused…).
+
+    Attributes:
+        problem: what does not fit, in one line.
+    """
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(problem)
+
+
 class ServerError(A2AMeshError, RuntimeError):
     """An embedded server (nats-server, valkey-server) failed to start or stop."""
 
@@ -131,6 +157,47 @@ class NodeFailed(A2AMeshError):
         self.attempts = attempts
         self.errors = errors
         super().__init__(f"node {node_id} failed after {attempts} attempt(s): {'; '.join(errors)}")
+
+
+class ArtifactError(A2AMeshError, ValueError):
+    """An artifact cannot be stored or read: a bad name or URI, content too large, not the caller's."""
+
+
+class ArtifactNotFound(ArtifactError, LookupError):
+    """No readable artifact has that name and version (or URI).
+
+    Attributes:
+        name: the artifact name.
+        version: the version asked for, or ``None`` for the latest.
+        scope: ``{context_id}/{task_id}`` of the lookup.
+    """
+
+    def __init__(self, name: str, version: int | None, scope: str) -> None:
+        self.name = name
+        self.version = version
+        self.scope = scope
+        which = "any version" if version is None else f"version {version}"
+        super().__init__(f"artifact {name!r} ({which}) not found in scope {scope}")
+
+
+class LlmError(A2AMeshError):
+    """The model endpoint failed (after its HTTP retries) or the tool loop could not finish.
+
+    Attributes:
+        status: the HTTP status the endpoint answered, if any.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class RequestRejected(A2AMeshError):
+    """Raised by agent code: decline the request (``TASK_STATE_REJECTED``) with this answer, e.g. a guardrail."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        super().__init__(answer)
 
 
 class RetryWithFeedback(A2AMeshError):

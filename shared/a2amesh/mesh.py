@@ -84,7 +84,9 @@ class Mesh:
             (self.state_dir / "nats.port").write_text(str(self.nats.port))
             log.info("mesh.nats_started", url=self.nats.url)
         if not self.settings.redis_url:
-            self.valkey = ValkeyServer(port=_saved_port(self.state_dir / "valkey.port"), data_dir=self.state_dir / "valkey")
+            self.valkey = ValkeyServer(
+                port=_saved_port(self.state_dir / "valkey.port"), data_dir=self.state_dir / "valkey"
+            )
             await self.valkey.start()
             (self.state_dir / "valkey.port").write_text(str(self.valkey.port))
             log.info("mesh.valkey_started", url=self.valkey.url)
@@ -111,7 +113,7 @@ class Mesh:
         env = {**os.environ, "NATS_URL": self.nats_url, "REDIS_URL": self.redis_url}
         env["A2AMESH_NAMESPACE"] = self.settings.namespace
         env["A2AMESH_PROFILE"] = self.settings.profile
-        out = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115 - handed to the child
+        out = await asyncio.to_thread(open, self.log_file, "ab") if self.log_file else None
         try:
             child.proc = await asyncio.create_subprocess_exec(
                 *child.argv, env=env, stdout=out, stderr=out, start_new_session=True

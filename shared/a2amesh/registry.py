@@ -171,7 +171,8 @@ class CardPublisher:
 
     async def refresh(self) -> None:
         """Re-put card and presence (every TTL/3)."""
-        assert self._cards is not None and self._presence is not None
+        assert self._cards is not None
+        assert self._presence is not None
         await self._presence.put(self.presence_key, self._instance.encode())
         await self._cards.put(self.card.name, self.card.to_json_bytes())
 

@@ -125,7 +125,14 @@ CASES = [
 
 @pytest.mark.parametrize(("case", "body", "headers", "code", "says"), CASES, ids=[c[0] for c in CASES])
 async def test_bad_request_gets_precise_error(
-    agent_host: Any, client: Client, bus: Bus, case: str, body: bytes | None, headers: dict[str, str], code: int, says: str
+    agent_host: Any,
+    client: Client,
+    bus: Bus,
+    case: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    code: int,
+    says: str,
 ) -> None:
     """Each kind of malformed request is answered with its JSON-RPC code and a message naming the problem."""
     await agent_host("echo", echo)
@@ -187,7 +194,7 @@ async def test_client_refuses_payload_above_server_max(agent_host: Any, client: 
 
 
 async def test_request_without_reply_to_is_terminated(agent_host: Any, client: Client, bus: Bus) -> None:
-    """A work request without A2A-Reply-To is answered nowhere, terminated (not redelivered), and the agent serves on."""
+    """A work request without A2A-Reply-To is answered nowhere and terminated; the agent serves on."""
     ran: list[Any] = []
 
     async def record(input: Any, ctx: Any) -> Any:

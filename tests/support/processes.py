@@ -80,7 +80,8 @@ class ProcessFactory:
     async def start(self, *args: str, env: dict[str, str] | None = None) -> Proc:
         log_path = self.tmp / f"proc-{len(self.procs)}.log"
         argv = [sys.executable, "-m", "a2amesh", *args]
-        with open(log_path, "ab") as out:
+        out = await asyncio.to_thread(open, log_path, "ab")
+        with out:
             proc = await asyncio.create_subprocess_exec(
                 *argv, env=process_env(self.settings, **(env or {})), stdout=out, stderr=out, cwd=str(REPO)
             )

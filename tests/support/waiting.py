@@ -10,9 +10,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-async def eventually(
-    check: Callable[[], Awaitable[T] | T], *, timeout: float, what: str, interval: float = 0.05
-) -> T:
+async def eventually(check: Callable[[], Awaitable[T] | T], *, timeout: float, what: str, interval: float = 0.05) -> T:
     """Poll ``check`` until it returns a truthy value; fail with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     last: object = None

@@ -79,7 +79,9 @@ class TaskContext:
         """Seconds until the deadline, if there is one."""
         return None if self.deadline is None else self.deadline - time.time()
 
-    async def emit_status(self, text: str | None = None, *, data: Any = None, metadata: dict[str, Any] | None = None):
+    async def emit_status(
+        self, text: str | None = None, *, data: Any = None, metadata: dict[str, Any] | None = None
+    ) -> None:
         """Send a progress status update (state WORKING) to the caller of a streaming call."""
         parts: list[Part] = []
         if text is not None:

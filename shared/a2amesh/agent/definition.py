@@ -152,7 +152,7 @@ def parse_agent(data: Any, source: str) -> AgentDefinition:
     try:
         return AgentDefinition.model_validate(data)
     except ValidationError as e:
-        field, problem = _problem(e.errors()[0], data)
+        field, problem = _problem(dict(e.errors()[0]), data)
         raise ConfigError(source, field, problem) from e
 
 

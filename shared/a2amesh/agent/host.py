@@ -140,7 +140,10 @@ class AgentHost:
         )
         await self.client.start()
         publisher = CardPublisher(
-            self.bus, self.runtime.card(self.settings.namespace), instance=self.instance, card_ttl=self.settings.card_ttl
+            self.bus,
+            self.runtime.card(self.settings.namespace),
+            instance=self.instance,
+            card_ttl=self.settings.card_ttl,
         )
         await publisher.publish()
         control = await self.bus.subscribe(self.bus.subjects.control(self.name), self._on_control)
@@ -349,7 +352,9 @@ class AgentHost:
             raise RpcError(codes.INVALID_REQUEST, f"header {h.DEADLINE} must be epoch milliseconds, got {raw!r}") from e
         if time.time() > deadline + CLOCK_SKEW:
             late = time.time() - deadline
-            raise TransportError(codes.DEADLINE_EXCEEDED, f"the request's deadline passed {late:.1f}s before it was pulled")
+            raise TransportError(
+                codes.DEADLINE_EXCEEDED, f"the request's deadline passed {late:.1f}s before it was pulled"
+            )
 
     def _check_depth(self, headers: dict[str, str]) -> None:
         raw = headers.get(h.CALL_DEPTH, "0")
@@ -361,9 +366,7 @@ class AgentHost:
                 f"call depth {raw} exceeds the maximum of {self.settings.max_call_depth}",
             )
 
-    async def _execute(
-        self, msg: WorkMsg, request_id: JsonRpcId, method: str, message: Message, reply_to: str
-    ) -> None:
+    async def _execute(self, msg: WorkMsg, request_id: JsonRpcId, method: str, message: Message, reply_to: str) -> None:
         attempt = msg.num_delivered
         history: list[Message] = []
         if message.task_id:
@@ -531,7 +534,9 @@ class AgentHost:
             if parts
             else None,
         )
-        ev = TaskStatusUpdateEvent(task_id=run.task.id, context_id=run.task.context_id, status=status, metadata=metadata)
+        ev = TaskStatusUpdateEvent(
+            task_id=run.task.id, context_id=run.task.context_id, status=status, metadata=metadata
+        )
         await self._emit(run, StreamResponse(status_update=ev), final=False)
 
     def _final_task(self, task: Task, outcome: TaskOutcome) -> Task:
@@ -654,9 +659,7 @@ class AgentHost:
         if not req.include_artifacts:
             tasks = [t.model_copy(update={"artifacts": None}) for t in tasks]
         if req.history_length is not None:
-            tasks = [
-                t.model_copy(update={"history": (t.history or [])[-req.history_length :] or None}) for t in tasks
-            ]
+            tasks = [t.model_copy(update={"history": (t.history or [])[-req.history_length :] or None}) for t in tasks]
         nxt = str(offset + size) if offset + size < total else ""
         return ListTasksResponse(tasks=tasks, next_page_token=nxt, page_size=len(tasks), total_size=total)
 

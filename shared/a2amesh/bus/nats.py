@@ -264,7 +264,7 @@ class Kv:
             while True:
                 # not watcher.updates(): its wait_for can swallow a cancellation on Python 3.11
                 try:
-                    e = await watcher.__anext__()
+                    e = await watcher.__anext__()  # type: ignore[no-untyped-call]
                 except StopAsyncIteration:
                     return
                 if e is None:
@@ -274,7 +274,7 @@ class Kv:
                 yield KvEntry(e.key, e.value, int(e.revision or 0), _created(e.created), deleted)
         finally:
             # stopping a watcher can wait on the server: never let it hold up a cancellation
-            stopper = asyncio.ensure_future(watcher.stop())
+            stopper = asyncio.ensure_future(watcher.stop())  # type: ignore[no-untyped-call]
             _background.add(stopper)
             stopper.add_done_callback(_forget_background)
 
@@ -394,7 +394,7 @@ class Bus:
 
     async def flush(self, timeout: float = 5) -> None:
         """Wait until the server has processed everything sent so far."""
-        await self._nc.flush(timeout=timeout)
+        await self._nc.flush(timeout=int(max(timeout, 1)))
 
     async def subscribe(
         self, subject: str, handler: Callable[[Received], Awaitable[None]], *, queue: str = ""

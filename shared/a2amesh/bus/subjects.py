@@ -83,7 +83,7 @@ class Subjects:
         prefix = self.reply_prefix()
         if not reply_subject.startswith(prefix):
             return None
-        return f"{self.ns}.a2a.v1.delta.{reply_subject[len(prefix):]}"
+        return f"{self.ns}.a2a.v1.delta.{reply_subject[len(prefix) :]}"
 
     def workflow_event(self, workflow: str, event: str) -> str:
         """Lifecycle event subject of a workflow."""

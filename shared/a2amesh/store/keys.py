@@ -40,18 +40,18 @@ class Keys:
         """Conversation history of an agent per context."""
         return f"{self.ns}:history:{agent}:{{{context_id}}}"
 
-    # artifacts
-    def artifact(self, scope: str, name: str, version: int) -> str:
-        """One version of an artifact (hash: data, meta)."""
-        return f"{self.ns}:artifact:{{{scope}}}:{name}:{version}"
-
-    def artifact_versions(self, scope: str, name: str) -> str:
-        """Sorted set of an artifact's versions."""
+    # artifacts (scope = "{context_id}/{task_id}")
+    def artifact(self, scope: str, name: str) -> str:
+        """Every version of one artifact (hash: ``next``, ``latest``, ``d:{version}`` data, ``m:{version}`` meta)."""
         return f"{self.ns}:artifact:{{{scope}}}:{name}"
 
     def artifact_names(self, scope: str) -> str:
         """Set of artifact names in a scope."""
         return f"{self.ns}:artifacts:{{{scope}}}"
+
+    def artifact_scopes(self, context_id: str) -> str:
+        """Set of the task ids of a context that hold artifacts (to refresh their TTL together)."""
+        return f"{self.ns}:artifacts:ctx:{{{context_id}}}"
 
     # executions
     def execution(self, execution_id: str) -> str:

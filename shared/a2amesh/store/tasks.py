@@ -109,7 +109,9 @@ class TaskStore:
 
     async def mark_canceled(self, task_id: str) -> TaskRecordView:
         """Set the cancel mark: ``terminal`` (too late) or ``marked`` (with the live owner, if any)."""
-        raw = await self._cancel(keys=[self._k.task(task_id), self._k.claim(task_id)], args=[now_ms(), self._queued_ttl])
+        raw = await self._cancel(
+            keys=[self._k.task(task_id), self._k.claim(task_id)], args=[now_ms(), self._queued_ttl]
+        )
         return _view(raw, owner_index=3)
 
     async def is_canceled(self, task_id: str) -> bool:
@@ -125,7 +127,7 @@ class TaskStore:
 
     async def subscribers(self, task_id: str) -> list[str]:
         """Reply subjects registered for the task."""
-        return sorted(await self._r.smembers(self._k.subscribers(task_id)))
+        return sorted(str(s) for s in await self._r.smembers(self._k.subscribers(task_id)))
 
     async def get(self, task_id: str) -> Task | None:
         """The stored Task, or None."""
@@ -155,7 +157,7 @@ class TaskStore:
         if ids:
             pipe = self._r.pipeline(transaction=False)
             for task_id in ids:
-                pipe.hget(self._k.task(task_id), "record")
+                pipe.hget(self._k.task(str(task_id)), "record")
             for record in await pipe.execute():
                 if not record:
                     continue

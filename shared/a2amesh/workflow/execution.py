@@ -1,0 +1,291 @@
+"""The data of the workflow engine: execution state, the events it consumes and the commands it emits.
+
+Everything here is plain, JSON-serialisable pydantic data, so the executor can checkpoint the state
+in Redis after every step and any replica can carry on from it. The logic lives in
+:mod:`a2amesh.workflow.engine`.
+
+Node paths name one *instance* of a node within an execution:
+
+- ``validate``: a DAG node (or an exit handler) — its id;
+- ``process[3]``: item 3 of map ``process`` (an instance of the map's target node);
+- ``poll#2``: iteration 2 of loop ``poll`` (an instance of the loop's target node);
+- ``gather/customer``: branch ``customer`` of fork ``gather``.
+
+Containers nest, so ``outer[1]#0`` is iteration 0 of the loop run by item 1 of map ``outer``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from a2amesh.workflow.templates import JsonValue
+
+__all__ = [
+    "CallFailed",
+    "CancelCall",
+    "CancelRequested",
+    "Command",
+    "DispatchNode",
+    "EmitEvent",
+    "ErrorKind",
+    "Event",
+    "ExecutionState",
+    "ExecutionStatus",
+    "Finish",
+    "NodeFailed",
+    "NodeRun",
+    "NodeStatus",
+    "NodeSucceeded",
+    "Phase",
+    "SetTimer",
+    "ClearTimer",
+    "TimerFired",
+]
+
+
+class ExecutionStatus(StrEnum):
+    """Status of a whole execution."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+    @property
+    def final(self) -> bool:
+        """The execution has finished."""
+        return self is not ExecutionStatus.RUNNING
+
+
+class NodeStatus(StrEnum):
+    """Status of one node instance."""
+
+    PENDING = "pending"
+    """Not started yet (dependencies not done)."""
+    WAITING = "waiting"
+    """Started, and waiting for a timer (retry backoff, loop delay)."""
+    RUNNING = "running"
+    """A call is in flight, or a container has instances running."""
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    """Not run: ``when`` false, a branch not taken, all dependencies skipped, a dependency failed."""
+    CANCELED = "canceled"
+    """Stopped while running: the execution was cancelled or failed fast, or a join no longer needed it."""
+
+    @property
+    def final(self) -> bool:
+        """Nothing more happens to this instance."""
+        return self in (NodeStatus.COMPLETED, NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELED)
+
+
+Phase: TypeAlias = Literal["dag", "exit", "done"]
+"""Where an execution is: running its DAG, running exit handlers, or finished."""
+
+ErrorKind: TypeAlias = Literal["failure", "error"]
+"""``failure``: the callee reported failure; ``error``: the call itself failed (SPEC §5.4 retry policies)."""
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NodeRun(_Data):
+    """One instance of a node in one execution: its status, input, output, attempts and bookkeeping."""
+
+    path: str = Field(description="The instance's path (see the module docstring).")
+    node_id: str = Field(description="The definition node this is an instance of ('' for a fork branch's id).")
+    type: str = Field(description="Node type, or 'branch' for a fork branch call.")
+    parent: str | None = Field(None, description="Path of the container instance (map, loop, fork), if any.")
+    status: NodeStatus = NodeStatus.PENDING
+    reason: str | None = Field(None, description="Why it was skipped or cancelled.")
+    attempt: int = Field(0, description="The current (or last) attempt, from 1.")
+    iteration: int = Field(0, description="Loop iteration this instance belongs to (0 outside loops).")
+    index: int | None = Field(None, description="Map item index of this instance.")
+    input: JsonValue = None
+    output: JsonValue = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    agent: str | None = Field(None, description="The agent or workflow called.")
+    message_id: str | None = Field(None, description="messageId of the current attempt's request.")
+    task_id: str | None = Field(None, description="The callee's task id of the current attempt.")
+    reply_to: str | None = Field(None, description="Reply subject of the current attempt (set by the executor).")
+    started_at: float | None = None
+    attempt_started_at: float | None = None
+    finished_at: float | None = None
+    usage: dict[str, Any] | None = Field(None, description="Token usage the callee reported.")
+    absorbed: bool = Field(False, description="A failure a join tolerated (it does not fail the execution).")
+    selected: str | None = Field(None, description="Router: the target it picked.")
+    items: list[JsonValue] | None = Field(None, description="Map: the items.")
+    launched: int = Field(0, description="Map: items started so far; loop: iterations started so far.")
+    children: list[str] = Field(default_factory=list, description="Container: instance paths, in order.")
+    timer: str | None = Field(None, description="The timer this instance waits for, if any.")
+    last_output: JsonValue = Field(None, description="Loop: the target's latest output (its scope).")
+
+    @property
+    def final(self) -> bool:
+        """Nothing more happens to this instance."""
+        return self.status.final
+
+
+class ExecutionState(_Data):
+    """Everything the engine knows about one execution (checkpointed after every step)."""
+
+    execution_id: str
+    workflow: str
+    digest: str = Field(description="Content hash of the definition this execution runs (pinned).")
+    input: JsonValue = None
+    task_id: str | None = None
+    context_id: str | None = None
+    call_depth: int = 0
+    call_chain: list[str] = Field(default_factory=list, description="Workflows above this one, outermost first.")
+    deadline: float | None = Field(None, description="The caller's deadline (epoch seconds), if any.")
+    status: ExecutionStatus = ExecutionStatus.RUNNING
+    phase: Phase = "dag"
+    outcome: Literal["success", "failure", "cancel"] | None = None
+    error: str | None = None
+    output: JsonValue = None
+    nodes: dict[str, NodeRun] = Field(default_factory=dict)
+    outputs: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Outputs of completed DAG nodes (and a top-level loop's target), by id."
+    )
+    timers: dict[str, float] = Field(default_factory=dict, description="Armed timers: id → due (epoch seconds).")
+    exit_queue: list[str] = Field(default_factory=list, description="Exit handlers still to run, in order.")
+    cancel_requested: bool = False
+    started_at: float = 0.0
+    finished_at: float | None = None
+    seq: int = Field(0, description="Events emitted so far (the A2A-Seq of progress replies).")
+    usage: dict[str, int] = Field(default_factory=dict, description="Token usage summed over every node.")
+    reused_from: str | None = Field(None, description="The execution whose outputs a retry reused.")
+
+    @property
+    def finished(self) -> bool:
+        """The execution has finished."""
+        return self.status.final
+
+    def running_calls(self) -> list[NodeRun]:
+        """Instances with a call in flight."""
+        return [run for run in self.nodes.values() if run.status is NodeStatus.RUNNING and run.task_id]
+
+
+# --- events ----------------------------------------------------------------------------------
+
+
+class NodeSucceeded(_Data):
+    """A node call completed (callee state ``TASK_STATE_COMPLETED``)."""
+
+    kind: Literal["node_succeeded"] = "node_succeeded"
+    path: str
+    attempt: int
+    output: JsonValue = None
+    task_id: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+class NodeFailed(_Data):
+    """A node call failed: the callee reported failure, or the call itself failed."""
+
+    kind: Literal["node_failed"] = "node_failed"
+    path: str
+    attempt: int
+    error: str
+    error_kind: ErrorKind = "failure"
+    retryable: bool = True
+    task_id: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+class TimerFired(_Data):
+    """A timer armed by :class:`SetTimer` is due."""
+
+    kind: Literal["timer_fired"] = "timer_fired"
+    timer_id: str
+
+
+class CancelRequested(_Data):
+    """Someone cancelled the execution (CancelTask, ``a2amesh cancel``)."""
+
+    kind: Literal["cancel_requested"] = "cancel_requested"
+    reason: str = "canceled by request"
+
+
+Event: TypeAlias = Annotated[NodeSucceeded | NodeFailed | TimerFired | CancelRequested, Field(discriminator="kind")]
+CallFailed = NodeFailed
+
+
+# --- commands --------------------------------------------------------------------------------
+
+
+class DispatchNode(_Data):
+    """Send one attempt of a node to its agent or workflow (messageId checkpointed before publishing)."""
+
+    kind: Literal["dispatch"] = "dispatch"
+    path: str
+    node_id: str
+    agent: str
+    target_type: Literal["agent", "workflow"]
+    attempt: int
+    iteration: int
+    message_id: str
+    task_id: str
+    input: JsonValue
+    instruction: str | None = None
+    input_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    deadline: float | None = Field(None, description="Epoch seconds: min(caller deadline, node timeout).")
+    call_depth: int
+    call_chain: list[str]
+
+
+class CancelCall(_Data):
+    """Cancel a callee's task (node timeout, fail-fast, a join that no longer needs it, cancellation)."""
+
+    kind: Literal["cancel_call"] = "cancel_call"
+    path: str
+    agent: str
+    task_id: str
+
+
+class SetTimer(_Data):
+    """Arm a timer; the executor feeds :class:`TimerFired` back when it is due."""
+
+    kind: Literal["set_timer"] = "set_timer"
+    timer_id: str
+    due: float
+
+
+class ClearTimer(_Data):
+    """Disarm a timer that is no longer needed."""
+
+    kind: Literal["clear_timer"] = "clear_timer"
+    timer_id: str
+
+
+class EmitEvent(_Data):
+    """A lifecycle event: logged, published on the events subjects, and sent to the caller as progress."""
+
+    kind: Literal["emit"] = "emit"
+    event: str = Field(description="execution.started, node.started, node.completed, node.failed, node.skipped, ...")
+    seq: int
+    path: str | None = None
+    node_id: str | None = None
+    status: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    at: float
+
+
+class Finish(_Data):
+    """The execution finished: answer the caller once."""
+
+    kind: Literal["finish"] = "finish"
+    status: ExecutionStatus
+    output: JsonValue = None
+    error: str | None = None
+
+
+Command: TypeAlias = Annotated[
+    DispatchNode | CancelCall | SetTimer | ClearTimer | EmitEvent | Finish, Field(discriminator="kind")
+]

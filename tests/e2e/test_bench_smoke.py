@@ -1,0 +1,34 @@
+"""The benchmark's smoke mode runs end to end, so `bench/` never rots (timings are never asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(150)
+def test_run_all_quick_writes_results(tmp_path: Path) -> None:
+    """`python bench/run_all.py --quick` exits 0 and writes a results JSON with machine info and figures."""
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run_all.py"), "--quick", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"run_all --quick exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    files = list(out.glob("run_all-*.json"))
+    assert len(files) == 1, f"expected one results file in {out}, found {files}\n{proc.stdout[-2000:]}"
+    result = json.loads(files[0].read_text())
+    assert result["quick"] is True
+    assert result["errors"] == {}
+    assert result["machine"]["jetstream_sync"]["setting"]
+    keys = {f["key"] for f in result["figures"]}
+    assert {"floors.core", "floors.durable", "roundtrip.mesh", "roundtrip.mesh_throughput"} <= keys

@@ -1,0 +1,165 @@
+"""The a2amesh command line, run as a user would: real processes, real servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from a2amesh.config import Settings
+from tests.support.processes import REPO, ProcessFactory, process_env, write_agent
+from tests.support.waiting import eventually
+
+
+async def cli(settings: Settings | None, *args: str, cwd: Path = REPO, timeout: float = 60) -> tuple[int, str, str]:
+    env = process_env(settings) if settings else {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "a2amesh",
+        *args,
+        env=env,
+        cwd=str(cwd),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"a2amesh {' '.join(args)} did not finish within {timeout}s") from None
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_invalid_agent_yaml_is_one_line_and_exit_2(settings: Settings, tmp_path: Path) -> None:
+    """`a2amesh agent` with an invalid YAML prints one line naming file, field and problem, and exits 2."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: ok\nhandler: m:f\nmax_concurency: 3\n")
+    code, out, err = await cli(settings, "agent", str(bad))
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert str(bad) in lines[0]
+    assert "max_concurency" in lines[0]
+    assert "did you mean 'max_concurrency'" in lines[0]
+    assert "Traceback" not in err
+
+
+async def test_call_agents_and_errors(settings: Settings, processes: ProcessFactory, tmp_path: Path) -> None:
+    """`agents --json` lists a live agent; `call` streams and prints the result; bad input exits non-zero."""
+    path = write_agent(tmp_path, "cli_echo", "count")
+    proc = await processes.start("agent", str(path))
+    await eventually(
+        lambda: asyncio.sleep(0, result=proc.returncode is None and "agent.ready" in proc.output()),
+        timeout=20,
+        what="the agent to be ready",
+    )
+    code, out, _ = await cli(settings, "agents", "--json")
+    assert code == 0
+    assert [c["name"] for c in json.loads(out)] == ["cli_echo"]
+
+    code, out, err = await cli(settings, "call", "cli_echo", "--data", '{"sleep": 0}', "--json")
+    assert code == 0, err
+    task = json.loads(out)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["artifacts"][0]["parts"][0]["data"]["n"] == 1
+
+    code, out, err = await cli(settings, "call", "cli_echo", "--data", '{"sleep": 0}')
+    assert code == 0
+    assert "TASK_STATE_COMPLETED" in err
+    assert json.loads(out)["n"] == 1
+
+    code, _, err = await cli(settings, "call", "nobody", "hi")
+    assert code == 1
+    assert "AGENT_NOT_FOUND" in err
+    assert "Traceback" not in err
+    code, _, err = await cli(settings, "call", "cli_echo", "--data", "{oops")
+    assert code == 2
+    assert "--data: not valid JSON" in err
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+async def test_up_runs_until_ctrl_c_and_leaves_nothing(tmp_path: Path) -> None:
+    """`a2amesh up` starts servers and agents, answers calls, and Ctrl-C stops all of it, freeing the ports."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "REDIS_", "A2AMESH_"))}
+    env["A2AMESH_PROFILE"] = "test"
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "echo.yaml").write_text((REPO / "agent_cards" / "echo.yaml").read_text())
+    (agents / "example_agents.py").write_text((REPO / "agent_cards" / "example_agents.py").read_text())
+    up = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "a2amesh",
+        "up",
+        "--agents",
+        str(agents),
+        "--workflows",
+        str(tmp_path / "none"),
+        cwd=str(tmp_path),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        assert up.stdout is not None
+        lines: list[str] = []
+
+        async def ready() -> bool:
+            line = await asyncio.wait_for(up.stdout.readline(), 30)  # type: ignore[union-attr]
+            lines.append(line.decode())
+            assert line, "a2amesh up exited early:\n" + "".join(lines)
+            return "a2amesh is up" in lines[-1]
+
+        await eventually(ready, timeout=30, what="a2amesh up to be ready", interval=0)
+        nats_port = int((tmp_path / ".a2amesh" / "nats.port").read_text())
+        valkey_port = int((tmp_path / ".a2amesh" / "valkey.port").read_text())
+        code, out, err = await cli(None, "call", "echo", "hello", cwd=tmp_path)
+        assert code == 0, err
+        assert json.loads(out) == {"text": "hello"}
+        up.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(up.wait(), 30) == 0
+    finally:
+        if up.returncode is None:
+            os.killpg(up.pid, signal.SIGKILL)
+            await up.wait()
+    assert port_free(nats_port)
+    assert port_free(valkey_port)
+    ps = await asyncio.create_subprocess_exec("pgrep", "-f", str(agents), stdout=asyncio.subprocess.PIPE)
+    leftover, _ = await ps.communicate()
+    assert leftover.strip() == b"", f"orphan processes: {leftover!r}"
+
+
+async def test_demo_command_runs_end_to_end(tmp_path: Path) -> None:
+    """The README's main command (`a2amesh demo`) completes on the embedded servers and exits 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "REDIS_", "A2AMESH_"))}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "a2amesh",
+        "demo",
+        cwd=str(REPO),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, out.decode() + err.decode()
+    text = out.decode()
+    assert "order_validator" in text
+    assert "mesh stopped" in text
+    assert "Traceback" not in err.decode()
