@@ -23,14 +23,22 @@ from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.store.redis import Redis, connect_redis
 from tests.support.processes import ProcessFactory
-from tests.support.servers import TestServers, start_servers, stop_servers
+from tests.support.servers import MeshServers, own_servers, start_servers, stop_servers
 
 pytest_plugins = ["tests.fakes.fixtures"] if _ilu.find_spec("tests.fakes.fixtures") else []
 
 
 @pytest.fixture(scope="session")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestServers]:
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MeshServers]:
     s = start_servers(tmp_path_factory.mktemp("servers"))
+    yield s
+    stop_servers(s)
+
+
+@pytest.fixture
+def fault_servers(tmp_path: Path) -> Iterator[MeshServers]:
+    """Servers of this test alone, for tests that stop, restart or pause them."""
+    s = own_servers(tmp_path)
     yield s
     stop_servers(s)
 
@@ -41,7 +49,7 @@ def namespace() -> str:
 
 
 @pytest.fixture
-def settings(servers: TestServers, namespace: str) -> Settings:
+def settings(servers: MeshServers, namespace: str) -> Settings:
     return Settings.load(
         environ={}, profile="test", nats_url=servers.nats_url, redis_url=servers.redis_url, namespace=namespace
     )

@@ -23,7 +23,8 @@ def test_run_all_quick_writes_results(tmp_path: Path) -> None:
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 0, f"run_all --quick exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    output = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"run_all --quick exited {proc.returncode}\n{output}"
     files = list(out.glob("run_all-*.json"))
     assert len(files) == 1, f"expected one results file in {out}, found {files}\n{proc.stdout[-2000:]}"
     result = json.loads(files[0].read_text())

@@ -10,7 +10,7 @@ from a2amesh.servers import NatsServer, ValkeyServer
 
 
 @dataclass
-class TestServers:
+class MeshServers:
     """The servers of one test session. ``nats`` / ``valkey`` are None when external URLs are used."""
 
     nats_url: str
@@ -19,7 +19,7 @@ class TestServers:
     valkey: ValkeyServer | None
 
 
-def start_servers(tmp: Path) -> TestServers:
+def start_servers(tmp: Path) -> MeshServers:
     """Start (or adopt, from NATS_URL / REDIS_URL) the servers of a test session."""
     nats = valkey = None
     nats_url = os.environ.get("NATS_URL", "")
@@ -32,11 +32,24 @@ def start_servers(tmp: Path) -> TestServers:
         valkey = ValkeyServer(data_dir=tmp / "valkey")
         valkey.start_sync()
         redis_url = valkey.url
-    return TestServers(nats_url, redis_url, nats, valkey)
+    return MeshServers(nats_url, redis_url, nats, valkey)
 
 
-def stop_servers(s: TestServers) -> None:
+def stop_servers(s: MeshServers) -> None:
     """Stop the servers this session started."""
     for server in (s.nats, s.valkey):
         if server is not None:
             server.stop_sync()
+
+
+def own_servers(tmp: Path) -> MeshServers:
+    """A fresh NATS + Valkey pair for one fault test (it may stop, restart or SIGSTOP them)."""
+    nats = NatsServer(data_dir=tmp / "own-nats")
+    valkey = ValkeyServer(data_dir=tmp / "own-valkey")
+    nats.start_sync()
+    try:
+        valkey.start_sync()
+    except BaseException:
+        nats.stop_sync()
+        raise
+    return MeshServers(nats.url, valkey.url, nats, valkey)

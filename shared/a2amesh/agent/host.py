@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from a2amesh import faults
 from a2amesh.agent.context import TaskContext, TaskOutcome, control_part
 from a2amesh.agent.python_agent import AgentRuntime
@@ -401,7 +403,9 @@ class AgentHost:
         )
         self._running[task_id] = run
         try:
-            await self._claim_and_run(run, history)
+            # every log line of this task (ours and the handler's) carries its ids
+            with structlog.contextvars.bound_contextvars(agent=self.name, task_id=task_id, context_id=context_id):
+                await self._claim_and_run(run, history)
         finally:
             self._running.pop(task_id, None)
             run.finished.set()
