@@ -3,20 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from a2amesh.agent.usage import Usage
+from a2amesh.bus import headers as h
+from a2amesh.errors import ArtifactError
 from a2amesh.protocol import Message, Part, TaskState
 
 if TYPE_CHECKING:
     from a2amesh.client import Client
     from a2amesh.protocol import Task
+    from a2amesh.store.artifacts import ArtifactMeta, ArtifactScope, ArtifactStore, StoredArtifact
+    from a2amesh.store.conversations import ConversationStore
+    from a2amesh.store.tasks import TaskStore
 
 CONTROL_PART_TYPES = frozenset({"workflow_node_request", "graph_node_request"})
 
 Emitter = Callable[[list[Part], dict[str, Any] | None], Awaitable[None]]
+DeltaSink = Callable[[str], Awaitable[None]]
+"""Publishes one (coalesced) text delta of a streaming answer on the call's delta subject."""
+
+_UNSET: Any = object()
 
 
 def control_part(message: Message, kind: str) -> dict[str, Any] | None:
@@ -47,6 +58,8 @@ class TaskOutcome:
     message: str | None = None
     status_parts: list[Part] = field(default_factory=list)
     metadata: dict[str, Any] | None = None
+    result_part: Part | None = None
+    """The part of ``artifacts[0]`` when it is not built from ``output`` (an ``artifact://`` URL part)."""
 
 
 @dataclass
@@ -68,11 +81,88 @@ class TaskContext:
     history: list[Message] = field(default_factory=list)
     execution_id: str | None = None
     node_id: str | None = None
+    artifacts: ArtifactStore | None = None
+    task_store: TaskStore | None = None
+    conversations: ConversationStore | None = None
+    delta: DeltaSink | None = None
+    inline_threshold: int = 256 * 1024
+    usage: Usage = field(default_factory=Usage)
+    feedback: str | None = None
+    """Set by the node handler when a Python agent is called again after raising ``RetryWithFeedback``."""
+    _input: Any = field(default=_UNSET, repr=False)
 
     @property
     def input(self) -> Any:
-        """The task's input (SPEC §3.5 input contract)."""
-        return input_of(self.message)
+        """The task's input (SPEC §3.5 input contract; an artifact URL input is loaded by the node handler)."""
+        return input_of(self.message) if self._input is _UNSET else self._input
+
+    def set_input(self, value: Any) -> None:
+        """Replace the input (the node handler sets the loaded value of an artifact URL input)."""
+        self._input = value
+
+    @property
+    def user(self) -> str | None:
+        """The ``A2A-User`` of the request, which scopes its artifacts."""
+        return self.headers.get(h.USER) or None
+
+    @property
+    def scope(self) -> ArtifactScope:
+        """Where this task's artifacts are written: ``{context_id}/{task_id}``."""
+        from a2amesh.store.artifacts import ArtifactScope
+
+        return ArtifactScope(self.context_id, self.task_id)
+
+    def _artifact_store(self) -> ArtifactStore:
+        if self.artifacts is None:
+            raise ArtifactError("this agent has no artifact store (the host was built without Redis)")
+        return self.artifacts
+
+    async def save_artifact(
+        self, name: str, content: Any, *, media_type: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> ArtifactMeta:
+        """Save the next version of an artifact in this task's scope.
+
+        Raises:
+            ArtifactError: a bad name, content that cannot be stored, or content too large.
+        """
+        return await self._artifact_store().save(
+            self.scope, name, content, media_type=media_type, metadata=metadata, user=self.user
+        )
+
+    async def load_artifact(self, name_or_uri: str, *, version: int | None = None) -> StoredArtifact:
+        """Load an artifact of this task by name (latest unless ``version``), or any artifact by its URI.
+
+        Raises:
+            ArtifactNotFound: nothing readable by this request's user has that name, version or URI.
+        """
+        store = self._artifact_store()
+        if name_or_uri.startswith("artifact://"):
+            return await store.load_uri(name_or_uri, user=self.user)
+        return await store.load(self.scope, name_or_uri, version, user=self.user)
+
+    async def list_artifacts(self) -> list[ArtifactMeta]:
+        """The latest version of every artifact of this task."""
+        return await self._artifact_store().list(self.scope, user=self.user)
+
+    async def emit_delta(self, text: str) -> None:
+        """Publish a text delta of a streaming answer (best effort; nothing happens for a non-streaming call)."""
+        if self.delta is not None and text:
+            await self.delta(text)
+
+    async def save_checkpoint(self, data: dict[str, Any]) -> None:
+        """Store this task's resumable progress in its task record (SPEC §3.6)."""
+        if self.task_store is not None:
+            await self.task_store.save_checkpoint(self.task_id, json.dumps(data))
+
+    async def load_checkpoint(self) -> dict[str, Any] | None:
+        """The last checkpoint of this task, if any."""
+        if self.task_store is None:
+            return None
+        raw = await self.task_store.checkpoint(self.task_id)
+        if not raw:
+            return None
+        value = json.loads(raw)
+        return value if isinstance(value, dict) else None
 
     @property
     def remaining(self) -> float | None:

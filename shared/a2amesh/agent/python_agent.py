@@ -71,15 +71,19 @@ class PythonAgent:
         """The agent's card."""
         return self.definition.card(namespace)
 
+    async def call(self, ctx: TaskContext) -> Any:
+        """Call the handler once and return its output; whatever it raises propagates."""
+        if inspect.iscoroutinefunction(self.handler):
+            return await self.handler(ctx.input, ctx)
+        output = await asyncio.to_thread(self.handler, ctx.input, ctx)
+        if inspect.isawaitable(output):
+            output = await output
+        return output
+
     async def run(self, ctx: TaskContext) -> TaskOutcome:
         """Call the handler; an exception fails the task with its message."""
         try:
-            if inspect.iscoroutinefunction(self.handler):
-                output = await self.handler(ctx.input, ctx)
-            else:
-                output = await asyncio.to_thread(self.handler, ctx.input, ctx)
-                if inspect.isawaitable(output):
-                    output = await output
+            output = await self.call(ctx)
         except InputRequired as e:
             return TaskOutcome(TaskState.INPUT_REQUIRED, output=e.data, message=e.prompt)
         except asyncio.CancelledError:

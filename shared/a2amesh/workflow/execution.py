@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
-    "CallFailed",
     "CancelCall",
     "CancelRequested",
+    "ClearTimer",
     "Command",
     "DispatchNode",
     "EmitEvent",
@@ -41,7 +41,6 @@ __all__ = [
     "NodeSucceeded",
     "Phase",
     "SetTimer",
-    "ClearTimer",
     "TimerFired",
 ]
 
@@ -106,6 +105,7 @@ class NodeRun(_Data):
     iteration: int = Field(0, description="Loop iteration this instance belongs to (0 outside loops).")
     index: int | None = Field(None, description="Map item index of this instance.")
     input: JsonValue = None
+    instruction: str | None = Field(None, description="The resolved instruction sent to the callee.")
     output: JsonValue = None
     error: str | None = None
     error_kind: ErrorKind | None = None
@@ -213,7 +213,6 @@ class CancelRequested(_Data):
 
 
 Event: TypeAlias = Annotated[NodeSucceeded | NodeFailed | TimerFired | CancelRequested, Field(discriminator="kind")]
-CallFailed = NodeFailed
 
 
 # --- commands --------------------------------------------------------------------------------
