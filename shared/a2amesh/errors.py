@@ -200,6 +200,10 @@ class RequestRejected(A2AMeshError):
         super().__init__(answer)
 
 
+class ToolError(A2AMeshError):
+    """Raised by a tool: the call failed, and this message goes back to the model instead of a result."""
+
+
 class RetryWithFeedback(A2AMeshError):
     """Raised by agent code: ask the node handler to try again with this feedback."""
 

@@ -19,11 +19,38 @@ class MeshServers:
     valkey: ValkeyServer | None
 
 
+def _docker_servers() -> tuple[str, str, list[object]]:
+    """NATS (JetStream) and Valkey containers via testcontainers, when A2AMESH_TESTCONTAINERS=1."""
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    nats = DockerContainer("nats:2.11").with_command("-js").with_exposed_ports(4222)
+    valkey = (
+        DockerContainer("valkey/valkey:8")
+        .with_command("valkey-server --maxmemory-policy noeviction --appendonly yes")
+        .with_exposed_ports(6379)
+    )
+    nats.start()
+    valkey.start()
+    wait_for_logs(nats, "Server is ready", timeout=30)
+    wait_for_logs(valkey, "Ready to accept connections", timeout=30)
+    nats_url = f"nats://{nats.get_container_host_ip()}:{nats.get_exposed_port(4222)}"
+    redis_url = f"redis://{valkey.get_container_host_ip()}:{valkey.get_exposed_port(6379)}/0"
+    return nats_url, redis_url, [nats, valkey]
+
+
+_containers: list[object] = []
+
+
 def start_servers(tmp: Path) -> MeshServers:
-    """Start (or adopt, from NATS_URL / REDIS_URL) the servers of a test session."""
+    """Start the servers of a test session: from the wheels on free ports (default), taken from
+    NATS_URL / REDIS_URL, or as Docker containers with A2AMESH_TESTCONTAINERS=1."""
     nats = valkey = None
     nats_url = os.environ.get("NATS_URL", "")
     redis_url = os.environ.get("REDIS_URL", "")
+    if os.environ.get("A2AMESH_TESTCONTAINERS") == "1" and not (nats_url or redis_url):
+        nats_url, redis_url, containers = _docker_servers()
+        _containers.extend(containers)
     if not nats_url:
         nats = NatsServer(data_dir=tmp / "nats")
         nats.start_sync()
@@ -40,6 +67,8 @@ def stop_servers(s: MeshServers) -> None:
     for server in (s.nats, s.valkey):
         if server is not None:
             server.stop_sync()
+    while _containers:
+        _containers.pop().stop()  # type: ignore[attr-defined]
 
 
 def own_servers(tmp: Path) -> MeshServers:

@@ -67,7 +67,8 @@ class TaskStore:
 
     async def claim(self, task: Task, agent: str, instance: str, claim_ttl: float) -> TaskRecordView:
         """Claim ``task`` for ``instance``: ``claimed``, ``done`` (already final), ``canceled`` or ``busy``."""
-        raw = await self._claim(
+        pipe = self._r.pipeline(transaction=False)
+        await self._claim(
             keys=self._task_keys(task.id),
             args=[
                 instance,
@@ -78,11 +79,11 @@ class TaskStore:
                 agent,
                 max(self._retention, self._queued_ttl),
             ],
+            client=pipe,
         )
-        view = _view(raw)
-        if view.outcome == "claimed":
-            await self._r.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
-        return view
+        pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
+        raw, _ = await pipe.execute()
+        return _view(raw)
 
     async def renew(self, task_id: str, instance: str, claim_ttl: float) -> bool:
         """Extend the claim; False when another instance took it over."""
@@ -93,7 +94,8 @@ class TaskStore:
 
         Returns ``written`` or ``terminal`` (an earlier final stands and is returned instead).
         """
-        raw = await self._write(
+        pipe = self._r.pipeline(transaction=False)
+        await self._write(
             keys=self._task_keys(task.id),
             args=[
                 instance,
@@ -103,8 +105,10 @@ class TaskStore:
                 self._retention,
                 "1" if release else "0",
             ],
+            client=pipe,
         )
-        await self._r.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
+        pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
+        raw, _ = await pipe.execute()
         return _view(raw)
 
     async def mark_canceled(self, task_id: str) -> TaskRecordView:

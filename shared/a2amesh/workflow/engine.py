@@ -539,6 +539,14 @@ class _Step:
     def _dag_failure(self, run: NodeRun) -> None:
         if not self.definition.fail_fast or self._absorbable(run):
             return
+        for dependent in self.definition.dependents_of(run.node_id):
+            node = self.definition.node(dependent)
+            join = self.state.nodes.get(dependent)
+            if isinstance(node, JoinNode) and run.node_id in node.wait_for and join and not join.final:
+                tally = self._join_tally(node)
+                if tally.completed + tally.open < tally.quorum:
+                    self._fail_join(join, node, tally)  # fails the execution with the join's reason
+                    return
         self.fail_execution(f"node {run.node_id!r} failed: {run.error}")
 
     def _absorbable(self, run: NodeRun) -> bool:
@@ -810,16 +818,19 @@ class _Step:
             )
             return True
         if tally.completed + tally.open < tally.quorum:
-            run.started_at = self.now
-            needed = f"{tally.quorum} of {len(node.wait_for)}"
-            self.fail(
-                run,
-                f"join {node.strategy} can no longer be satisfied: needs {needed} to succeed, "
-                f"{tally.completed} did; failed: {', '.join(tally.failed) or 'none'}",
-                "failure",
-            )
+            self._fail_join(run, node, tally)
             return True
         return False
+
+    def _fail_join(self, run: NodeRun, node: JoinNode, tally: _Tally) -> None:
+        run.started_at = self.now
+        needed = f"{tally.quorum} of {len(node.wait_for)}"
+        self.fail(
+            run,
+            f"join {node.strategy} can no longer be satisfied: needs {needed} to succeed, "
+            f"{tally.completed} did; failed: {', '.join(tally.failed) or 'none'}",
+            "failure",
+        )
 
     # --- containers --------------------------------------------------------------------------
 
