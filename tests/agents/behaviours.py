@@ -57,3 +57,12 @@ async def sleepy(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
     await asyncio.sleep(float(input.get("seconds", 1)))
     await _r().hincrby(_key("done"), ctx.task_id, 1)
     return {"slept": input.get("seconds", 1)}
+
+
+async def side_effect(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Count a side effect started and, after some work, completed — both keyed by task id."""
+    r = _r()
+    await r.hincrby(_key("started"), ctx.task_id, 1)
+    await asyncio.sleep(float(input.get("seconds", 0.5)))
+    await r.rpush(_key("completed", ctx.task_id), str(os.getpid()))
+    return {"task": ctx.task_id, "pid": os.getpid()}
