@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from a2amesh import logs
+from a2amesh.agent.definition import load_agent_file
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.bus.subjects import Subjects
@@ -41,7 +42,7 @@ from a2amesh.servers import NatsServer, ValkeyServer, free_port, nats_server_bin
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "bench" / "results"
 SAM_CALIB = REPO.parent / "shared" / "bench" / "sam" / "calib.py"
-JS_SYNC_DEFAULT = "2m (nats-server default: the OS flushes the file store; no fsync per message)"
+JS_SYNC_DEFAULT = "2m (nats-server default: fsync every 2 min, no fsync per message; writes sit in the page cache)"
 
 
 # statistics -----------------------------------------------------------------------------------------
@@ -325,9 +326,8 @@ async def redis_facts(redis_url: str) -> dict[str, Any]:
             "version": info.get("valkey_version") or info.get("redis_version"),
         }
         with contextlib.suppress(Exception):
-            cfg = await r.config_get("appendonly")
-            cfg.update(await r.config_get("appendfsync"))
-            facts.update(cfg)
+            for name in ("appendonly", "appendfsync"):
+                facts[name] = (await r.config_get(name)).get(name)
         return facts
     finally:
         await r.aclose()
@@ -376,6 +376,7 @@ async def machine_info(srv: Servers, *, sync_interval: str | None, calibrate: bo
 def describe_machine(info: dict[str, Any]) -> str:
     """Two human lines about the machine and the servers' durability settings."""
     r = info.get("redis") or {}
+    calib = info.get("calib_sam_ms")
     return (
         f"{info['cpu']}, {info['cores']} cores, {info.get('mem_gib')} GiB, {info['python']}, "
         f"load {info['loadavg'][0]:.2f}\n"
@@ -383,6 +384,7 @@ def describe_machine(info: dict[str, Any]) -> str:
         f" (store on {info.get('jetstream_store_fs') or '?'}); "
         f"{r.get('server', 'redis')} {r.get('version', '?')} appendonly={r.get('appendonly', '?')}"
         f" appendfsync={r.get('appendfsync', '?')}"
+        + (f"\nCPU calibration (shared/bench/sam/calib.py): {calib['median_ms']:.1f} ms" if calib else "")
     )
 
 
@@ -448,7 +450,7 @@ class BenchContext:
 
     async def spawn_agent(self, yaml_file: Path, namespace: str, timeout: float = 60.0) -> tuple[Child, float]:
         """Start ``python -m a2amesh agent FILE`` and wait for its card; returns the child and its boot seconds."""
-        name = yaml_file.stem
+        name = load_agent_file(yaml_file).name
         settings = self.settings(namespace)
         bus = await Bus.connect(settings, name="bench-wait")
         try:

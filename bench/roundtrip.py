@@ -62,6 +62,16 @@ def _cpu(pids: dict[str, int]) -> dict[str, float | None]:
     return out
 
 
+def _cpu_ms_per_call(before: dict[str, float | None], after: dict[str, float | None], calls: int) -> dict[str, float]:
+    """CPU milliseconds per call of each process between two ``_cpu`` readings."""
+    out = {}
+    for name, b in before.items():
+        a = after.get(name)
+        if a is not None and b is not None and calls:
+            out[name] = (a - b) * 1000 / calls
+    return out
+
+
 async def run(ctx: BenchContext) -> list[Figure]:
     """Sequential round trips (interleaved with the raw references), CPU per call, then 64-in-flight throughput."""
     ns = ctx.new_namespace("rt")
@@ -115,7 +125,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
             await mesh_call(client, i)
         wall = time.perf_counter() - t0
         after = _cpu(pids)
-        cpu_ms = {k: (after[k] - b) * 1000 / calls for k, b in before.items() if b is not None and after[k] is not None}
+        cpu_ms = _cpu_ms_per_call(before, after, calls)
         total_cpu = sum(cpu_ms.values())
         detail = ", ".join(f"{k.split(' ')[0]} {v:.2f}" for k, v in cpu_ms.items())
         figures.append(
@@ -137,9 +147,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
         rate, lat = await flood(lambda i: mesh_call(client, i), IN_FLIGHT, seconds)
         after = _cpu(pids)
         done = len(lat)
-        load_cpu = {
-            k: (after[k] - b) * 1000 / done for k, b in before.items() if b is not None and after[k] is not None
-        }
+        load_cpu = _cpu_ms_per_call(before, after, done)
         figures.append(
             Figure(
                 "roundtrip.mesh_throughput",

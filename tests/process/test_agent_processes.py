@@ -117,9 +117,12 @@ async def test_poison_message_answered_max_deliveries(
     assert e.value.reason == codes.MAX_DELIVERIES
     started = await redis.lrange(key(settings, "started"), 0, -1)
     assert len(started) == settings.max_deliver - 1, started
-    info = await bus.jsm.consumer_info(bus.subjects.tasks_stream, "poison")
-    assert info.num_pending == 0
-    assert info.num_ack_pending == 0
+
+    async def settled() -> bool:
+        info = await bus.jsm.consumer_info(bus.subjects.tasks_stream, "poison")
+        return info.num_pending == 0 and info.num_ack_pending == 0
+
+    await eventually(settled, timeout=5, what="the poison message to be terminated")
 
 
 async def test_card_lifecycle_across_kill_and_clean_stops(

@@ -122,7 +122,10 @@ class PullConsumer:
         self._nc = nc
         self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self._queue: asyncio.Queue[WorkMsg] = asyncio.Queue()
-        self._requests: list[list[float]] = []  # [expiry monotonic, unfilled count]
+        # One running total: the server spreads deliveries over all waiting requests, so counting per
+        # request drifts; 404/408/409 status messages say how many of a request went unfilled.
+        self._outstanding = 0
+        self._last_request = 0.0
         self._sub: Any = None
         self._inbox = ""
 
@@ -134,48 +137,42 @@ class PullConsumer:
     @property
     def outstanding(self) -> int:
         """Messages requested from the server and not delivered yet."""
-        now = time.monotonic()
-        self._requests = [r for r in self._requests if r[0] > now and r[1] > 0]
-        return int(sum(r[1] for r in self._requests))
+        if self._outstanding and time.monotonic() > self._last_request + self.EXPIRES + 1:
+            self._outstanding = 0  # every request we sent has expired on the server
+        return self._outstanding
 
     def reset(self) -> None:
         """Forget outstanding requests (the server drops them on a reconnect)."""
-        self._requests.clear()
+        self._outstanding = 0
 
     async def want(self, slots: int) -> None:
-        """Ask the server for messages so that outstanding + queued reaches ``slots``."""
-        deficit = slots - self.outstanding - self._queue.qsize()
-        if deficit <= 0 or not self._nc.is_connected:
+        """Ask the server for messages so that outstanding + queued reaches ``slots``.
+
+        A new pull request goes out only when less than half of ``slots`` is covered, so a busy
+        replica sends one request per several messages rather than one per message.
+        """
+        covered = self.outstanding + self._queue.qsize()
+        deficit = slots - covered
+        if deficit <= 0 or (covered > 0 and covered * 2 >= slots) or not self._nc.is_connected:
             return
-        self._requests.append([time.monotonic() + self.EXPIRES - 0.2, float(deficit)])
+        self._outstanding += deficit
+        self._last_request = time.monotonic()
         req = {"batch": deficit, "expires": int(self.EXPIRES * 1e9)}
         await self._nc.publish(self._next_subject, json.dumps(req).encode(), reply=self._inbox)
 
     async def _on_msg(self, msg: NatsMsg) -> None:
-        status = (msg.headers or {}).get("Status")
+        headers = msg.headers or {}
+        status = headers.get("Status")
         if status is not None:
-            if status in ("404", "408"):
-                pending = (msg.headers or {}).get("Nats-Pending-Messages")
-                self._drop_oldest(int(pending) if pending and pending.isdigit() else None)
-            elif status == "409":
-                self.reset()
+            if status in ("404", "408", "409"):
+                pending = headers.get("Nats-Pending-Messages")
+                if pending and pending.isdigit():
+                    self._outstanding = max(0, self._outstanding - int(pending))
+                elif status == "409":
+                    self.reset()
             return
-        self._drop_oldest(1, delivered=True)
+        self._outstanding = max(0, self._outstanding - 1)
         self._queue.put_nowait(WorkMsg(msg))
-
-    def _drop_oldest(self, count: int | None, *, delivered: bool = False) -> None:
-        if not self._requests:
-            return
-        if count is None:
-            self._requests.pop(0)
-            return
-        if delivered:
-            self._requests[0][1] -= count
-            if self._requests[0][1] <= 0:
-                self._requests.pop(0)
-        else:
-            # a 408/404 ends one request; the header says how many of it went unfilled
-            self._requests.pop(0)
 
     async def next(self, timeout: float) -> WorkMsg | None:
         """The next pulled message, or None after ``timeout`` seconds."""

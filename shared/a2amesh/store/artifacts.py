@@ -244,7 +244,8 @@ class ArtifactStore:
         raw, stored, encoding, mt = _encode(content, media_type)
         if len(raw) > self._max_bytes:
             raise ArtifactError(
-                f"artifact {name!r} is {len(raw)} bytes, above the limit of {self._max_bytes} bytes (artifact_max_bytes)"
+                f"artifact {name!r} is {len(raw)} bytes, "
+                f"above the limit of {self._max_bytes} bytes (artifact_max_bytes)"
             )
         meta = {
             "media_type": mt,
@@ -312,7 +313,7 @@ class ArtifactStore:
 
     async def list(self, scope: ArtifactScope, *, user: str | None = None) -> list[ArtifactMeta]:
         """The latest version of every artifact in ``scope`` readable by ``user``, by name."""
-        names = sorted(await self._r.smembers(self._k.artifact_names(str(scope))))
+        names = sorted(str(n) for n in await self._r.smembers(self._k.artifact_names(str(scope))))
         out = []
         for name in names:
             metas = await self._version_metas(scope, name)
@@ -351,7 +352,7 @@ class ArtifactStore:
 
     async def _version_metas(self, scope: ArtifactScope, name: str) -> dict[int, dict[str, Any]]:
         key = self._k.artifact(str(scope), name)
-        fields = [f for f in await self._r.hkeys(key) if f.startswith("m:")]
+        fields = [str(f) for f in await self._r.hkeys(key) if str(f).startswith("m:")]
         if not fields:
             return {}
         values = await self._r.hmget(key, fields)
@@ -364,11 +365,11 @@ class ArtifactStore:
             How many artifacts were refreshed.
         """
         index = self._k.artifact_scopes(context_id)
-        task_ids = sorted(await self._r.smembers(index))
+        task_ids = sorted(str(t) for t in await self._r.smembers(index))
         count = 0
         for task_id in task_ids:
             scope = str(ArtifactScope(context_id, task_id))
-            names = await self._r.smembers(self._k.artifact_names(scope))
+            names = [str(n) for n in await self._r.smembers(self._k.artifact_names(scope))]
             pipe = self._r.pipeline(transaction=False)
             pipe.expire(self._k.artifact_names(scope), self._ttl)
             for name in names:

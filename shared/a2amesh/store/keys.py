@@ -74,6 +74,10 @@ class Keys:
         """Set of node results already applied (idempotency)."""
         return f"{self.ns}:exec:{{{execution_id}}}:applied"
 
+    def execution_timers(self, execution_id: str) -> str:
+        """Sorted set of an execution's armed timers (member = timer id, score = due ms)."""
+        return f"{self.ns}:exec:{{{execution_id}}}:timers"
+
     def lease(self, execution_id: str) -> str:
         """Lease ``owner:epoch`` of an execution."""
         return f"{self.ns}:exec:{{{execution_id}}}:lease"
@@ -95,7 +99,7 @@ class Keys:
         return f"{self.ns}:def:{digest}"
 
     def timers(self) -> str:
-        """Sorted set of due timers (score = due ms)."""
+        """Sorted set of executions by their next timer (member = execution id, score = due ms)."""
         return f"{self.ns}:timers"
 
     def leases_index(self) -> str:

@@ -72,3 +72,42 @@ def _redact(dsn: str) -> str:
 def load_script(name: str) -> str:
     """The source of a Lua script shipped in ``a2amesh/store/lua``."""
     return resources.files("a2amesh.store").joinpath("lua", f"{name}.lua").read_text()
+
+
+class Scripts:
+    """Lua scripts called by SHA inside pipelines, loaded once and reloaded if Redis lost them.
+
+    redis-py's registered scripts send ``SCRIPT EXISTS`` before every pipeline that holds one; this
+    keeps each pipeline to a single round trip.
+    """
+
+    def __init__(self, redis: Redis, *names: str) -> None:
+        import hashlib
+
+        self._r = redis
+        self._source = {n: load_script(n) for n in names}
+        self.sha = {n: hashlib.sha1(src.encode()).hexdigest() for n, src in self._source.items()}  # noqa: S324
+        self._loaded = False
+
+    def queue(self, pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:
+        """Add a call of script ``name`` to ``pipe``."""
+        pipe.evalsha(self.sha[name], len(keys), *keys, *args)
+
+    async def run(self, build: Any) -> list[Any]:
+        """Build a fresh pipeline with ``build(pipe)`` and execute it, loading the scripts when needed."""
+        from redis.exceptions import NoScriptError
+
+        for attempt in range(2):
+            if not self._loaded:
+                for src in self._source.values():
+                    await self._r.script_load(src)
+                self._loaded = True
+            pipe = self._r.pipeline(transaction=False)
+            build(pipe)
+            try:
+                return list(await pipe.execute())
+            except NoScriptError:
+                if attempt:
+                    raise
+                self._loaded = False
+        raise AssertionError("unreachable")

@@ -8,7 +8,7 @@ from typing import Any
 
 from a2amesh.protocol import Task, TaskState
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, load_script
+from a2amesh.store.redis import Redis, Scripts, load_script
 
 
 def now_ms() -> int:
@@ -56,8 +56,7 @@ class TaskStore:
         self._k = keys
         self._retention = int(retention)
         self._queued_ttl = int(queued_ttl)
-        self._claim = redis.register_script(load_script("task_claim"))
-        self._write = redis.register_script(load_script("task_write"))
+        self._scripts = Scripts(redis, "task_claim", "task_write")
         self._cancel = redis.register_script(load_script("task_cancel"))
         self._subscribe = redis.register_script(load_script("task_subscribe"))
         self._renew = redis.register_script(load_script("claim_renew"))
@@ -67,22 +66,21 @@ class TaskStore:
 
     async def claim(self, task: Task, agent: str, instance: str, claim_ttl: float) -> TaskRecordView:
         """Claim ``task`` for ``instance``: ``claimed``, ``done`` (already final), ``canceled`` or ``busy``."""
-        pipe = self._r.pipeline(transaction=False)
-        await self._claim(
-            keys=self._task_keys(task.id),
-            args=[
-                instance,
-                int(claim_ttl * 1000),
-                now_ms(),
-                task.model_dump_json(by_alias=True, exclude_none=True),
-                task.status.state.value,
-                agent,
-                max(self._retention, self._queued_ttl),
-            ],
-            client=pipe,
-        )
-        pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
-        raw, _ = await pipe.execute()
+        args = [
+            instance,
+            int(claim_ttl * 1000),
+            now_ms(),
+            task.model_dump_json(by_alias=True, exclude_none=True),
+            task.status.state.value,
+            agent,
+            max(self._retention, self._queued_ttl),
+        ]
+
+        def build(pipe: Any) -> None:
+            self._scripts.queue(pipe, "task_claim", self._task_keys(task.id), args)
+            pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
+
+        raw, _ = await self._scripts.run(build)
         return _view(raw)
 
     async def renew(self, task_id: str, instance: str, claim_ttl: float) -> bool:
@@ -94,21 +92,20 @@ class TaskStore:
 
         Returns ``written`` or ``terminal`` (an earlier final stands and is returned instead).
         """
-        pipe = self._r.pipeline(transaction=False)
-        await self._write(
-            keys=self._task_keys(task.id),
-            args=[
-                instance,
-                task.model_dump_json(by_alias=True, exclude_none=True),
-                task.status.state.value,
-                now_ms(),
-                self._retention,
-                "1" if release else "0",
-            ],
-            client=pipe,
-        )
-        pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
-        raw, _ = await pipe.execute()
+        args = [
+            instance,
+            task.model_dump_json(by_alias=True, exclude_none=True),
+            task.status.state.value,
+            now_ms(),
+            self._retention,
+            "1" if release else "0",
+        ]
+
+        def build(pipe: Any) -> None:
+            self._scripts.queue(pipe, "task_write", self._task_keys(task.id), args)
+            pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
+
+        raw, _ = await self._scripts.run(build)
         return _view(raw)
 
     async def mark_canceled(self, task_id: str) -> TaskRecordView:

@@ -9,7 +9,7 @@ if state and terminal[state] then
 else
   redis.call('HSET', KEYS[1], 'record', ARGV[2], 'state', ARGV[3], 'updated', ARGV[4])
   redis.call('EXPIRE', KEYS[1], ARGV[5])
-  result = {'written', ARGV[3], ARGV[2]}
+  result = {'written', ARGV[3], ''}
 end
 if ARGV[6] == '1' then
   if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end

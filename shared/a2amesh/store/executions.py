@@ -1,0 +1,357 @@
+"""Workflow executions in Redis: records, checkpoints, event logs, leases, timers and indexes (SPEC §7).
+
+Per execution (every key carries the ``{execution_id}`` hash tag, so each script runs on Redis Cluster):
+
+- ``exec:{id}`` (hash): the record — workflow, digest, status, task and context ids, input, output,
+  error, usage, timings, lease ``epoch``, ``cancel`` mark, ``final_published``, the caller's reply info;
+- ``exec:{id}:state``: the engine's :class:`~a2amesh.workflow.execution.ExecutionState`, checkpointed
+  after every step;
+- ``exec:{id}:nodes`` (hash): one record per node instance (field = node path);
+- ``exec:{id}:events`` (stream, MAXLEN ~): the append-only event log;
+- ``exec:{id}:applied`` (set): node results already applied, ``path#iteration@attempt``;
+- ``exec:{id}:timers`` (zset): armed timers by due time (ms);
+- ``exec:{id}:lease``: ``owner:epoch`` with a TTL, renewed by the owner.
+
+Namespace-wide indexes: ``execs`` (by start), ``execs:wf:{workflow}`` (by start), ``execs:status:{s}``
+(sets), ``timers`` (execution → next due, polled by owners) and ``leases`` (execution → lease expiry,
+scanned for takeovers). Index writes are not part of the guarded scripts (they span slots); each is
+harmless when stale and repaired by the next write.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from a2amesh.store.keys import Keys
+from a2amesh.store.redis import Redis, load_script
+
+__all__ = ["CommitResult", "CreateResult", "ExecutionStore", "now_ms"]
+
+EVENTS_MAXLEN = 2000
+"""Approximate bound of one execution's event log."""
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds."""
+    return int(time.time() * 1000)
+
+
+def _strs(values: Any) -> list[str]:
+    """Redis replies (decoded) as a list of str, whatever redis-py's broad types say."""
+    return [str(v) for v in values or []]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    """Outcome of :meth:`ExecutionStore.create`.
+
+    Attributes:
+        created: the record was created now (this caller owns the execution at epoch 1).
+        status: the status of the existing execution when not created.
+        epoch: the lease epoch.
+        lease: the current lease value (``owner:epoch``), if any.
+        final_published: whether the existing execution's final answer was published.
+    """
+
+    created: bool
+    status: str
+    epoch: int
+    lease: str = ""
+    final_published: bool = False
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """Outcome of :meth:`ExecutionStore.commit`: ``ok``, ``stale`` (lease lost) or ``duplicate``."""
+
+    outcome: str
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """The step was written."""
+        return self.outcome == "ok"
+
+
+class ExecutionStore:
+    """Execution state of one namespace.
+
+    Args:
+        redis: the process's Redis client (``decode_responses=True``).
+        keys: the namespace's key builder.
+        retention: seconds a finished execution's keys are kept.
+        lease_ttl: seconds a lease lives without renewal.
+    """
+
+    def __init__(self, redis: Redis, keys: Keys, *, retention: float, lease_ttl: float) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.retention = int(retention)
+        self.lease_ttl_ms = int(lease_ttl * 1000)
+        self._create = redis.register_script(load_script("exec_create"))
+        self._commit = redis.register_script(load_script("exec_commit"))
+        self._acquire = redis.register_script(load_script("lease_acquire"))
+        self._renew = redis.register_script(load_script("claim_renew"))
+        self._release = redis.register_script(load_script("lease_release"))
+        self._mark_cancel = redis.register_script(load_script("exec_mark_cancel"))
+
+    def _exec_keys(self, execution_id: str) -> list[str]:
+        k = self.keys
+        return [
+            k.execution(execution_id),
+            k.execution_state(execution_id),
+            k.lease(execution_id),
+            k.execution_events(execution_id),
+            k.execution_nodes(execution_id),
+        ]
+
+    # --- definitions --------------------------------------------------------------------------
+
+    async def save_definition(self, digest: str, data: Mapping[str, Any]) -> None:
+        """Snapshot a definition by content hash (kept as long as executions are)."""
+        await self.redis.set(self.keys.definition(digest), _dumps(data), ex=self.retention)
+
+    async def load_definition(self, digest: str) -> dict[str, Any] | None:
+        """A snapshotted definition, or None."""
+        raw = await self.redis.get(self.keys.definition(digest))
+        return json.loads(raw) if raw else None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def create(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        workflow: str,
+        state_json: str,
+        fields: Mapping[str, Any],
+        nodes: Mapping[str, str],
+        events: Iterable[str],
+        timers: Mapping[str, int],
+    ) -> CreateResult:
+        """Create the execution unless it exists (NX), taking its lease at epoch 1."""
+        k = self.keys
+        now = now_ms()
+        raw = await self._create(
+            keys=[*self._exec_keys(execution_id), k.execution_timers(execution_id)],
+            args=[
+                owner,
+                self.lease_ttl_ms,
+                now,
+                state_json,
+                _dumps(dict(fields)),
+                _dumps(dict(nodes)),
+                _dumps(list(events)),
+                _dumps(dict(timers)),
+                EVENTS_MAXLEN,
+                self.retention,
+            ],
+        )
+        if raw[0] == "exists":
+            return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
+        status = str(fields.get("status", "running"))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zadd(k.executions_index(), {execution_id: now})
+        pipe.zadd(k.executions_by_workflow(workflow), {execution_id: now})
+        pipe.sadd(k.executions_by_status(status), execution_id)
+        # a finished one stays in the lease index until its answer is published (see mark_published)
+        pipe.zadd(k.leases_index(), {execution_id: now + self.lease_ttl_ms})
+        if timers and status == "running":
+            pipe.zadd(k.timers(), {execution_id: min(timers.values())})
+        await pipe.execute()
+        return CreateResult(True, status, 1)
+
+    async def commit(
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        state_json: str,
+        nodes: Mapping[str, str],
+        events: Iterable[str],
+        applied: Iterable[str],
+        set_timers: Mapping[str, int],
+        clear_timers: Iterable[str],
+        fields: Mapping[str, Any],
+        final_status: str | None = None,
+    ) -> CommitResult:
+        """Write one step if ``token`` still holds the lease; index updates ride in the same round trip.
+
+        Args:
+            execution_id: the execution.
+            token: ``owner:epoch`` of the writer.
+            state_json: the new engine state.
+            nodes: changed node records by path.
+            events: event log entries (JSON texts).
+            applied: result keys this step applies (refused as ``duplicate`` if any was applied before).
+            set_timers: timers armed (id → due ms).
+            clear_timers: timers disarmed.
+            fields: record fields to set.
+            final_status: the execution's final status when this step finishes it.
+        """
+        k = self.keys
+        clear = list(clear_timers)
+        pipe = self.redis.pipeline(transaction=False)
+        await self._commit(
+            keys=[*self._exec_keys(execution_id), k.execution_applied(execution_id), k.execution_timers(execution_id)],
+            args=[
+                token,
+                now_ms(),
+                state_json,
+                _dumps(dict(nodes)),
+                _dumps(list(events)),
+                _dumps(list(applied)),
+                _dumps(dict(set_timers)),
+                _dumps(clear),
+                _dumps(dict(fields)),
+                "1" if final_status else "0",
+                self.retention,
+                EVENTS_MAXLEN,
+            ],
+            client=pipe,
+        )
+        if set_timers:
+            pipe.zadd(k.timers(), {execution_id: min(set_timers.values())}, lt=True)
+        raw = (await pipe.execute())[0]
+        result = CommitResult(str(raw[0]), str(raw[1] or "") if len(raw) > 1 else "")
+        if result.ok and final_status:
+            done = self.redis.pipeline(transaction=False)
+            done.srem(k.executions_by_status("running"), execution_id)
+            done.sadd(k.executions_by_status(final_status), execution_id)
+            done.zrem(k.timers(), execution_id)
+            await done.execute()
+        return result
+
+    async def mark_published(self, execution_id: str) -> None:
+        """Record that the final answer went out (until then the lease index keeps it for a takeover)."""
+        await self.redis.hset(self.keys.execution(execution_id), "final_published", "1")
+        await self.redis.zrem(self.keys.leases_index(), execution_id)
+
+    # --- leases --------------------------------------------------------------------------------
+
+    async def acquire(self, execution_id: str, owner: str) -> tuple[str, int]:
+        """Take over an execution: ``("acquired", epoch)``, or ``("held"|"finished"|"missing", 0)``."""
+        raw = await self._acquire(
+            keys=[self.keys.execution(execution_id), self.keys.lease(execution_id)], args=[owner, self.lease_ttl_ms]
+        )
+        if raw[0] == "acquired":
+            await self.redis.zadd(self.keys.leases_index(), {execution_id: now_ms() + self.lease_ttl_ms})
+            return "acquired", int(raw[1])
+        if raw[0] == "missing":
+            await self.redis.zrem(self.keys.leases_index(), execution_id)
+        return str(raw[0]), 0
+
+    async def renew(self, tokens: Mapping[str, str]) -> dict[str, bool]:
+        """Renew leases in one round trip: execution id → still held."""
+        if not tokens:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        ids = list(tokens)
+        expiry = now_ms() + self.lease_ttl_ms
+        for execution_id in ids:
+            await self._renew(
+                keys=[self.keys.lease(execution_id)], args=[tokens[execution_id], self.lease_ttl_ms], client=pipe
+            )
+        pipe.zadd(self.keys.leases_index(), dict.fromkeys(ids, expiry))
+        results = await pipe.execute()
+        return {execution_id: bool(results[i]) for i, execution_id in enumerate(ids)}
+
+    async def release(self, execution_id: str, token: str, *, handover: bool) -> None:
+        """Give up a lease; with ``handover`` another replica may take the execution over at once."""
+        released = await self._release(keys=[self.keys.lease(execution_id)], args=[token])
+        if released and handover:
+            await self.redis.zadd(self.keys.leases_index(), {execution_id: 0})
+
+    async def orphaned(self, limit: int = 50) -> list[str]:
+        """Executions whose lease expired by the index (candidates for a takeover)."""
+        return _strs(await self.redis.zrangebyscore(self.keys.leases_index(), "-inf", now_ms(), start=0, num=limit))
+
+    async def due(self, limit: int = 200) -> list[str]:
+        """Executions with a timer due by the index."""
+        return _strs(await self.redis.zrangebyscore(self.keys.timers(), "-inf", now_ms(), start=0, num=limit))
+
+    async def reindex_timers(self, execution_id: str, next_due_ms: int | None) -> None:
+        """Point the timer index at an execution's next timer (or drop it)."""
+        if next_due_ms is None:
+            await self.redis.zrem(self.keys.timers(), execution_id)
+        else:
+            await self.redis.zadd(self.keys.timers(), {execution_id: next_due_ms})
+
+    async def due_timers(self, execution_id: str) -> list[str]:
+        """Timer ids of an execution that are due."""
+        return _strs(await self.redis.zrangebyscore(self.keys.execution_timers(execution_id), "-inf", now_ms()))
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    async def mark_cancel(self, execution_id: str) -> str:
+        """Mark a running execution for cancellation; returns its status ('' when unknown)."""
+        return str(await self._mark_cancel(keys=[self.keys.execution(execution_id)]) or "")
+
+    async def record(self, execution_id: str) -> dict[str, str] | None:
+        """The execution record, or None."""
+        data: dict[str, str] = await self.redis.hgetall(self.keys.execution(execution_id))  # type: ignore[assignment]
+        return {str(k): str(v) for k, v in data.items()} if data else None
+
+    async def state(self, execution_id: str) -> str | None:
+        """The checkpointed engine state (JSON), or None."""
+        value = await self.redis.get(self.keys.execution_state(execution_id))
+        return str(value) if value else None
+
+    async def nodes(self, execution_id: str) -> dict[str, dict[str, Any]]:
+        """Node records by path."""
+        raw: dict[str, str] = await self.redis.hgetall(self.keys.execution_nodes(execution_id))  # type: ignore[assignment]
+        return {str(path): json.loads(value) for path, value in raw.items()}
+
+    async def events(self, execution_id: str, count: int = EVENTS_MAXLEN) -> list[dict[str, Any]]:
+        """The event log, oldest first."""
+        entries: list[tuple[str, dict[str, str]]] = await self.redis.xrange(  # type: ignore[assignment]
+            self.keys.execution_events(execution_id), count=count
+        )
+        return [json.loads(fields["event"]) for _, fields in entries if "event" in fields]
+
+    async def resolve_id(self, prefix: str) -> list[str]:
+        """Execution ids starting with ``prefix`` (among the newest 10,000)."""
+        if await self.redis.exists(self.keys.execution(prefix)):
+            return [prefix]
+        ids = _strs(await self.redis.zrevrange(self.keys.executions_index(), 0, 9999))
+        return [i for i in ids if i.startswith(prefix)]
+
+    async def list(
+        self, *, workflow: str | None = None, status: str | None = None, limit: int = 50
+    ) -> list[dict[str, str]]:
+        """Execution records, newest first, optionally by workflow and status."""
+        k = self.keys
+        index = k.executions_by_workflow(workflow) if workflow else k.executions_index()
+        ids = _strs(await self.redis.zrevrange(index, 0, max(limit * 20, 1000)))
+        out: list[dict[str, str]] = []
+        if not ids:
+            return out
+        pipe = self.redis.pipeline(transaction=False)
+        for execution_id in ids:
+            pipe.hgetall(k.execution(execution_id))
+        gone = []
+        for execution_id, record in zip(ids, await pipe.execute(), strict=True):
+            if not record:
+                gone.append(execution_id)
+                continue
+            if status and record.get("status") != status:
+                continue
+            out.append({"execution_id": execution_id, **record})
+            if len(out) >= limit:
+                break
+        if gone:
+            cleanup = self.redis.pipeline(transaction=False)
+            cleanup.zrem(k.executions_index(), *gone)
+            if workflow:
+                cleanup.zrem(index, *gone)
+            await cleanup.execute()
+        return out

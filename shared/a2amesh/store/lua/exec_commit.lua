@@ -1,0 +1,30 @@
+-- Apply one engine step to an execution, guarded by the lease epoch (SPEC §7).
+-- KEYS: exec, state, lease, events, nodes, applied, timers
+-- ARGV: token (owner:epoch), now_ms, state_json, nodes_json (object path -> json), events_json (array of JSON texts),
+--       applied_json (array of result keys), set_timers_json (object id -> due_ms), clear_timers_json (array),
+--       fields_json (object), final ('1' | '0'), retention_s, events_maxlen
+-- Returns {'ok', next_due_ms | ''} | {'stale', lease_value} | {'duplicate', key}
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then
+  return {'stale', redis.call('GET', KEYS[3]) or ''}
+end
+local applied = cjson.decode(ARGV[6])
+for _, key in ipairs(applied) do
+  if redis.call('SISMEMBER', KEYS[6], key) == 1 then return {'duplicate', key} end
+end
+for _, key in ipairs(applied) do redis.call('SADD', KEYS[6], key) end
+redis.call('SET', KEYS[2], ARGV[3])
+for path, record in pairs(cjson.decode(ARGV[4])) do redis.call('HSET', KEYS[5], path, record) end
+for _, ev in ipairs(cjson.decode(ARGV[5])) do
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[12], '*', 'event', ev)
+end
+for id, due in pairs(cjson.decode(ARGV[7])) do redis.call('ZADD', KEYS[7], due, id) end
+for _, id in ipairs(cjson.decode(ARGV[8])) do redis.call('ZREM', KEYS[7], id) end
+for k, v in pairs(cjson.decode(ARGV[9])) do redis.call('HSET', KEYS[1], k, v) end
+redis.call('HSET', KEYS[1], 'updated', ARGV[2])
+if ARGV[10] == '1' then
+  redis.call('DEL', KEYS[7], KEYS[3])
+  for _, i in ipairs({1, 2, 4, 5, 6}) do redis.call('EXPIRE', KEYS[i], ARGV[11]) end
+  return {'ok', ''}
+end
+local first = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+return {'ok', first[2] or ''}

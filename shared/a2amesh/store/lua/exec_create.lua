@@ -1,0 +1,26 @@
+-- Create an execution record with NX semantics before its request is acked (SPEC §3.3, §7).
+-- KEYS: exec, state, lease, events, nodes, timers
+-- ARGV: owner, lease_ttl_ms, now_ms, state_json, fields_json (object), nodes_json (object path -> json),
+--       events_json (array of JSON texts), timers_json (object id -> due_ms), events_maxlen, retention_s
+-- An execution created already finished (e.g. its input was refused) gets no lease and its retention TTL.
+-- Returns {'created', epoch} or {'exists', status, epoch, lease_value, final_published}
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local status = redis.call('HGET', KEYS[1], 'status') or ''
+  local epoch = redis.call('HGET', KEYS[1], 'epoch') or '0'
+  return {'exists', status, epoch, redis.call('GET', KEYS[3]) or '', redis.call('HGET', KEYS[1], 'final_published') or ''}
+end
+local fields = cjson.decode(ARGV[5])
+redis.call('HSET', KEYS[1], 'status', 'running', 'epoch', '1', 'created', ARGV[3], 'updated', ARGV[3])
+for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, v) end
+redis.call('SET', KEYS[2], ARGV[4])
+local running = redis.call('HGET', KEYS[1], 'status') == 'running'
+if running then redis.call('SET', KEYS[3], ARGV[1] .. ':1', 'PX', ARGV[2]) end
+for path, record in pairs(cjson.decode(ARGV[6])) do redis.call('HSET', KEYS[5], path, record) end
+for _, ev in ipairs(cjson.decode(ARGV[7])) do
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[9], '*', 'event', ev)
+end
+for id, due in pairs(cjson.decode(ARGV[8])) do redis.call('ZADD', KEYS[6], due, id) end
+if not running then
+  for _, i in ipairs({1, 2, 4, 5}) do redis.call('EXPIRE', KEYS[i], ARGV[10]) end
+end
+return {'created', '1'}
