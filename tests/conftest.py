@@ -16,6 +16,7 @@ import pytest
 
 from a2amesh.agent.definition import AgentDefinition
 from a2amesh.agent.host import AgentHost
+from a2amesh.agent.node_handler import NodeHandler
 from a2amesh.agent.python_agent import PythonAgent
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
@@ -25,7 +26,10 @@ from a2amesh.store.redis import Redis, connect_redis
 from tests.support.processes import ProcessFactory
 from tests.support.servers import MeshServers, own_servers, start_servers, stop_servers
 
-pytest_plugins = ["tests.fakes.fixtures"] if _ilu.find_spec("tests.fakes.fixtures") else []
+pytest_plugins = [
+    *(["tests.fakes.fixtures"] if _ilu.find_spec("tests.fakes.fixtures") else []),
+    "tests.support.executors",
+]
 
 
 @pytest.fixture(scope="session")
@@ -83,12 +87,24 @@ HostFactory = Callable[..., Any]
 
 @pytest.fixture
 async def agent_host(bus: Bus, redis: Redis, settings: Settings) -> AsyncIterator[HostFactory]:
-    """Start an in-process agent host for a handler function; every host is shut down at teardown."""
+    """Start an in-process agent host for a handler function (or a ready ``runtime=``), wrapped in the node
+    handler as in a real agent process; ``settings=`` overrides the test's settings. Every host is shut down
+    at teardown."""
     started: list[tuple[AgentHost, asyncio.Event, asyncio.Task[None]]] = []
 
-    async def start(name: str, handler: Any, **definition: Any) -> AgentHost:
-        defn = AgentDefinition(name=name, handler="inline:handler", **definition)
-        host = AgentHost(PythonAgent(defn, handler), bus=bus, redis=redis, settings=settings)
+    async def start(
+        name: str,
+        handler: Any = None,
+        *,
+        runtime: Any = None,
+        settings: Settings = settings,
+        **definition: Any,
+    ) -> AgentHost:
+        if runtime is None:
+            runtime = PythonAgent(AgentDefinition(name=name, handler="inline:handler", **definition), handler)
+        if not isinstance(runtime, NodeHandler):
+            runtime = NodeHandler(runtime)
+        host = AgentHost(runtime, bus=bus, redis=redis, settings=settings)
         stop = asyncio.Event()
         task = asyncio.create_task(host.run_until(stop))
         started.append((host, stop, task))
@@ -105,6 +121,10 @@ async def agent_host(bus: Bus, redis: Redis, settings: Settings) -> AsyncIterato
     for _, _, task in started:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(task, 15)
+    for host, _, _ in started:
+        inner = getattr(host.runtime, "runtime", host.runtime)
+        if hasattr(inner, "aclose"):
+            await inner.aclose()
 
 
 @pytest.fixture

@@ -254,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the final Task as one JSON object")
     s.set_defaults(func=cmd_call)
 
+    from a2amesh.executor.cli import add_verbs
+
+    add_verbs(sub)
     for extra in EXTRA_VERBS:
         extra(sub)
     return p

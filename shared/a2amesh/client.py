@@ -321,8 +321,12 @@ class Client:
         headers: Mapping[str, str] | None = None,
         call_depth: int = 0,
         request_id: str | int | None = None,
+        call_id: str | None = None,
     ) -> Call:
         """Publish a SendMessage / SendStreamingMessage and return the call in flight.
+
+        ``call_id`` (the reply-subject token) is minted here unless the caller minted it first, as the
+        workflow executor does to checkpoint the reply subject before publishing.
 
         Raises:
             TransportError: ``AGENT_NOT_FOUND`` (no live card), ``PAYLOAD_TOO_LARGE``, ``UNAVAILABLE``.
@@ -330,7 +334,7 @@ class Client:
         await self.registry.resolve(agent)
         if deadline is None:
             deadline = time.time() + (timeout if timeout is not None else self.settings.call_timeout)
-        call_id = nuid()
+        call_id = call_id or nuid()
         pending = _Pending(agent=agent)
         method = codes.SEND_STREAMING_MESSAGE if stream else codes.SEND_MESSAGE
         body = encode_request(method, SendMessageRequest(message=message), request_id or call_id)

@@ -40,6 +40,7 @@ ENV_FIELDS: dict[str, str] = {
     "A2AMESH_MAX_DELIVER": "max_deliver",
     "A2AMESH_LEASE_TTL": "lease_ttl",
     "A2AMESH_MAX_CONCURRENCY": "max_concurrency",
+    "A2AMESH_MAX_EXECUTIONS": "max_executions_per_replica",
     "A2AMESH_MAX_CALL_DEPTH": "max_call_depth",
     "A2AMESH_INLINE_THRESHOLD": "inline_threshold",
     "A2AMESH_ARTIFACT_RETENTION": "artifact_retention",
@@ -95,6 +96,9 @@ class Settings(BaseModel):
     task_retention: float = Field(default=7 * 24 * 3600.0, gt=0, description="TTL of finished task records.")
     lease_ttl: float = Field(default=10.0, gt=0, description="Execution lease TTL.")
     max_concurrency: int = Field(default=16, ge=1, description="Tasks at once per replica.")
+    max_executions_per_replica: int = Field(
+        default=1000, ge=1, description="Running workflow executions above which an executor stops pulling new ones."
+    )
     max_call_depth: int = Field(default=10, ge=1)
     max_request_bytes: int = Field(default=1024 * 1024, gt=0, description="Largest request an agent accepts.")
     inline_threshold: int = Field(default=256 * 1024, gt=0, description="Outputs above this go to the artifact store.")

@@ -26,6 +26,24 @@ AGENT_CALLS: list[tuple[str, Any]] = [
 ]
 
 
+# Example runs of the workflows shipped in workflows/ (order_pipeline shows composition, a map and a switch).
+WORKFLOW_CALLS: list[tuple[str, Any]] = [
+    (
+        "order_pipeline",
+        {
+            "order_id": "A-1003",
+            "total": 49.5,
+            "items": [
+                {"sku": "tea", "quantity": 5, "unit_price": 5.5},
+                {"sku": "mug", "quantity": 1, "unit_price": 12},
+                {"sku": "pot", "quantity": 1, "unit_price": 10},
+            ],
+        },
+    ),
+    ("restock_poll", {"job": "R-7"}),
+]
+
+
 def _line(label: str, value: Any) -> None:
     text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
     print(f"  {label:<16} {text}")
@@ -61,7 +79,7 @@ async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path)
                     print(f"- {agent} ({ms:.0f} ms, {task.status.state.value})")
                     _line("input", data)
                     _line("output", task.output())
-                for name, data in _workflow_calls(client, mesh):
+                for name, data in await _workflow_calls(client, has_workflows):
                     started = time.monotonic()
                     task = await client.send(name, make_message(data=data), timeout=60)
                     ms = (time.monotonic() - started) * 1000
@@ -76,14 +94,16 @@ async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path)
     return 1 if failures else 0
 
 
-def _workflow_calls(client: Any, mesh: Mesh) -> list[tuple[str, Any]]:
-    """Example workflows to run, taken from the cards of live workflows that declare a demo input."""
+async def _workflow_calls(client: Any, has_workflows: bool) -> list[tuple[str, Any]]:
+    """The example workflows to run (those of WORKFLOW_CALLS whose card goes live within 20 s)."""
+    if not has_workflows:
+        return []
     calls = []
-    for card in client.cards():
-        if card.agent_type != "workflow":
+    for name, data in WORKFLOW_CALLS:
+        try:
+            await client.registry.wait_for(name, 20)
+        except TimeoutError:
+            print(f"- workflow {name}: not served (see the mesh log)")
             continue
-        definition = card.workflow_definition or {}
-        demo = definition.get("demo_input") if isinstance(definition, dict) else None
-        if demo is not None:
-            calls.append((card.name, demo))
+        calls.append((name, data))
     return calls

@@ -178,12 +178,16 @@ class CardPublisher:
 
     async def heartbeat(self) -> None:
         """Refresh forever, every TTL/3; errors are logged and retried (a NATS restart)."""
+        me = asyncio.current_task()
         while True:
             await asyncio.sleep(self._ttl / 3)
             try:
                 await self.refresh()
             except Exception as e:
                 log.warning("registry.refresh_failed", agent=self.card.name, error=str(e) or type(e).__name__)
+            if me is not None and me.cancelling():
+                # nats-py swallows a CancelledError that lands inside a request; honour the cancel anyway
+                raise asyncio.CancelledError
 
     async def withdraw(self) -> None:
         """Delete the presence key, and the card when no other replica of this agent is present."""

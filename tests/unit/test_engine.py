@@ -54,7 +54,8 @@ def test_dispatch_carries_deterministic_ids() -> None:
     first = sim.dispatched[0]
     assert first.message_id == node_message_id("exec-1", "a", 0, 1)
     assert first.task_id == task_id_for("double", first.message_id)
-    assert first.call_depth == 1 and first.call_chain == ["wf"]
+    assert first.call_depth == 1
+    assert first.call_chain == ["wf"]
 
 
 def test_input_schema_rejects_before_any_node() -> None:
@@ -62,17 +63,21 @@ def test_input_schema_rejects_before_any_node() -> None:
     sim = Sim(definition(SEQUENTIAL), {"double": double, "inc": inc})
     state = sim.run({"value": "five"})
     assert state.status == "failed"
-    assert "$.value" in (state.error or "") and "input_schema" in (state.error or "")
+    assert "$.value" in (state.error or "")
+    assert "input_schema" in (state.error or "")
     assert sim.dispatched == []
 
 
 def test_output_schema_violation_fails() -> None:
     """An output that breaks output_schema fails the execution naming the path."""
-    d = definition(SEQUENTIAL.replace("output_mapping", "output_schema: {type: object, required: [missing]}\noutput_mapping"))
+    d = definition(
+        SEQUENTIAL.replace("output_mapping", "output_schema: {type: object, required: [missing]}\noutput_mapping")
+    )
     sim = Sim(d, {"double": double, "inc": inc})
     state = sim.run({"value": 1})
     assert state.status == "failed"
-    assert "output_schema" in (state.error or "") and "missing" in (state.error or "")
+    assert "output_schema" in (state.error or "")
+    assert "missing" in (state.error or "")
 
 
 PARALLEL = """
@@ -145,7 +150,10 @@ nodes:
     state = sim.run({"n": 1})
     assert state.status == "completed"
     assert [sim.status(n) for n in ("hi", "lo", "gated", "after_gated")] == [
-        "skipped", "completed", "skipped", "skipped"
+        "skipped",
+        "completed",
+        "skipped",
+        "skipped",
     ]
     assert state.nodes["gated"].reason == "when is false"
 
@@ -207,7 +215,8 @@ def test_map_max_items_and_non_list_fail() -> None:
     """More items than max_items, or items that are not a list, fail the map node."""
     d = definition(MAP.replace("concurrency_limit: 2", "max_items: 3"))
     state = Sim(d, {"slow": echo}).run({"items": [1, 2, 3, 4]})
-    assert state.status == "failed" and "max_items 3" in (state.nodes["each"].error or "")
+    assert state.status == "failed"
+    assert "max_items 3" in (state.nodes["each"].error or "")
     state = Sim(d, {"slow": echo}).run({"items": "nope"})
     assert "must be a list" in (state.nodes["each"].error or "")
 
@@ -315,8 +324,15 @@ def test_join_any_completes_on_first_success_and_cancels_rest() -> None:
 
 def test_join_n_of_m_tolerates_failure_with_fail_fast() -> None:
     """With fail_fast, a member failure fails the execution only once the join's quorum is unreachable."""
-    sim = Sim(fork_join("n_of_m", 2), {"echo": echo, "fx": lambda i: (_ for _ in ()).throw(Fail("x broke")),
-                                        "fy": lambda i: {"y": 1}, "fz": lambda i: {"z": 1}})
+    sim = Sim(
+        fork_join("n_of_m", 2),
+        {
+            "echo": echo,
+            "fx": lambda i: (_ for _ in ()).throw(Fail("x broke")),
+            "fy": lambda i: {"y": 1},
+            "fz": lambda i: {"z": 1},
+        },
+    )
     sim.latency.update({"fx": 0.01, "fy": 0.5, "fz": 0.6})
     state = sim.run({})
     assert state.status == "completed", state.error
@@ -471,7 +487,9 @@ nodes:
     assert "timed out after 3s (attempt 2)" in (state.error or "")
     assert [c.task_id for c in sim.cancelled] == [d.task_id for d in sim.dispatched]
     assert sim.now == pytest.approx(1006.0)
-    assert all(d.deadline == pytest.approx(d_start + 3) for d, d_start in zip(sim.dispatched, (1000.0, 1003.0), strict=True))
+    assert all(
+        d.deadline == pytest.approx(d_start + 3) for d, d_start in zip(sim.dispatched, (1000.0, 1003.0), strict=True)
+    )
 
 
 def test_workflow_timeout_fails_and_cancels() -> None:
@@ -600,8 +618,12 @@ nodes:
     assert state.status == "failed"
     assert "recursive workflow call: parent_wf → child_wf → parent_wf" in (state.error or "")
     sim = Sim(d.model_copy(), {"parent_wf": echo})
-    state = Sim(definition(d.to_data() | {"nodes": [{"id": "sub", "type": "workflow", "workflow_name": "other"}]},
-                           name="child_wf"), {"other": echo}).run({}, call_depth=2)
+    state = Sim(
+        definition(
+            d.to_data() | {"nodes": [{"id": "sub", "type": "workflow", "workflow_name": "other"}]}, name="child_wf"
+        ),
+        {"other": echo},
+    ).run({}, call_depth=2)
     assert state.status == "failed"
     assert "max_call_depth 2" in (state.error or "")
 
@@ -609,7 +631,8 @@ nodes:
 def test_execution_refuses_being_in_its_own_chain() -> None:
     """An execution whose call chain already holds its workflow fails at once."""
     state = Sim(definition(SEQUENTIAL), {"double": double, "inc": inc}).run({"value": 1}, call_chain=["wf"])
-    assert state.status == "failed" and "recursive" in (state.error or "")
+    assert state.status == "failed"
+    assert "recursive" in (state.error or "")
 
 
 def test_template_error_fails_node() -> None:

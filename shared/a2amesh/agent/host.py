@@ -12,7 +12,9 @@ import structlog
 
 from a2amesh import faults
 from a2amesh.agent.context import TaskContext, TaskOutcome, control_part
+from a2amesh.agent.deltas import delta_sink
 from a2amesh.agent.python_agent import AgentRuntime
+from a2amesh.agent.results import spill_large_output
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, PullConsumer, Received, WorkMsg
 from a2amesh.bus.setup import ensure_consumer, init_mesh
@@ -51,6 +53,8 @@ from a2amesh.protocol import (
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
 from a2amesh.rpc import decode_request, encode_error, encode_result, request_id_of
+from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
+from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import TaskStore
@@ -65,9 +69,10 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
 
 
-def result_artifact(output: Any) -> Artifact:
-    """``artifacts[0]`` of the result contract: a DataPart for JSON output, a text part for text."""
-    part = Part.of_text(output) if isinstance(output, str) else Part.of_data(output)
+def result_artifact(output: Any, part: Part | None = None) -> Artifact:
+    """``artifacts[0]`` of the result contract: a DataPart for JSON output, a text part for text (or ``part``)."""
+    if part is None:
+        part = Part.of_text(output) if isinstance(output, str) else Part.of_data(output)
     return Artifact(artifact_id=nuid(), name="result", parts=[part])
 
 
@@ -123,6 +128,14 @@ class AgentHost:
             redis, Keys(settings.namespace), retention=settings.task_retention, queued_ttl=settings.tasks_max_age
         )
         self.client = Client(bus, settings, instance=self.instance)
+        keys = Keys(settings.namespace)
+        self.artifacts = ArtifactStore(
+            redis, keys, retention=settings.artifact_retention, max_bytes=settings.artifact_max_bytes
+        )
+        self.conversations = ConversationStore(redis, keys, retention=settings.task_retention)
+        # outputs above this travel as artifact URLs (SPEC §3.5); a node's final carries its output twice
+        # (artifacts[0] and workflow_node_result.output), so keep it at most a quarter of max_payload
+        self.inline_threshold = min(settings.inline_threshold, max(bus.max_payload // 4, 1024))
         self.log = get_logger("agent", agent=self.name, instance=self.instance)
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -475,6 +488,19 @@ class AgentHost:
             history=list(run.task.history[:-1]) if run.task.history else history,
             execution_id=node_req.get("execution_id"),
             node_id=node_req.get("node_id"),
+            artifacts=self.artifacts,
+            task_store=self.tasks,
+            conversations=self.conversations,
+            delta=delta_sink(
+                self.bus,
+                reply_subject=run.targets[0].subject,
+                agent=self.name,
+                task_id=run.task.id,
+                context_id=run.task.context_id or "",
+            )
+            if run.streaming
+            else None,
+            inline_threshold=self.inline_threshold,
         )
         work = asyncio.create_task(self.runtime.run(ctx), name=f"task-{run.task.id}")
         cancel_wait = asyncio.create_task(run.cancel_requested.wait())
@@ -559,12 +585,13 @@ class AgentHost:
         )
         artifacts = None
         if outcome.output is not None and outcome.state in (TaskState.COMPLETED, TaskState.INPUT_REQUIRED):
-            artifacts = [result_artifact(outcome.output)]
+            artifacts = [result_artifact(outcome.output, outcome.result_part)]
         metadata = {**(task.metadata or {}), **(outcome.metadata or {})} or None
         return task.model_copy(update={"status": status, "artifacts": artifacts, "metadata": metadata})
 
     async def _finish(self, run: _Run, outcome: TaskOutcome) -> None:
         assert run.msg is not None
+        outcome = await self._spill(run, outcome)
         run.task = self._final_task(run.task, outcome)
         view = await asyncio.shield(self.tasks.write(run.task, self.name, self.instance, release=True))
         if view.outcome == "terminal" and view.task is not None:
@@ -576,6 +603,20 @@ class AgentHost:
         faults.crash_point("after_final_publish_before_ack")
         await run.msg.ack()
         self.log.info("task.finished", task_id=run.task.id, state=run.task.status.state.value, attempt=run.attempt)
+
+    async def _spill(self, run: _Run, outcome: TaskOutcome) -> TaskOutcome:
+        """Store an output above the inline threshold as an artifact; the result then carries its URL."""
+        assert run.msg is not None
+        try:
+            return await spill_large_output(
+                outcome,
+                store=self.artifacts,
+                scope=ArtifactScope(run.task.context_id or "", run.task.id),
+                user=run.msg.headers.get(h.USER) or None,
+                threshold=self.inline_threshold,
+            )
+        except A2AMeshError as e:
+            return TaskOutcome(TaskState.FAILED, message=f"the output could not be stored as an artifact: {e}")
 
     # control
     async def _on_control(self, msg: Received) -> None:

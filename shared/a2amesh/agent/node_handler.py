@@ -34,8 +34,13 @@ from pydantic.alias_generators import to_camel
 
 from a2amesh.agent.context import CONTROL_PART_TYPES, TaskContext, TaskOutcome, control_part
 from a2amesh.agent.definition import AgentDefinition
-from a2amesh.agent.embeds import EmbedError, format_failure_embed, format_success_embed, parse_result_embed
-from a2amesh.agent.embeds import strip_result_embeds
+from a2amesh.agent.embeds import (
+    EmbedError,
+    format_failure_embed,
+    format_success_embed,
+    parse_result_embed,
+    strip_result_embeds,
+)
 from a2amesh.agent.python_agent import AgentRuntime, PythonAgent
 from a2amesh.agent.results import RESULT_ARTIFACT, encoded_size, url_part
 from a2amesh.agent.schemas import SchemaIssue, expects_structured, format_issues, schema_problem, validate
@@ -46,6 +51,7 @@ from a2amesh.errors import (
     LlmError,
     RequestRejected,
     RetryWithFeedback,
+    StateConflict,
 )
 from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard, Part, TaskState, codes
@@ -262,7 +268,7 @@ class NodeHandler:
                 text = await (session.resume() if session.turn else session.answer(None))
         except RequestRejected as e:
             return self._rejected(inv, e.answer)
-        except LlmError as e:
+        except (LlmError, StateConflict) as e:
             return self._failure(inv, str(e))
         try:
             embed = parse_result_embed(text)
@@ -298,7 +304,7 @@ class NodeHandler:
                     text = await session.answer(feedback)
         except RequestRejected as e:
             return self._rejected(inv, e.answer)
-        except LlmError as e:
+        except (LlmError, StateConflict) as e:
             return self._failure(inv, str(e))
 
     async def _check_answer(self, inv: _Invocation, text: str) -> _Verdict:

@@ -84,7 +84,9 @@ async def invoke_tool(tool: Tool, raw_arguments: str | None, ctx: TaskContext) -
     try:
         args = json.loads(raw_arguments or "{}")
     except json.JSONDecodeError as e:
-        return _error(f"the arguments of {tool.name} are not valid JSON ({e.msg} at column {e.colno}); send a JSON object")
+        return _error(
+            f"the arguments of {tool.name} are not valid JSON ({e.msg} at column {e.colno}); send a JSON object"
+        )
     if not isinstance(args, dict):
         return _error(f"the arguments of {tool.name} must be a JSON object, got {type(args).__name__}")
     issues = validate(args, tool.parameters)
@@ -232,7 +234,13 @@ async def _save_artifact(args: dict[str, Any], ctx: TaskContext) -> Any:
         )
     except ArtifactError as e:
         raise ToolError(str(e)) from e
-    return {"saved": meta.name, "version": meta.version, "uri": meta.uri, "size": meta.size, "media_type": meta.media_type}
+    return {
+        "saved": meta.name,
+        "version": meta.version,
+        "uri": meta.uri,
+        "size": meta.size,
+        "media_type": meta.media_type,
+    }
 
 
 async def _load_artifact(args: dict[str, Any], ctx: TaskContext) -> Any:

@@ -252,11 +252,7 @@ def parse_schedule(
         ScheduleError: the mode is unknown, or the schedule is missing, malformed or does not fit
             the mode; the message says exactly what is wrong.
     """
-    kind = (
-        ("interval" if schedule is not None else "one_time")
-        if mode is None
-        else _mode_of(mode, source, mode_field)
-    )
+    kind = ("interval" if schedule is not None else "one_time") if mode is None else _mode_of(mode, source, mode_field)
     if kind == "one_time":
         return OneTime()
 
@@ -290,7 +286,11 @@ def _seconds(value: object, fail: _Fail) -> float:
     try:
         return parse_duration(value)
     except DurationError as exc:
-        raise fail(f"{exc.problem}; {_SYNTAX}") from None
+        # Keep the duration parser's finding, not its own syntax hint: ours lists the calendar forms too.
+        problem = exc.problem.split("; expected seconds or")[0]
+        if problem.startswith("expected seconds or"):
+            problem = "not a number of seconds"
+        raise fail(f"{problem}; {_SYNTAX}") from None
 
 
 def _calendar(text: str, fail: _Fail) -> CalendarSpec:
@@ -452,9 +452,7 @@ def previous_fire(spec: ScheduleSpec, at_or_before: datetime, tz: tzinfo | str |
     raise AssertionError(f"no fire within 9 days before {at_or_before.isoformat()}")  # pragma: no cover
 
 
-def due_fires(
-    spec: ScheduleSpec, last_fire: datetime, now: datetime, tz: tzinfo | str | None = None
-) -> list[datetime]:
+def due_fires(spec: ScheduleSpec, last_fire: datetime, now: datetime, tz: tzinfo | str | None = None) -> list[datetime]:
     """The fire to run now: at most one, however many ticks were missed.
 
     Args:

@@ -209,6 +209,45 @@ class Engine:
         run.advance()
         return run.state, run.commands
 
+    def dispatch_command(self, state: ExecutionState, run: NodeRun, deadline: float | None) -> DispatchNode:
+        """The command that sends the current attempt of a call instance."""
+        node = self.definition.node(run.node_id)
+        assert run.agent is not None, run.path
+        assert run.message_id is not None, run.path
+        assert run.task_id is not None, run.path
+        return DispatchNode(
+            path=run.path,
+            node_id=run.node_id,
+            agent=run.agent,
+            target_type="workflow" if isinstance(node, WorkflowNode) else "agent",
+            attempt=run.attempt,
+            iteration=run.iteration,
+            message_id=run.message_id,
+            task_id=run.task_id,
+            input=run.input,
+            instruction=run.instruction,
+            input_schema=getattr(node, "input_schema_override", None),
+            output_schema=getattr(node, "output_schema_override", None),
+            deadline=deadline,
+            call_depth=state.call_depth + 1,
+            call_chain=[*state.call_chain, self.name],
+        )
+
+    def redispatch(self, state: ExecutionState, path: str) -> DispatchNode | None:
+        """The command that re-sends a call in flight with the same messageId (after a takeover).
+
+        Returns None when the instance has no call in flight.
+        """
+        run = state.nodes.get(path)
+        if run is None or run.type not in CALL_TYPES or run.status is not NodeStatus.RUNNING or not run.task_id:
+            return None
+        deadline = state.deadline
+        timeout = getattr(self.definition.node(run.node_id), "timeout", None)
+        if isinstance(timeout, int | float) and timeout and run.attempt_started_at is not None:
+            due = run.attempt_started_at + timeout
+            deadline = due if deadline is None else min(deadline, due)
+        return self.dispatch_command(state, run, deadline)
+
 
 def start(definition: WorkflowDefinition, **kwargs: Any) -> tuple[ExecutionState, list[Command]]:
     """``Engine(definition).start(**kwargs)``."""
@@ -668,7 +707,6 @@ class _Step:
         self._dispatch(run)
 
     def _dispatch(self, run: NodeRun) -> None:
-        node = self._call_node(run)
         assert run.agent is not None
         run.attempt += 1
         run.status = NodeStatus.RUNNING
@@ -682,25 +720,7 @@ class _Step:
             due = self.now + timeout
             self.set_timer(_timeout_timer(run.path, run.attempt), due)
             deadline = due if deadline is None else min(deadline, due)
-        self.commands.append(
-            DispatchNode(
-                path=run.path,
-                node_id=run.node_id,
-                agent=run.agent,
-                target_type="workflow" if isinstance(node, WorkflowNode) else "agent",
-                attempt=run.attempt,
-                iteration=run.iteration,
-                message_id=run.message_id,
-                task_id=run.task_id,
-                input=run.input,
-                instruction=run.instruction,
-                input_schema=getattr(node, "input_schema_override", None),
-                output_schema=getattr(node, "output_schema_override", None),
-                deadline=deadline,
-                call_depth=self.state.call_depth + 1,
-                call_chain=[*self.state.call_chain, self.engine.name],
-            )
-        )
+        self.commands.append(self.engine.dispatch_command(self.state, run, deadline))
         self.emit("node.started", run, agent=run.agent, attempt=run.attempt, task_id=run.task_id)
 
     def _current_call(self, path: str, attempt: int) -> NodeRun | None:

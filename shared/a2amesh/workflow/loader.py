@@ -9,7 +9,10 @@ Three shapes are recognized:
   ``default_max_map_items`` and ``default_max_loop_iterations``;
 - an **app config** alone: a mapping with ``name`` and ``workflow``;
 - a **bare workflow block**: a mapping with ``nodes``, named by its ``name``, else the ``name``
-  argument, else the file's stem.
+  argument, else the file's stem;
+- a **graph workflow** (SPEC §6, :mod:`a2amesh.workflow.graph`): a mapping with ``edges``,
+  ``entrypointNodeId`` or ``branches``, named like a bare block (its ``id`` before the stem); it
+  loads as a :class:`LoadedGraph`.
 
 YAML files may use anchors and SAM's ``!include path`` (a line of its own, replaced by the file's
 text, resolved relative to the including file; or ``key: !include path`` for one value). A missing
@@ -31,10 +34,13 @@ import yaml
 from a2amesh.errors import ConfigError
 from a2amesh.ids import check_name
 from a2amesh.workflow.definition import NODE_TYPES, WorkflowDefinition, node_type_name
+from a2amesh.workflow.graph import GraphDefinition
+from a2amesh.workflow.graph_validation import check_graph, is_graph_document
 from a2amesh.workflow.validation import Issue, ValidationReport, validate_data
 
 __all__ = [
     "CheckedWorkflow",
+    "LoadedGraph",
     "LoadedWorkflow",
     "check_file",
     "check_source",
@@ -78,18 +84,41 @@ class LoadedWorkflow:
 
 
 @dataclass(frozen=True)
+class LoadedGraph:
+    """A graph workflow (SPEC §6) that loaded without errors; the counterpart of :class:`LoadedWorkflow`.
+
+    Attributes:
+        name: the workflow's name (also its agent name on the mesh).
+        definition: the checked graph definition (its ``name`` is set to ``name``).
+        warnings: what the checks and the file reader warned about.
+        source: the file it came from, or ``None`` for data.
+    """
+
+    name: str
+    definition: GraphDefinition
+    warnings: tuple[Issue, ...]
+    source: Path | None
+
+    @property
+    def digest(self) -> str:
+        """The definition's content hash (see :meth:`GraphDefinition.digest`)."""
+        return self.definition.digest()
+
+
+@dataclass(frozen=True)
 class CheckedWorkflow:
     """The outcome of checking one workflow, errors included (what ``a2amesh validate`` prints).
 
     Attributes:
         name: the workflow's name.
-        definition: the definition, or ``None`` when its structure is too broken to build.
+        definition: the definition (a graph workflow's for a graph document), or ``None`` when it
+            is too broken to build.
         report: every error and warning.
         source: the file it came from, or ``None`` for data.
     """
 
     name: str
-    definition: WorkflowDefinition | None
+    definition: WorkflowDefinition | GraphDefinition | None
     report: ValidationReport
     source: Path | None
 
@@ -349,6 +378,11 @@ def check_source(
     Raises:
         ConfigError: no workflow can be found in the data.
     """
+    if is_graph_document(data):
+        given = next((data[k] for k in ("name", "id") if isinstance(data.get(k), str) and data[k]), None)
+        graph_name = _name_of(source, name or given or default_name, "name")
+        graph, report = check_graph({**data, "name": graph_name}, known_agents=known_agents)
+        return [CheckedWorkflow(graph_name, graph, ValidationReport(report.issues + file_warnings), path)]
     checked: list[CheckedWorkflow] = []
     for workflow_name, block in _workflow_blocks(data, source, name, default_name):
         if isinstance(block, Mapping):
@@ -380,18 +414,21 @@ def check_file(
     )
 
 
-def _loaded(checked: list[CheckedWorkflow], source: str) -> list[LoadedWorkflow]:
-    loaded: list[LoadedWorkflow] = []
+def _loaded(checked: list[CheckedWorkflow], source: str) -> list[LoadedWorkflow | LoadedGraph]:
+    loaded: list[LoadedWorkflow | LoadedGraph] = []
     for item in checked:
         item.report.raise_for_errors(source if len(checked) == 1 else f"{source} ({item.name})")
         assert item.definition is not None
-        loaded.append(LoadedWorkflow(item.name, item.definition, item.report.warnings, item.source))
+        if isinstance(item.definition, GraphDefinition):
+            loaded.append(LoadedGraph(item.name, item.definition, item.report.warnings, item.source))
+        else:
+            loaded.append(LoadedWorkflow(item.name, item.definition, item.report.warnings, item.source))
     return loaded
 
 
 def load_file(
     path: str | Path, *, name: str | None = None, known_agents: Collection[str] | None = None
-) -> list[LoadedWorkflow]:
+) -> list[LoadedWorkflow | LoadedGraph]:
     """Load every workflow of a YAML/JSON file (several for a SAM file with several workflow apps).
 
     Args:
@@ -409,7 +446,7 @@ def load_file(
 
 def load_data(
     data: Any, *, name: str | None = None, source: str = "<data>", known_agents: Collection[str] | None = None
-) -> list[LoadedWorkflow]:
+) -> list[LoadedWorkflow | LoadedGraph]:
     """Load every workflow in already-parsed data (no ``!include``).
 
     Raises:
@@ -424,8 +461,8 @@ def load_workflow(
     *,
     name: str | None = None,
     known_agents: Collection[str] | None = None,
-) -> LoadedWorkflow:
-    """Load exactly one workflow from a file or data.
+) -> LoadedWorkflow | LoadedGraph:
+    """Load exactly one workflow (DAG or graph) from a file or data.
 
     Raises:
         ConfigError: there is no workflow, or several and ``name`` does not pick one.

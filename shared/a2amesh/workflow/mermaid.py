@@ -5,6 +5,9 @@ Shapes by node type: agent ``[rectangle]``, workflow ``[[subroutine]]``, switch 
 loop ``{{hexagon}}``, human review ``>flag]``. Solid arrows are dependencies; arrows out of a
 switch, conditional or review are labelled with the case that takes them; dotted arrows go from a
 map or loop to the node it runs, and from the end of the DAG to the exit handlers.
+
+Graph workflows (SPEC §6) render with :func:`graph_to_mermaid` (``to_mermaid`` picks it for a
+:class:`~a2amesh.workflow.graph.GraphDefinition`).
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from a2amesh.workflow.definition import (
     WorkflowDefinition,
     WorkflowNode,
 )
+from a2amesh.workflow.graph import GraphDefinition
 
-__all__ = ["to_mermaid"]
+__all__ = ["graph_to_mermaid", "to_mermaid"]
 
 _SHAPES = {
     "agent": ('["', '"]'),
@@ -115,16 +119,19 @@ def _branch_labels(node: Node) -> dict[str, list[str]]:
     return labels
 
 
-def to_mermaid(definition: WorkflowDefinition, *, direction: str = "TD") -> str:
+def to_mermaid(definition: WorkflowDefinition | GraphDefinition, *, direction: str = "TD") -> str:
     """Render a definition as Mermaid flowchart source.
 
     Args:
-        definition: the workflow (it need not be valid: edges to unknown nodes are left out).
+        definition: the workflow (it need not be valid: edges to unknown nodes are left out), or a
+            graph workflow (see :func:`graph_to_mermaid`).
         direction: ``TD`` (top-down, the default) or ``LR``.
 
     Returns:
         The Mermaid text, ending with a newline.
     """
+    if isinstance(definition, GraphDefinition):
+        return graph_to_mermaid(definition, direction=direction)
     ids = _mermaid_ids(definition)
     lines = [f"flowchart {direction}"]
     drawn: set[str] = set()
@@ -162,3 +169,66 @@ def _exit_lines(definition: WorkflowDefinition, ids: dict[str, str]) -> list[str
     lines.extend(f"    {ids[node_id]} -.-> {_END}" for node_id in dag if node_id not in depended)
     lines.extend(f'    {_END} -. "{name}" .-> {ids[node_id]}' for name, node_id in handlers)
     return lines
+
+
+# --- graph workflows ---------------------------------------------------------------------------------
+
+_GRAPH_SHAPES: dict[str, tuple[str, str]] = {
+    "AGENT": ('["', '"]'),
+    "TOOL_EXECUTOR": ('{{"', '"}}'),
+    "HUMAN_HANDOFF": ('>"', '"]'),
+}
+
+
+def _graph_lines(definition: GraphDefinition, tag: str, indent: str) -> list[str]:
+    def mid(node_id: str) -> str:
+        return f"{tag}n_" + re.sub(r"[^A-Za-z0-9_]", "_", node_id)
+
+    # "end" is a Mermaid keyword: never use it as an id.
+    lines = [f'{indent}{tag}g_start(["start"])', f'{indent}{tag}g_end(["END"])']
+    for node in definition.nodes:
+        opening, closing = _GRAPH_SHAPES[node.node_type]
+        detail = {"AGENT": f"agent: {node.agent}", "TOOL_EXECUTOR": "tool executor", "HUMAN_HANDOFF": "human handoff"}
+        label = "<br/>".join(_escape(t) for t in (node.name, detail[node.node_type]))
+        lines.append(f"{indent}{mid(node.id)}{opening}{label}{closing}")
+    ends = {e.source_node_id for e in definition.edges} | {e.target_node_id for e in definition.edges}
+    missing = sorted(i for i in ends if i is not None and not definition.has_node(i))
+    for node_id in missing:
+        lines.append(f'{indent}{mid(node_id)}["{_escape(node_id)}<br/>(not defined)"]:::missing')
+    if definition.entry is not None:
+        lines.append(f"{indent}{tag}g_start --> {mid(definition.entry)}")
+    for edge in definition.edges:
+        target = f"{tag}g_end" if edge.target_node_id is None else mid(edge.target_node_id)
+        text = _escape("always" if edge.condition_type == "ALWAYS" else (edge.condition_value or ""))
+        source = mid(edge.source_node_id)
+        if edge.source_node_id in missing or edge.target_node_id in missing:
+            lines.append(f'{indent}{source} -. "{text}" .-> {target}')
+        else:
+            lines.append(f'{indent}{source} -- "{text}" --> {target}')
+    return lines
+
+
+def graph_to_mermaid(definition: GraphDefinition, *, direction: str = "TD") -> str:
+    """Render a graph workflow as Mermaid flowchart source (``a2amesh graph FILE``).
+
+    Shapes: AGENT ``[rectangle]``, TOOL_EXECUTOR ``{{hexagon}}``, HUMAN_HANDOFF ``>flag]``; arrows
+    are labelled with their ``conditionValue`` (or ``always``); a target that is not defined is
+    drawn dashed. Each branch is a subgraph.
+
+    Args:
+        definition: the graph workflow.
+        direction: ``TD`` (top-down, the default) or ``LR``.
+
+    Returns:
+        The Mermaid text, ending with a newline.
+    """
+    lines = [f"flowchart {direction}"]
+    if definition.nodes:
+        lines.extend(_graph_lines(definition, "", "    "))
+    for index, branch in enumerate(definition.branches):
+        tag = f"b{index}_"
+        lines.append(f'    subgraph {tag}graph["branch {_escape(branch.id or str(index))}"]')
+        lines.extend(_graph_lines(branch, tag, "        "))
+        lines.append("    end")
+    lines.append("    classDef missing stroke-dasharray: 5 5")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,246 @@
+"""A chat-completions client for any OpenAI-compatible endpoint, through the ``openai`` package.
+
+Each call has a timeout and bounded retries with backoff on HTTP 408/409/429/5xx and connection errors
+(the ``openai`` client's own retry loop, which honours ``Retry-After``). Streaming answers are
+accumulated (text and tool calls) while their text deltas are passed on, coalesced to at most one
+every 50 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from a2amesh.errors import LlmError
+from a2amesh.logs import get_logger
+
+__all__ = ["DELTA_INTERVAL", "ChatModel", "Completion", "DeltaCoalescer", "ToolCallRequest"]
+
+log = get_logger("llm")
+
+DELTA_INTERVAL = 0.05
+"""Seconds between two published text deltas at most once (SPEC §3.2: coalesced ≥ 50 ms)."""
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One function call the model asked for."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class Completion:
+    """One answer of the model."""
+
+    content: str | None
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return msg
+
+
+class DeltaCoalescer:
+    """Buffers text deltas and passes them on at most once per ``interval`` seconds (and at the end)."""
+
+    def __init__(self, sink: Callable[[str], Awaitable[None]], interval: float = DELTA_INTERVAL) -> None:
+        self._sink = sink
+        self._interval = interval
+        self._buffer: list[str] = []
+        self._last = 0.0
+
+    async def feed(self, text: str) -> None:
+        """Add a delta; publish the buffer when the interval has passed since the last publish."""
+        if not text:
+            return
+        self._buffer.append(text)
+        if time.monotonic() - self._last >= self._interval:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Publish what is buffered (best effort: a failed publish is dropped)."""
+        if not self._buffer:
+            return
+        text, self._buffer = "".join(self._buffer), []
+        self._last = time.monotonic()
+        try:
+            await self._sink(text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.debug("llm.delta_dropped", error=str(e) or type(e).__name__)
+
+
+class ChatModel:
+    """One model behind an OpenAI-compatible endpoint.
+
+    Args:
+        base_url: the endpoint, e.g. ``http://localhost:11434/v1``.
+        api_key: the key (any non-empty string for endpoints that need none).
+        model: the model name.
+        timeout: seconds per HTTP request.
+        max_retries: retries of one call on 408/409/429/5xx and connection errors, with backoff.
+        temperature: sampling temperature, or None for the endpoint's default.
+        stream: ask for streamed answers (text deltas are published while they arrive).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        model: str,
+        timeout: float,
+        max_retries: int,
+        temperature: float | None = None,
+        stream: bool = True,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.stream = stream
+        self._api_key = api_key
+        self._client: openai.AsyncOpenAI | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _openai(self) -> openai.AsyncOpenAI:
+        # An HTTP client's connections belong to one event loop: make one per loop (tests run many loops).
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url, api_key=self._api_key, timeout=self.timeout, max_retries=self.max_retries
+            )
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running loop, if any."""
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        on_delta: Callable[[str], Awaitable[None]] | None = None,
+        stream: bool | None = None,
+    ) -> Completion:
+        """One chat completion.
+
+        Raises:
+            LlmError: the endpoint failed after its retries, timed out, or could not be reached.
+        """
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+        if tools:
+            kwargs["tools"] = tools
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        streaming = self.stream if stream is None else stream
+        try:
+            if streaming:
+                return await self._streamed(kwargs, on_delta)
+            response = await self._openai().chat.completions.create(**kwargs)
+        except openai.APIStatusError as e:
+            raise LlmError(
+                f"the model endpoint {self.base_url} answered HTTP {e.status_code} "
+                f"(after {self.max_retries} retries): {_error_message(e)}",
+                status=e.status_code,
+            ) from e
+        except openai.APITimeoutError as e:
+            raise LlmError(
+                f"the model endpoint {self.base_url} did not answer within {self.timeout:g}s "
+                f"(after {self.max_retries} retries)"
+            ) from e
+        except openai.APIConnectionError as e:
+            raise LlmError(f"cannot reach the model endpoint {self.base_url}: {e}") from e
+        except openai.OpenAIError as e:
+            raise LlmError(f"the model endpoint {self.base_url} failed: {e}") from e
+        choice = response.choices[0] if response.choices else None
+        msg = choice.message if choice is not None else None
+        calls = [
+            ToolCallRequest(c.id, c.function.name, c.function.arguments or "")
+            for c in (msg.tool_calls or [] if msg is not None else [])
+            if c.type == "function"
+        ]
+        usage = response.usage
+        return Completion(
+            content=msg.content if msg is not None else None,
+            tool_calls=calls,
+            model=response.model or self.model,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            total_tokens=usage.total_tokens if usage else 0,
+        )
+
+    async def _streamed(self, kwargs: dict[str, Any], on_delta: Callable[[str], Awaitable[None]] | None) -> Completion:
+        coalescer = DeltaCoalescer(on_delta) if on_delta is not None else None
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        out = Completion(content=None, model=self.model)
+        stream = await self._openai().chat.completions.create(
+            **kwargs, stream=True, stream_options={"include_usage": True}
+        )
+        async with stream:
+            async for chunk in stream:
+                if chunk.model:
+                    out.model = chunk.model
+                if chunk.usage is not None:
+                    out.prompt_tokens = chunk.usage.prompt_tokens
+                    out.completion_tokens = chunk.usage.completion_tokens
+                    out.total_tokens = chunk.usage.total_tokens
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        text.append(delta.content)
+                        if coalescer is not None:
+                            await coalescer.feed(delta.content)
+                    for tc in delta.tool_calls or []:
+                        slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": []})
+                        if tc.id:
+                            slot["id"] = tc.id
+                        if tc.function is not None:
+                            if tc.function.name:
+                                slot["name"] += tc.function.name
+                            if tc.function.arguments:
+                                slot["arguments"].append(tc.function.arguments)
+        if coalescer is not None:
+            await coalescer.flush()
+        out.content = "".join(text) if text else None
+        out.tool_calls = [
+            ToolCallRequest(s["id"] or f"call_{i}", s["name"], "".join(s["arguments"]))
+            for i, s in sorted(calls.items())
+        ]
+        return out
+
+
+def _error_message(e: openai.APIStatusError) -> str:
+    body = e.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(e.message)

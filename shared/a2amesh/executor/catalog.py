@@ -1,0 +1,139 @@
+"""The executor's workflow definitions: a folder of YAML/JSON files, versioned by content hash, hot-reloaded.
+
+A scan reads every ``*.yaml``, ``*.yml`` and ``*.json`` file whose size or mtime changed since the last
+scan. A file that no longer loads keeps its last good definitions (the error is reported), so a typo
+saved mid-edit never takes a running workflow off the mesh. Each definition is identified by its
+content digest; running executions stay on the digest they started with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from a2amesh.errors import ConfigError
+from a2amesh.logs import get_logger
+from a2amesh.workflow.engine import Engine
+from a2amesh.workflow.loader import LoadedWorkflow, load_file
+
+__all__ = ["Catalog", "CatalogChange"]
+
+log = get_logger("executor.catalog")
+
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass
+class CatalogChange:
+    """What one scan changed: workflow names added, changed (new digest) and removed; files that failed."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+@dataclass
+class _File:
+    stamp: tuple[int, int]
+    names: list[str]
+
+
+class Catalog:
+    """The workflows of a folder, by name, and every engine ever loaded, by digest.
+
+    Args:
+        folder: the folder of definition files (not recursive).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.workflows: dict[str, LoadedWorkflow] = {}
+        self._files: dict[Path, _File] = {}
+        self._engines: dict[str, Engine] = {}
+
+    def engine(self, digest: str) -> Engine | None:
+        """The engine of a definition version seen by this process, if any."""
+        return self._engines.get(digest)
+
+    def engine_for(self, workflow: LoadedWorkflow) -> Engine:
+        """The engine of a loaded workflow (cached by digest)."""
+        digest = workflow.digest
+        engine = self._engines.get(digest)
+        if engine is None:
+            engine = self._engines[digest] = Engine(workflow.definition)
+        return engine
+
+    def remember(self, digest: str, engine: Engine) -> None:
+        """Cache an engine built elsewhere (from a definition snapshot in Redis)."""
+        self._engines.setdefault(digest, engine)
+
+    def scan(self) -> CatalogChange:
+        """Reload changed files; report what changed.
+
+        Raises:
+            ConfigError: the folder does not exist.
+        """
+        if not self.folder.is_dir():
+            raise ConfigError(str(self.folder), "", "the workflows folder does not exist")
+        change = CatalogChange()
+        workflows = dict(self.workflows)  # built aside and swapped in: readers on the loop see old or new
+        present = {p for p in self.folder.iterdir() if p.suffix in SUFFIXES and p.is_file()}
+        for path in sorted(set(self._files) - present):
+            for name in self._files.pop(path).names:
+                if workflows.pop(name, None) is not None:
+                    change.removed.append(name)
+        for path in sorted(present):
+            self._scan_file(path, workflows, change)
+        self.workflows = workflows
+        return change
+
+    def _scan_file(self, path: Path, workflows: dict[str, LoadedWorkflow], change: CatalogChange) -> None:
+        try:
+            st = path.stat()
+        except OSError:
+            return
+        stamp = (st.st_mtime_ns, st.st_size)
+        known = self._files.get(path)
+        if known is not None and known.stamp == stamp:
+            return
+        try:
+            loaded = [w for w in load_file(path) if isinstance(w, LoadedWorkflow)]
+        except (ConfigError, OSError, ValueError) as e:
+            change.errors[str(path)] = str(e)
+            log.error("workflow.load_failed", file=str(path), error=str(e))
+            if known is not None:
+                known.stamp = stamp  # keep the last good version until the file is fixed
+            else:
+                self._files[path] = _File(stamp, [])
+            return
+        names = [w.name for w in loaded]
+        for name in known.names if known else []:
+            if name not in names and workflows.pop(name, None) is not None:
+                change.removed.append(name)
+        for workflow in loaded:
+            owner = self._owner(workflow.name, workflows)
+            if owner is not None and owner != path:
+                change.errors[str(path)] = f"workflow {workflow.name!r} is already defined in {owner}"
+                log.error("workflow.duplicate_name", file=str(path), name=workflow.name, other=str(owner))
+                names.remove(workflow.name)
+                continue
+            before = workflows.get(workflow.name)
+            workflows[workflow.name] = workflow
+            self.engine_for(workflow)
+            if before is None:
+                change.added.append(workflow.name)
+            elif before.digest != workflow.digest:
+                change.changed.append(workflow.name)
+            for warning in workflow.warnings:
+                log.warning("workflow.warning", workflow=workflow.name, warning=str(warning))
+        self._files[path] = _File(stamp, names)
+
+    def _owner(self, name: str, workflows: dict[str, LoadedWorkflow]) -> Path | None:
+        for path, known in self._files.items():
+            if name in known.names and name in workflows:
+                return path
+        return None

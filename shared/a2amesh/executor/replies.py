@@ -1,0 +1,123 @@
+"""Answers of a workflow task to its caller: progress updates and the final Task (SPEC §3.4, §3.5).
+
+A workflow answers exactly as an agent does: replies on the caller's ``A2A-Reply-To`` subject with
+``A2A-Agent`` (the workflow's name), ``A2A-Attempt`` (here the execution's lease epoch, so replies of a
+replica that lost the execution lose to those of the one that took it over), ``A2A-Seq``,
+``A2A-Final`` on the last one, ``Nats-TTL`` and a ``Nats-Msg-Id`` that makes a re-published final a
+JetStream duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from a2amesh.bus import headers as h
+from a2amesh.bus.nats import Bus
+from a2amesh.config import Settings
+from a2amesh.errors import TransportError
+from a2amesh.protocol import StreamResponse, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+from a2amesh.protocol.jsonrpc import JsonRpcId
+from a2amesh.rpc import encode_result
+
+__all__ = ["ReplyInfo", "ReplyPublisher", "valid_reply_subject"]
+
+FINAL_PUBLISH_TRIES = 3
+
+
+class ReplyInfo(BaseModel):
+    """How the caller of a workflow task wants its answer (kept in the execution record)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    reply_to: str | None = Field(None, description="The caller's reply subject.")
+    request_id: JsonRpcId = None
+    streaming: bool = False
+    node_request: dict[str, Any] | None = Field(
+        None, description="The workflow_node_request part, when a workflow calls this one as a node."
+    )
+    headers: dict[str, str] = Field(default_factory=dict, description="Headers propagated to every callee.")
+
+
+def valid_reply_subject(bus: Bus, subject: str | None) -> bool:
+    """Whether ``subject`` is a reply subject of this namespace (``…reply.{instance}.{call_id}``)."""
+    prefix = bus.subjects.reply_prefix()
+    return bool(subject) and str(subject).startswith(prefix) and str(subject).count(".") == prefix.count(".") + 1
+
+
+class ReplyPublisher:
+    """Publishes one workflow task's replies.
+
+    Args:
+        bus: the executor's bus.
+        settings: reply TTLs.
+        agent: the workflow's name (``A2A-Agent``).
+        task_id: the workflow task.
+        attempt: the lease epoch (``A2A-Attempt``).
+    """
+
+    def __init__(self, bus: Bus, settings: Settings, *, agent: str, task_id: str, attempt: int) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.agent = agent
+        self.task_id = task_id
+        self.attempt = attempt
+
+    def _headers(self, seq: int, *, final: bool, durable: bool, msg_id: str) -> dict[str, str]:
+        ttl = self.settings.reply_final_ttl if (final or durable) else self.settings.reply_progress_ttl
+        hdrs = {
+            h.AGENT: self.agent,
+            h.ATTEMPT: str(self.attempt),
+            h.SEQ: str(seq),
+            h.TTL: f"{int(ttl)}s",
+            h.MSG_ID: msg_id,
+        }
+        if final:
+            hdrs[h.FINAL] = "true"
+        return hdrs
+
+    async def progress(self, subject: str, request_id: JsonRpcId, event: TaskStatusUpdateEvent, seq: int) -> None:
+        """A non-final status update (core NATS: progress is best effort)."""
+        body = encode_result(request_id, StreamResponse(status_update=event))
+        token = subject.rsplit(".", 1)[-1]
+        msg_id = f"{self.task_id}:{self.attempt}:{seq}:{token}"
+        await self.bus.publish(subject, body, self._headers(seq, final=False, durable=False, msg_id=msg_id))
+
+    async def snapshot(self, subject: str, request_id: JsonRpcId, task: Task, seq: int) -> None:
+        """The ``task`` event that opens a stream (persisted)."""
+        body = encode_result(request_id, StreamResponse(task=task))
+        token = subject.rsplit(".", 1)[-1]
+        await self._durable(
+            subject, body, self._headers(seq, final=False, durable=True, msg_id=f"{self.task_id}:task:{token}")
+        )
+
+    async def final(self, subject: str, request_id: JsonRpcId, task: Task, seq: int, *, streaming: bool) -> None:
+        """The last message of a call: the final status (and artifacts) on a stream, else the Task."""
+        token = subject.rsplit(".", 1)[-1]
+        if streaming:
+            for art in task.artifacts or []:
+                seq += 1
+                event = TaskArtifactUpdateEvent(
+                    task_id=task.id, context_id=task.context_id, artifact=art, last_chunk=True
+                )
+                body = encode_result(request_id, StreamResponse(artifact_update=event))
+                hdrs = self._headers(seq, final=False, durable=True, msg_id=f"{self.task_id}:art:{seq}:{token}")
+                await self._durable(subject, body, hdrs)
+            status = TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
+            body = encode_result(request_id, StreamResponse(status_update=status))
+        else:
+            body = encode_result(request_id, {"task": task.to_json_dict()})
+        hdrs = self._headers(seq + 1, final=True, durable=True, msg_id=f"{self.task_id}:final:{token}")
+        await self._durable(subject, body, hdrs)
+
+    async def _durable(self, subject: str, body: bytes, hdrs: dict[str, str]) -> None:
+        for i in range(FINAL_PUBLISH_TRIES):
+            try:
+                await self.bus.js_publish(subject, body, hdrs)
+                return
+            except TransportError:
+                if i == FINAL_PUBLISH_TRIES - 1:
+                    raise
+                await asyncio.sleep(0.2 * (i + 1))

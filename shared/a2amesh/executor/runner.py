@@ -1,0 +1,617 @@
+"""Drives one execution: feed events to the engine, checkpoint each step, then carry out its commands.
+
+One :class:`ExecutionRunner` per execution this replica owns. It is the only writer of its
+execution while its lease holds: events (node results, timers, cancellations) queue in its inbox and
+are applied one batch at a time — step, one guarded Redis write, then the commands — so nothing is
+dispatched twice and the execution finishes once. A write refused because the lease moved on stops
+the runner without side effects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from a2amesh import faults
+from a2amesh.bus import headers as h
+from a2amesh.bus.nats import Bus, StoredMsg
+from a2amesh.client import Call, Client
+from a2amesh.config import Settings
+from a2amesh.errors import A2AMeshError, RpcError, TransportError
+from a2amesh.executor.replies import ReplyInfo, ReplyPublisher
+from a2amesh.ids import nuid
+from a2amesh.logs import get_logger
+from a2amesh.protocol import (
+    Artifact,
+    CancelTaskRequest,
+    Message,
+    Part,
+    Role,
+    StreamResponse,
+    Task,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    codes,
+)
+from a2amesh.rpc import decode_response, encode_request
+from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
+from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.tasks import TaskStore
+from a2amesh.workflow.engine import Engine
+from a2amesh.workflow.execution import (
+    CancelCall,
+    CancelRequested,
+    ClearTimer,
+    Command,
+    DispatchNode,
+    EmitEvent,
+    Event,
+    ExecutionState,
+    ExecutionStatus,
+    Finish,
+    NodeFailed,
+    NodeRun,
+    NodeStatus,
+    NodeSucceeded,
+    SetTimer,
+    TimerFired,
+)
+
+__all__ = ["CALL_CHAIN_KEY", "ExecutionRunner", "RunnerDeps", "node_record", "utc_now"]
+
+CALL_CHAIN_KEY = "a2amesh.call_chain"
+"""Message metadata key holding the workflows above a call (to refuse indirect recursion)."""
+
+SEQ_OFFSET = 1
+"""A2A-Seq of an engine event is its seq + 1: seq 1 is the ``task`` event that opens a stream."""
+NODE_RESULT = "workflow_node_result"
+NODE_REQUEST = "workflow_node_request"
+_RECORD_EXCLUDE = {"items", "children", "last_output", "launched", "timer"}
+_LIFECYCLE_NODE_EVENTS = {"started", "completed", "failed", "skipped"}
+_TASK_STATE = {
+    ExecutionStatus.COMPLETED: TaskState.COMPLETED,
+    ExecutionStatus.FAILED: TaskState.FAILED,
+    ExecutionStatus.CANCELED: TaskState.CANCELED,
+}
+
+
+def utc_now(at: float | None = None) -> str:
+    """RFC 3339 UTC timestamp with milliseconds."""
+    t = time.time() if at is None else at
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+def node_record(run: NodeRun) -> str:
+    """The JSON record of a node instance kept for ``a2amesh show`` (container bookkeeping left out)."""
+    return run.model_dump_json(exclude=_RECORD_EXCLUDE)
+
+
+def _event_json(event: EmitEvent) -> str:
+    return event.model_dump_json(exclude={"kind"})
+
+
+@dataclass
+class RunnerDeps:
+    """What a runner needs from its executor process."""
+
+    bus: Bus
+    client: Client
+    store: ExecutionStore
+    tasks: TaskStore
+    artifacts: ArtifactStore
+    settings: Settings
+    instance: str
+
+
+class ExecutionRunner:
+    """Owns one execution while its lease holds.
+
+    Args:
+        deps: the executor's connections and stores.
+        engine: the engine of the execution's pinned definition.
+        state: the last checkpointed state.
+        epoch: the lease epoch this runner holds.
+        reply: how the caller wants its answer.
+    """
+
+    def __init__(
+        self, deps: RunnerDeps, engine: Engine, state: ExecutionState, *, epoch: int, reply: ReplyInfo
+    ) -> None:
+        self.deps = deps
+        self.engine = engine
+        self.state = state
+        self.epoch = epoch
+        self.token = f"{deps.instance}:{epoch}"
+        self.reply = reply
+        self.execution_id = state.execution_id
+        self.task_id = state.task_id or state.execution_id
+        self.inbox: asyncio.Queue[Event] = asyncio.Queue()
+        self.targets: list[str] = []
+        self.lost = False
+        self.finished = asyncio.Event()
+        self.final_task: Task | None = None
+        self._calls: dict[str, asyncio.Task[None]] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._publisher = ReplyPublisher(
+            deps.bus, deps.settings, agent=state.workflow, task_id=self.task_id, attempt=epoch
+        )
+        self.log = get_logger("executor.run", execution_id=self.execution_id, workflow=state.workflow)
+
+    # --- loop --------------------------------------------------------------------------------
+
+    async def run(self, commands: Iterable[Command] = (), *, call_ids: dict[str, str] | None = None) -> None:
+        """Carry out the already-checkpointed ``commands``, then apply events until the execution ends."""
+        try:
+            for timer_id, due in self.state.timers.items():
+                self._arm(timer_id, due)
+            await self._carry(list(commands), call_ids)
+            while not self.state.finished and not self.lost:
+                batch = [await self.inbox.get()]
+                while not self.inbox.empty():
+                    batch.append(self.inbox.get_nowait())
+                await self._apply(batch)
+        finally:
+            for task in self._calls.values():
+                task.cancel()
+            for handle in self._timers.values():
+                handle.cancel()
+            if self._calls:
+                await asyncio.wait(set(self._calls.values()), timeout=5)
+            self.finished.set()
+
+    def cancel(self, reason: str = "canceled by request") -> None:
+        """Ask for cancellation (applied as the next event)."""
+        self.inbox.put_nowait(CancelRequested(reason=reason))
+
+    def poke(self) -> int | None:
+        """Fire every due timer of the in-memory state; returns the next due time (ms) still armed."""
+        now = time.time()
+        upcoming = []
+        for timer_id, due in self.state.timers.items():
+            if due <= now:
+                self.inbox.put_nowait(TimerFired(timer_id=timer_id))
+            else:
+                upcoming.append(due)
+        return int(min(upcoming) * 1000) if upcoming else None
+
+    def _arm(self, timer_id: str, due: float) -> None:
+        old = self._timers.pop(timer_id, None)
+        if old is not None:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+        delay = max(due - time.time(), 0.0)
+        self._timers[timer_id] = loop.call_later(delay, self.inbox.put_nowait, TimerFired(timer_id=timer_id))
+
+    async def _apply(self, batch: list[Event]) -> None:
+        state = self.state
+        commands: list[Command] = []
+        applied: list[str] = []
+        for event in batch:
+            if isinstance(event, NodeSucceeded | NodeFailed):
+                run = state.nodes.get(event.path)
+                if run is None or run.attempt != event.attempt or run.status is not NodeStatus.RUNNING:
+                    continue
+                applied.append(f"{event.path}#{run.iteration}@{event.attempt}")
+            state, step_commands = self.engine.step(state, event, time.time())
+            commands.extend(step_commands)
+        if state is self.state or (not commands and state == self.state):
+            return
+        await self.checkpoint(state, commands, applied)
+
+    def prepare(self, commands: list[Command], state: ExecutionState | None = None) -> dict[str, str]:
+        """Mint the call id of every dispatch and record its reply subject in the state (before the write)."""
+        target = self.state if state is None else state
+        call_ids: dict[str, str] = {}
+        for command in commands:
+            if isinstance(command, DispatchNode):
+                call_ids[command.path] = nuid()
+                target.nodes[command.path].reply_to = self.deps.bus.subjects.reply(
+                    self.deps.client.instance, call_ids[command.path]
+                )
+        return call_ids
+
+    async def checkpoint(self, state: ExecutionState, commands: list[Command], applied: list[str]) -> bool:
+        """Write a step (guarded by the lease epoch), then carry out its commands; False when refused."""
+        call_ids = self.prepare(commands, state)
+        old = self.state
+        changed = {path: node_record(run) for path, run in state.nodes.items() if old.nodes.get(path) != run}
+        finishing = state.finished and not old.finished
+        fields: dict[str, Any] = {"status": state.status.value, "usage": json.dumps(state.usage)}
+        if finishing:
+            fields.update(
+                error=state.error or "",
+                output=json.dumps(state.output, default=str),
+                finished=int((state.finished_at or time.time()) * 1000),
+            )
+        result = await self.deps.store.commit(
+            self.execution_id,
+            self.token,
+            state_json=state.model_dump_json(),
+            nodes=changed,
+            events=[_event_json(c) for c in commands if isinstance(c, EmitEvent)],
+            applied=applied,
+            set_timers={c.timer_id: int(c.due * 1000) for c in commands if isinstance(c, SetTimer)},
+            clear_timers=[c.timer_id for c in commands if isinstance(c, ClearTimer)],
+            fields=fields,
+            final_status=state.status.value if finishing else None,
+        )
+        if result.outcome == "stale":
+            self.log.warning("execution.lease_lost", holder=result.detail)
+            self.lost = True
+            return False
+        if result.outcome == "duplicate":
+            self.log.warning("execution.duplicate_result", key=result.detail)
+            raw = await self.deps.store.state(self.execution_id)
+            if raw:
+                self.state = ExecutionState.model_validate_json(raw)
+            return False
+        faults.crash_point("after_checkpoint")
+        self.state = state
+        await self._carry(commands, call_ids)
+        return True
+
+    # --- commands ----------------------------------------------------------------------------
+
+    async def _carry(self, commands: list[Command], call_ids: dict[str, str] | None = None) -> None:
+        dispatches: list[DispatchNode] = []
+        finish: Finish | None = None
+        for command in commands:
+            if isinstance(command, DispatchNode):
+                dispatches.append(command)
+            elif isinstance(command, CancelCall):
+                await self._cancel_call(command)
+            elif isinstance(command, SetTimer):
+                self._arm(command.timer_id, command.due)
+            elif isinstance(command, ClearTimer):
+                handle = self._timers.pop(command.timer_id, None)
+                if handle is not None:
+                    handle.cancel()
+            elif isinstance(command, EmitEvent):
+                await self._emit(command)
+            elif isinstance(command, Finish):
+                finish = command
+        if dispatches:
+            ids = call_ids or {}
+            await asyncio.gather(*(self._dispatch(d, ids.get(d.path)) for d in dispatches))
+        if finish is not None:
+            await self.publish_final()
+
+    def _message(self, command: DispatchNode) -> Message:
+        control = {
+            "type": NODE_REQUEST,
+            "execution_id": self.execution_id,
+            "node_id": command.node_id,
+            "workflow_name": self.state.workflow,
+            "input_schema": command.input_schema,
+            "output_schema": command.output_schema,
+            "instruction": command.instruction,
+            "max_retries": None,
+            "suggested_output_name": f"{command.node_id}_output.json",
+        }
+        return Message(
+            message_id=command.message_id,
+            role=Role.USER,
+            parts=[Part.of_data(control), Part.of_data({} if command.input is None else command.input)],
+            context_id=self.state.context_id,
+            metadata={CALL_CHAIN_KEY: command.call_chain, "a2amesh.node_path": command.path},
+        )
+
+    async def _dispatch(self, command: DispatchNode, call_id: str | None) -> None:
+        deadline = command.deadline or (time.time() + self.deps.settings.tasks_max_age)
+        try:
+            call = await self.deps.client.dispatch(
+                command.agent,
+                self._message(command),
+                deadline=deadline,
+                headers=self.reply.headers,
+                call_depth=command.call_depth,
+                request_id=command.message_id,
+                call_id=call_id,
+            )
+        except A2AMeshError as e:
+            self.inbox.put_nowait(self._call_error(command, e))
+            return
+        faults.crash_point("after_dispatch_publish")
+        self._follow(command, call)
+
+    def _follow(self, command: DispatchNode, call: Call) -> None:
+        old = self._calls.pop(command.path, None)
+        if old is not None:
+            old.cancel()
+        task = asyncio.create_task(self._await_result(command, call), name=f"call-{command.path}")
+        self._calls[command.path] = task
+        task.add_done_callback(functools.partial(self._call_done, command.path))
+
+    def _call_done(self, path: str, task: asyncio.Task[None]) -> None:
+        if self._calls.get(path) is task:
+            del self._calls[path]
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("call.crashed", path=path, error=repr(task.exception()))
+
+    async def _await_result(self, command: DispatchNode, call: Call) -> None:
+        try:
+            task = await call.result()
+        except A2AMeshError as e:
+            self.inbox.put_nowait(self._call_error(command, e))
+            return
+        self.inbox.put_nowait(await self.result_event(command.path, command.attempt, command.agent, task))
+
+    def _call_error(self, command: DispatchNode, error: A2AMeshError) -> NodeFailed:
+        if isinstance(error, TransportError):
+            text = f"{error.reason}: {error}"
+        elif isinstance(error, RpcError):
+            text = f"{command.agent} answered JSON-RPC error {error.code}: {error}"
+        else:
+            text = str(error)
+        return NodeFailed(path=command.path, attempt=command.attempt, error=text, error_kind="error")
+
+    async def result_event(self, path: str, attempt: int, agent: str, task: Task) -> Event:
+        """The engine event a callee's final Task stands for."""
+        result = _node_result(task)
+        usage = result.get("usage") if isinstance(result.get("usage"), dict) else None
+        if usage is None and isinstance((task.metadata or {}).get("usage"), dict):
+            usage = task.metadata["usage"] if task.metadata else None
+        state = task.status.state
+        text = task.status.message.text() if task.status.message else ""
+        if state == TaskState.COMPLETED:
+            part = task.result_part()
+            output = task.output()
+            if part is not None and part.url is not None and part.url.startswith("artifact://"):
+                try:
+                    output = (await self.deps.artifacts.load_uri(part.url, user=self.reply.headers.get(h.USER))).value
+                except A2AMeshError as e:
+                    return NodeFailed(
+                        path=path, attempt=attempt, error=f"cannot load the result: {e}", error_kind="error"
+                    )
+            elif part is None and "output" in result:
+                output = result["output"]
+            return NodeSucceeded(path=path, attempt=attempt, output=output, task_id=task.id, usage=usage)
+        error = str(result.get("error") or text or f"{agent} ended in {state.value}")
+        if state.interrupted:
+            return NodeFailed(
+                path=path,
+                attempt=attempt,
+                error=f"{agent} asked for input ({error}); pausing for input is not supported by this executor yet",
+                retryable=False,
+                task_id=task.id,
+                usage=usage,
+            )
+        kind = "error" if error.split(":", 1)[0] in codes.TRANSPORT_REASONS else "failure"
+        return NodeFailed(path=path, attempt=attempt, error=error, error_kind=kind, task_id=task.id, usage=usage)
+
+    async def _cancel_call(self, command: CancelCall) -> None:
+        task = self._calls.pop(command.path, None)
+        if task is not None:
+            task.cancel()
+        try:
+            await self.deps.tasks.mark_canceled(command.task_id)
+            body = encode_request(codes.CANCEL_TASK, CancelTaskRequest(id=command.task_id), nuid())
+            await self.deps.bus.publish(
+                self.deps.bus.subjects.control(command.agent), body, {h.VERSION: codes.A2A_VERSION}
+            )
+        except Exception as e:  # a failed cancel must not stop the execution; the callee's deadline still holds
+            self.log.warning("call.cancel_failed", path=command.path, error=str(e) or type(e).__name__)
+
+    async def _emit(self, event: EmitEvent) -> None:
+        bus = self.deps.bus
+        payload = {
+            "execution_id": self.execution_id,
+            "workflow": self.state.workflow,
+            "event": event.event,
+            "node_id": event.node_id,
+            "path": event.path,
+            "status": event.status,
+            "timestamp": utc_now(event.at),
+            "seq": event.seq,
+            **event.data,
+        }
+        group, _, name = event.event.partition(".")
+        subject = None
+        if group == "execution":
+            subject = bus.subjects.workflow_event(self.state.workflow, name)
+        elif group == "node" and name in _LIFECYCLE_NODE_EVENTS:
+            subject = bus.subjects.node_event(self.state.workflow, name)
+        try:
+            if subject is not None:
+                await bus.publish(subject, json.dumps(payload, default=str).encode())
+            targets = [*([self.reply.reply_to] if self.reply.streaming and self.reply.reply_to else []), *self.targets]
+            if targets and (not event.event.startswith("execution.") or event.event == "execution.started"):
+                status = TaskStatusUpdateEvent(
+                    task_id=self.task_id,
+                    context_id=self.state.context_id,
+                    status=TaskStatus(
+                        state=TaskState.WORKING,
+                        timestamp=utc_now(event.at),
+                        message=Message(
+                            message_id=nuid(),
+                            role=Role.AGENT,
+                            parts=[Part.of_text(_describe(event))],
+                            task_id=self.task_id,
+                            context_id=self.state.context_id,
+                        ),
+                    ),
+                    metadata={"workflow_event": payload},
+                )
+                for subject_to in targets:
+                    primary = subject_to == self.reply.reply_to
+                    await self._publisher.progress(
+                        subject_to, self.reply.request_id if primary else self.task_id, status, event.seq + SEQ_OFFSET
+                    )
+        except Exception as e:  # progress is best effort
+            self.log.warning("event.publish_failed", event=event.event, error=str(e) or type(e).__name__)
+
+    # --- the answer --------------------------------------------------------------------------
+
+    async def build_final_task(self) -> Task:
+        """The final Task of the workflow's task (output as ``artifacts[0]``; large outputs as artifacts)."""
+        state = self.state
+        task_state = _TASK_STATE.get(state.status, TaskState.FAILED)
+        ok = state.status is ExecutionStatus.COMPLETED
+        output = state.output if ok else None
+        text = f"workflow {state.workflow} completed" if ok else (state.error or f"workflow {state.workflow} failed")
+        parts = [Part.of_text(text)]
+        artifacts: list[Artifact] | None = None
+        node_result: dict[str, Any] | None = None
+        if self.reply.node_request is not None:
+            node_result = {
+                "type": NODE_RESULT,
+                "status": "success" if ok else "failure",
+                "execution_id": state.execution_id,
+                "node_id": self.reply.node_request.get("node_id"),
+                "attempts": 1,
+                "usage": state.usage,
+            }
+            if not ok:
+                node_result["error"] = text
+        if ok:
+            value = {} if output is None else output
+            size = len(json.dumps(value, default=str).encode())
+            if size > self.deps.settings.inline_threshold:
+                meta = await self.deps.artifacts.save(
+                    ArtifactScope(state.context_id or self.task_id, self.task_id),
+                    "result",
+                    value,
+                    user=self.reply.headers.get(h.USER),
+                )
+                part = Part(
+                    url=meta.uri,
+                    media_type=meta.media_type,
+                    filename=meta.name,
+                    metadata={"size": meta.size, "sha256": meta.sha256},
+                )
+                if node_result is not None:
+                    node_result["artifact"] = meta.ref()
+            else:
+                part = Part.of_text(value) if isinstance(value, str) else Part.of_data(value)
+                if node_result is not None:
+                    node_result["output"] = value
+            artifacts = [Artifact(artifact_id=f"{self.task_id}-result", name="result", parts=[part])]
+        if node_result is not None:
+            parts.append(Part.of_data(node_result))
+        return Task(
+            id=self.task_id,
+            context_id=state.context_id,
+            status=TaskStatus(
+                state=task_state,
+                timestamp=utc_now(state.finished_at),
+                message=Message(
+                    message_id=f"{self.task_id}-final",
+                    role=Role.AGENT,
+                    parts=parts,
+                    task_id=self.task_id,
+                    context_id=state.context_id,
+                ),
+            ),
+            artifacts=artifacts,
+            metadata={"execution_id": state.execution_id, "workflow": state.workflow, "usage": state.usage},
+        )
+
+    async def publish_final(self) -> None:
+        """Store the final Task, answer the caller and every subscriber, then mark it published."""
+        task = await self.build_final_task()
+        view = await asyncio.shield(self.deps.tasks.write(task, self.state.workflow, self.deps.instance, release=True))
+        if view.outcome == "terminal" and view.task is not None and view.task.status.state != task.status.state:
+            self.log.info("execution.earlier_final", state=view.task.status.state.value)
+        self.final_task = task
+        faults.crash_point("after_final_write")
+        seq = self.state.seq + SEQ_OFFSET
+        if self.reply.reply_to:
+            await self._publisher.final(
+                self.reply.reply_to, self.reply.request_id, task, seq, streaming=self.reply.streaming
+            )
+        for subject in {*view.subscribers, *self.targets} - {self.reply.reply_to}:
+            with contextlib.suppress(TransportError):
+                await self._publisher.final(subject, self.task_id, task, seq, streaming=False)
+        await self.deps.store.mark_published(self.execution_id)
+        self.log.info(
+            "execution.finished",
+            status=self.state.status.value,
+            ms=int(((self.state.finished_at or time.time()) - self.state.started_at) * 1000),
+        )
+
+    # --- takeover ----------------------------------------------------------------------------
+
+    async def resume_calls(self) -> None:
+        """After a takeover: apply finals already on the old reply subjects, re-point the other calls.
+
+        Calls re-dispatched with the same messageId are JetStream duplicates (the client then
+        subscribes to the running task) or find the callee's claim, which answers the new subject.
+        """
+        redispatch: list[DispatchNode] = []
+        for run in self.state.running_calls():
+            stored = None
+            if run.reply_to:
+                with contextlib.suppress(Exception):
+                    stored = await self.deps.bus.direct_get_last(self.deps.bus.subjects.replies_stream, run.reply_to)
+            event = await self._stored_event(run, stored)
+            if event is not None:
+                self.inbox.put_nowait(event)
+                continue
+            command = self.engine.redispatch(self.state, run.path)
+            if command is not None:
+                redispatch.append(command)
+        if not redispatch:
+            return
+        state = self.state.model_copy(deep=True)
+        await self.checkpoint(state, list(redispatch), [])
+
+    async def _stored_event(self, run: NodeRun, stored: StoredMsg | None) -> Event | None:
+        if stored is None or stored.headers.get(h.FINAL) != "true" or run.agent is None:
+            return None
+        try:
+            response = decode_response(stored.data)
+        except RpcError:
+            return None
+        if response.error is not None:
+            return NodeFailed(
+                path=run.path,
+                attempt=run.attempt,
+                error=f"{run.agent} answered JSON-RPC error {response.error.code}: {response.error.message}",
+                error_kind="error",
+            )
+        try:
+            parsed = StreamResponse.model_validate(response.result)
+        except ValueError:
+            return None
+        if parsed.task is None:
+            return None
+        return await self.result_event(run.path, run.attempt, run.agent, parsed.task)
+
+
+def _node_result(task: Task) -> dict[str, Any]:
+    message = task.status.message
+    for part in message.parts if message else []:
+        if isinstance(part.data, dict) and part.data.get("type") == NODE_RESULT:
+            return part.data
+    return {}
+
+
+_ICONS = {
+    "node.started": "▶",
+    "node.completed": "✓",
+    "node.failed": "✗",
+    "node.skipped": "↷",
+    "node.canceled": "■",
+    "node.retrying": "↻",
+    "map.progress": "…",
+    "execution.started": "▶",
+}
+
+
+def _describe(event: EmitEvent) -> str:
+    """One line for the caller's progress view."""
+    icon = _ICONS.get(event.event, "·")
+    what = event.path or "workflow"
+    data = event.data
+    if event.event == "map.progress":
+        return f"{icon} {what}: {data.get('completed', 0)}/{data.get('total', 0)} done"
+    detail = data.get("error") or data.get("reason") or ""
+    suffix = f" ({detail})" if detail else ""
+    return f"{icon} {what} {event.event.split('.', 1)[1]}{suffix}"

