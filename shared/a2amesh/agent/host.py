@@ -95,6 +95,7 @@ class _Run:
     seq: int = 0
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    final_stored: bool = False  # the final is in Redis: new subscribers get it from there
 
     def add_target(self, subject: str) -> bool:
         if any(t.subject == subject for t in self.targets):
@@ -594,6 +595,7 @@ class AgentHost:
         outcome = await self._spill(run, outcome)
         run.task = self._final_task(run.task, outcome)
         view = await asyncio.shield(self.tasks.write(run.task, self.name, self.instance, release=True))
+        run.final_stored = True
         if view.outcome == "terminal" and view.task is not None:
             run.task = view.task  # an earlier final stands: answer with it
         for s in view.subscribers:
@@ -635,12 +637,17 @@ class AgentHost:
             elif isinstance(params, ListTasksRequest):
                 await self._answer(msg, envelope.id, (await self._list(params)).to_json_dict())
         except A2AMeshError as e:
-            if msg.reply:
-                await self.bus.publish(msg.reply, encode_error(request_id, to_rpc_error(e)), {h.AGENT: self.name})
+            self.log.info("control.rejected", error=str(e))
+            await self._control_error(msg, request_id, to_rpc_error(e))
         except Exception as e:
             self.log.exception("control.internal_error")
-            if msg.reply:
-                await self.bus.publish(msg.reply, encode_error(request_id, to_rpc_error(e)), {h.AGENT: self.name})
+            await self._control_error(msg, request_id, to_rpc_error(e))
+
+    async def _control_error(self, msg: Received, request_id: JsonRpcId, error: RpcError) -> None:
+        if msg.reply:
+            await self.bus.publish(msg.reply, encode_error(request_id, error), {h.AGENT: self.name})
+        else:  # SubscribeToTask is published, not requested: its answer goes to A2A-Reply-To
+            await self._send_error(msg.headers.get(h.REPLY_TO), request_id, error, attempt=1)
 
     async def _answer(self, msg: Received, request_id: JsonRpcId, result: dict[str, Any]) -> None:
         if msg.reply:
@@ -669,7 +676,7 @@ class AgentHost:
             raise RpcError(codes.INVALID_REQUEST, f"SubscribeToTask needs a {h.REPLY_TO} header with a reply subject")
         assert reply_to is not None
         run = self._running.get(task_id)
-        if run is not None and run.msg is not None:
+        if run is not None and run.msg is not None and not run.final_stored:
             if run.add_target(reply_to):
                 token = reply_to.rsplit(".", 1)[-1]
                 await self._send(
