@@ -6,11 +6,15 @@ from typing import Any
 
 import pytest
 
+from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
 from a2amesh.workflow.execution import (
     DispatchNode,
     ExecutionState,
+    NodePaused,
     NodeSucceeded,
+    RequestReview,
+    ReviewAnswered,
     TimerFired,
 )
 from tests.support.enginesim import HANG, Error, Fail, Sim, definition
@@ -649,17 +653,101 @@ nodes:
     assert "a.output has no field 'nope'" in (state.nodes["b"].error or "")
 
 
-def test_human_review_not_supported_at_run_time() -> None:
-    """A human_review node fails at run time with a clear 'not supported yet'."""
-    d = definition(
-        """
+REVIEW = """
+timeout: 10
 nodes:
-  - {id: r, type: human_review, prompt: "ok?"}
+  - {id: a, type: agent, agent_name: echo, input: {amount: 5}}
+  - id: r
+    type: human_review
+    depends_on: [a]
+    prompt: "Refund {{a.output.amount}}?"
+    data: "{{a.output}}"
+    edit_schema: {type: object, properties: {amount: {type: number, maximum: 10}}, required: [amount]}
+    on_reject: sorry
+  - {id: pay, type: agent, agent_name: echo, depends_on: [r], input: "{{r.output}}"}
+  - {id: sorry, type: agent, agent_name: echo, depends_on: [r], input: {sorry: true}}
 """
-    )
-    state = Sim(d, {}).run({})
+
+
+def test_human_review_pauses_and_approve_continues() -> None:
+    """A human_review node pauses the execution (timeout stopped) and approve continues with the data."""
+    sim = Sim(definition(REVIEW), {"echo": echo})
+    state = sim.run({})
+    assert state.status == "paused"
+    assert state.nodes["r"].status == "waiting_input"
+    assert "execution_timeout" not in state.timers
+    [review] = [c for c in sim.commands if isinstance(c, RequestReview)]
+    assert review.review["prompt"] == "Refund 5?"
+    assert review.review["data"] == {"amount": 5}
+    sim.now += 100  # paused time does not count against the 10 s timeout
+    state = sim.feed(ReviewAnswered(decision="approve"))
+    assert "execution_timeout" in state.timers
+    state = sim.drive()
+    assert state.status == "completed"
+    assert state.nodes["pay"].output == {"amount": 5}
+    assert state.nodes["sorry"].status == "skipped"
+
+
+def test_human_review_edit_is_validated() -> None:
+    """An edit that breaks edit_schema is refused with its path and leaves the state paused; a valid one is used."""
+    sim = Sim(definition(REVIEW), {"echo": echo})
+    state = sim.run({})
+    with pytest.raises(InvalidTransition, match=r"\$.amount: 50 is greater than the maximum of 10"):
+        sim.engine.step(state, ReviewAnswered(decision="edit", data={"amount": 50}), sim.now)
+    sim.feed(ReviewAnswered(decision="edit", data={"amount": 7}))
+    state = sim.drive()
+    assert state.nodes["pay"].output == {"amount": 7}
+
+
+def test_human_review_reject_takes_on_reject() -> None:
+    """Reject runs the on_reject node and skips the other dependents; without on_reject it fails."""
+    sim = Sim(definition(REVIEW), {"echo": echo})
+    sim.run({})
+    sim.feed(ReviewAnswered(decision="reject", reason="too much"))
+    state = sim.drive()
+    assert state.status == "completed"
+    assert state.nodes["sorry"].status == "completed"
+    assert state.nodes["pay"].status == "skipped"
+    plain = Sim(definition('nodes: [{id: r, type: human_review, prompt: "ok?"}]'), {})
+    plain.run({})
+    state = plain.feed(ReviewAnswered(decision="reject", reason="no"))
     assert state.status == "failed"
-    assert "not supported yet" in (state.error or "")
+    assert "rejected by the reviewer: no" in (state.error or "")
+
+
+def test_human_review_timeout_default_decision() -> None:
+    """A review's own timeout applies on_timeout (approve here; fail by default)."""
+    text = 'nodes: [{id: r, type: human_review, prompt: "ok?", data: {x: 1}, timeout: 5, on_timeout: approve}]'
+    sim = Sim(definition(text), {})
+    state = sim.run({})
+    assert state.status == "completed"
+    assert state.nodes["r"].output == {"x": 1}
+    failing = Sim(definition('nodes: [{id: r, type: human_review, prompt: "ok?", timeout: 5}]'), {})
+    state = failing.run({})
+    assert state.status == "failed"
+    assert "the review timed out after 5s" in (state.error or "")
+
+
+def test_callee_pause_bubbles_and_resume_is_forwarded() -> None:
+    """A callee asking for input pauses its node with the full path; a resume continues the callee's task."""
+    sim = Sim(definition("nodes: [{id: sub, type: workflow, workflow_name: child, input: {}}]"), {"child": lambda i: HANG})
+    sim.start({})
+    [call] = sim.calls("child")
+    review = {"type": "review_request", "path": "check", "prompt": "ok?", "data": 1, "edit_schema": None}
+    state = sim.feed(NodePaused(path="sub", attempt=1, review=review, task_id=call.task_id))
+    assert state.status == "paused"
+    [request] = [c for c in sim.commands if isinstance(c, RequestReview)]
+    assert request.path == "sub/check"
+    with pytest.raises(InvalidTransition, match="no review waits at path 'other'"):
+        sim.engine.step(state, ReviewAnswered(decision="approve", path="other"), sim.now)
+    state = sim.feed(ReviewAnswered(decision="approve", path="sub/check"))
+    assert state.status == "running"
+    forward = sim.dispatched[-1]
+    assert forward.resume == {"decision": "approve", "data": None, "path": "check"}
+    assert forward.task_id == call.task_id
+    assert forward.message_id != call.message_id
+    state = sim.feed(NodeSucceeded(path="sub", attempt=1, output={"ok": True}))
+    assert state.status == "completed"
 
 
 def test_retry_reuses_outputs() -> None:

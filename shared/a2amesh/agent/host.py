@@ -52,6 +52,7 @@ from a2amesh.protocol import (
 )
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
+from a2amesh.replies import publish_durable, reply_headers, valid_reply_subject
 from a2amesh.rpc import decode_request, encode_error, encode_result, request_id_of
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
@@ -60,7 +61,6 @@ from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import TaskStore
 
 CLOCK_SKEW = 2.0
-FINAL_PUBLISH_TRIES = 3
 
 
 def utc_now() -> str:
@@ -234,38 +234,19 @@ class AgentHost:
             self.log.error("agent.worker_crashed", error=repr(task.exception()))
 
     # replies
-    def _reply_headers(self, run_attempt: int, seq: int, final: bool, ttl: float, msg_id: str) -> dict[str, str]:
-        hdrs = {
-            h.AGENT: self.name,
-            h.ATTEMPT: str(run_attempt),
-            h.SEQ: str(seq),
-            h.TTL: f"{int(ttl)}s",
-            h.MSG_ID: msg_id,
-        }
-        if final:
-            hdrs[h.FINAL] = "true"
-        return hdrs
-
     async def _send(
         self, subject: str, body: bytes, *, attempt: int, seq: int, final: bool, msg_id: str, durable: bool
     ) -> None:
-        ttl = self.settings.reply_final_ttl if (final or durable) else self.settings.reply_progress_ttl
-        hdrs = self._reply_headers(attempt, seq, final, ttl, msg_id)
-        if not final:
+        hdrs = reply_headers(
+            self.settings, agent=self.name, attempt=attempt, seq=seq, final=final, durable=durable, msg_id=msg_id
+        )
+        if final:
+            await publish_durable(self.bus, subject, body, hdrs)
+        else:
             await self.bus.publish(subject, body, hdrs)
-            return
-        for i in range(FINAL_PUBLISH_TRIES):
-            try:
-                await self.bus.js_publish(subject, body, hdrs)
-                return
-            except TransportError:
-                if i == FINAL_PUBLISH_TRIES - 1:
-                    raise
-                await asyncio.sleep(0.2 * (i + 1))
 
     def _valid_reply_subject(self, subject: str | None) -> bool:
-        prefix = self.bus.subjects.reply_prefix()
-        return bool(subject) and subject.startswith(prefix) and subject.count(".") == prefix.count(".") + 1  # type: ignore[union-attr]
+        return valid_reply_subject(self.bus, subject)
 
     async def _send_error(
         self, reply_to: str | None, request_id: JsonRpcId, error: RpcError, attempt: int, seq: int = 1

@@ -1,4 +1,5 @@
-"""Workflow verbs of the ``a2amesh`` command line: executor, run, cancel, retry, runs, show, validate, graph.
+"""Workflow verbs of the ``a2amesh`` command line: executor, run, cancel, retry, runs, show, schedules, validate,
+graph.
 
 Registered by :func:`add_verbs` from :func:`a2amesh.cli.build_parser`. Exit codes follow the CLI's:
 0 ok, 1 the run failed (or a definition has errors), 2 a usage or input error.
@@ -55,6 +56,19 @@ def add_verbs(sub: Any) -> None:
     s.add_argument("run", help="execution id (a unique prefix is enough)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_show)
+
+    s = sub.add_parser(
+        "schedules",
+        help="list schedules and their next fire; pause or resume one",
+        description="a2amesh schedules [--json] [--workflow W] | schedules pause NAME[/BRANCH] | "
+        "schedules resume NAME[/BRANCH]. NAME alone means every schedule of the workflow; the "
+        "workflow's own graph is NAME/main.",
+    )
+    s.add_argument("action", nargs="?", default="list", choices=["list", "pause", "resume"])
+    s.add_argument("target", nargs="?", metavar="NAME[/BRANCH]", help="the schedule to pause or resume")
+    s.add_argument("--workflow", help="list only this workflow's schedules")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_schedules)
 
     s = sub.add_parser("validate", help="check workflow definition files; print errors and warnings")
     s.add_argument("files", nargs="+", metavar="FILE")
@@ -351,6 +365,67 @@ async def cmd_show(args: argparse.Namespace) -> int:
         print("\noutput")
         print(json.dumps(output, indent=2, default=str))
     return EXIT_OK if record.get("status") != "failed" else EXIT_FAILED
+
+
+# --- schedules -------------------------------------------------------------------------------
+
+
+async def cmd_schedules(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from a2amesh.store.schedules import ScheduleStore, split_schedule_id
+
+    cli = _cli()
+    if args.action != "list" and not args.target:
+        raise cli.UsageError(f"schedules {args.action} needs NAME or NAME/BRANCH (see `a2amesh schedules`)")
+    if args.action == "list" and args.target:
+        raise cli.UsageError(f"unknown schedules action {args.target!r}; expected pause or resume")
+    async with _store(args) as store:
+        schedules = ScheduleStore(store.redis, store.keys)
+        found = [(s.id, s.state) for s in await schedules.all() if s.state is not None]
+        if args.action == "list":
+            rows = [_schedule_row(i, st) for i, st in found if not args.workflow or st.workflow == args.workflow]
+            return _print_schedules(rows, args.json)
+        workflow, branch = split_schedule_id(args.target)
+        chosen = [i for i, st in found if st.workflow == workflow and branch in (None, st.branch)]
+        if not chosen:
+            raise cli.UsageError(f"no schedule {args.target!r} (see `a2amesh schedules`)")
+        rows = []
+        for schedule in chosen:
+            if args.action == "pause":
+                state = await schedules.pause(schedule)
+            else:
+                state = await schedules.resume(schedule, datetime.now(UTC))
+            if state is not None:
+                rows.append(_schedule_row(schedule, state))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for row in rows:
+            when = f", next fire {row['next_fire']}" if row["next_fire"] else ""
+            print(f"{row['id']}: {'paused' if row['paused'] else 'resumed'}{when}")
+    return EXIT_OK
+
+
+def _schedule_row(schedule: str, state: Any) -> dict[str, Any]:
+    return {"id": schedule, **state.row(), "running": state.running}
+
+
+def _print_schedules(rows: list[dict[str, Any]], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    table = [("SCHEDULE", "MODE", "WHEN", "TZ", "STATE", "LAST FIRE", "NEXT FIRE")]
+    for row in rows:
+        status = "paused" if row["paused"] else "running" if row["running"] else "active"
+        upcoming = row["next_fire"] or ("after the run in flight" if row["running"] else "-")
+        table.append(
+            (row["id"], row["mode"], row["describe"], row["timezone"], status, row["last_fire"] or "-", upcoming)
+        )
+    _cli()._print_table(table)
+    if not rows:
+        print("(no schedules)")
+    return EXIT_OK
 
 
 # --- validate / graph ------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.client import Call, Client
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError
-from a2amesh.executor.replies import ReplyInfo, ReplyPublisher
+from a2amesh.replies import ReplyInfo, ReplyPublisher
 from a2amesh.ids import nuid
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
@@ -57,14 +57,19 @@ from a2amesh.workflow.execution import (
     ExecutionStatus,
     Finish,
     NodeFailed,
+    NodePaused,
     NodeRun,
     NodeStatus,
     NodeSucceeded,
+    RequestReview,
     SetTimer,
     TimerFired,
 )
+from a2amesh.workflow.graph_execution import DispatchGraphNode
 
-__all__ = ["CALL_CHAIN_KEY", "ExecutionRunner", "RunnerDeps", "node_record", "utc_now"]
+AnyDispatch = DispatchNode | DispatchGraphNode
+
+__all__ = ["CALL_CHAIN_KEY", "REVIEW_REQUEST", "ExecutionRunner", "RunnerDeps", "node_record", "utc_now"]
 
 CALL_CHAIN_KEY = "a2amesh.call_chain"
 """Message metadata key holding the workflows above a call (to refuse indirect recursion)."""
@@ -73,6 +78,8 @@ SEQ_OFFSET = 1
 """A2A-Seq of an engine event is its seq + 1: seq 1 is the ``task`` event that opens a stream."""
 NODE_RESULT = "workflow_node_result"
 NODE_REQUEST = "workflow_node_request"
+REVIEW_REQUEST = "review_request"
+"""DataPart ``type`` of the review a paused task asks for (SPEC §7)."""
 _RECORD_EXCLUDE = {"items", "children", "last_output", "launched", "timer"}
 _LIFECYCLE_NODE_EVENTS = {"started", "completed", "failed", "skipped"}
 _TASK_STATE = {
@@ -152,11 +159,13 @@ class ExecutionRunner:
             for timer_id, due in self.state.timers.items():
                 self._arm(timer_id, due)
             await self._carry(list(commands), call_ids)
-            while not self.state.finished and not self.lost:
+            while not self.state.finished and not self.lost and not (self.parked and self.inbox.empty()):
                 batch = [await self.inbox.get()]
                 while not self.inbox.empty():
                     batch.append(self.inbox.get_nowait())
                 await self._apply(batch)
+            if self.parked and not self.lost:
+                await self.park()
         finally:
             for task in self._calls.values():
                 task.cancel()
@@ -165,6 +174,19 @@ class ExecutionRunner:
             if self._calls:
                 await asyncio.wait(set(self._calls.values()), timeout=5)
             self.finished.set()
+
+    @property
+    def parked(self) -> bool:
+        """Paused for a human with nothing in flight: the runner lets the execution go until a resume or timer."""
+        return str(self.state.status) == "paused"
+
+    async def park(self) -> None:
+        """Release a paused execution: no lease, no slot; a resume or a due timer brings it back on any replica."""
+        next_due = min(self.state.timers.values(), default=None)
+        await self.deps.store.park(
+            self.execution_id, self.token, None if next_due is None else int(next_due * 1000)
+        )
+        self.log.info("execution.parked", timers=sorted(self.state.timers))
 
     def cancel(self, reason: str = "canceled by request") -> None:
         """Ask for cancellation (applied as the next event)."""
@@ -217,13 +239,33 @@ class ExecutionRunner:
                 )
         return call_ids
 
-    async def checkpoint(self, state: ExecutionState, commands: list[Command], applied: list[str]) -> bool:
+    def node_records(self, old: Any, new: Any) -> dict[str, str]:
+        """The node records a step changed (path → JSON)."""
+        return {path: node_record(run) for path, run in new.nodes.items() if old.nodes.get(path) != run}
+
+    def parse_state(self, raw: str) -> Any:
+        """A checkpointed state of this runner's engine."""
+        return ExecutionState.model_validate_json(raw)
+
+    async def checkpoint(
+        self,
+        state: Any,
+        commands: list[Any],
+        applied: list[str],
+        *,
+        extra: dict[str, Any] | None = None,
+    ) -> bool:
         """Write a step (guarded by the lease epoch), then carry out its commands; False when refused."""
         call_ids = self.prepare(commands, state)
         old = self.state
-        changed = {path: node_record(run) for path, run in state.nodes.items() if old.nodes.get(path) != run}
+        changed = self.node_records(old, state)
         finishing = state.finished and not old.finished
-        fields: dict[str, Any] = {"status": state.status.value, "usage": json.dumps(state.usage)}
+        fields: dict[str, Any] = {"status": str(state.status), "usage": json.dumps(state.usage), **(extra or {})}
+        reviews = [c for c in commands if isinstance(c, RequestReview)]
+        if reviews:
+            # the pause answers the current request: later answers go to whoever resumes it
+            fields["review"] = json.dumps(reviews[-1].review, default=str)
+            fields["reply"] = ReplyInfo(node_request=self.reply.node_request, headers=self.reply.headers).model_dump_json()
         if finishing:
             fields.update(
                 error=state.error or "",
@@ -240,7 +282,7 @@ class ExecutionRunner:
             set_timers={c.timer_id: int(c.due * 1000) for c in commands if isinstance(c, SetTimer)},
             clear_timers=[c.timer_id for c in commands if isinstance(c, ClearTimer)],
             fields=fields,
-            final_status=state.status.value if finishing else None,
+            final_status=str(state.status) if finishing else None,
         )
         if result.outcome == "stale":
             self.log.warning("execution.lease_lost", holder=result.detail)
@@ -250,7 +292,7 @@ class ExecutionRunner:
             self.log.warning("execution.duplicate_result", key=result.detail)
             raw = await self.deps.store.state(self.execution_id)
             if raw:
-                self.state = ExecutionState.model_validate_json(raw)
+                self.state = self.parse_state(raw)
             return False
         faults.crash_point("after_checkpoint")
         self.state = state
@@ -259,12 +301,15 @@ class ExecutionRunner:
 
     # --- commands ----------------------------------------------------------------------------
 
-    async def _carry(self, commands: list[Command], call_ids: dict[str, str] | None = None) -> None:
-        dispatches: list[DispatchNode] = []
+    async def _carry(self, commands: list[Any], call_ids: dict[str, str] | None = None) -> None:
+        dispatches: list[AnyDispatch] = []
         finish: Finish | None = None
+        review: RequestReview | None = None
         for command in commands:
-            if isinstance(command, DispatchNode):
+            if isinstance(command, DispatchNode | DispatchGraphNode):
                 dispatches.append(command)
+            elif isinstance(command, RequestReview):
+                review = command
             elif isinstance(command, CancelCall):
                 await self._cancel_call(command)
             elif isinstance(command, SetTimer):
@@ -282,8 +327,20 @@ class ExecutionRunner:
             await asyncio.gather(*(self._dispatch(d, ids.get(d.path)) for d in dispatches))
         if finish is not None:
             await self.publish_final()
+        elif review is not None:
+            await self.publish_paused(review)
 
-    def _message(self, command: DispatchNode) -> Message:
+    def _message(self, command: Any) -> Message:
+        if command.resume is not None:
+            # continue the callee's paused task with the human's answer
+            return Message(
+                message_id=command.message_id,
+                role=Role.USER,
+                parts=[Part.of_data(command.resume)],
+                task_id=command.task_id,
+                context_id=self.state.context_id,
+                metadata={CALL_CHAIN_KEY: command.call_chain, "a2amesh.node_path": command.path},
+            )
         control = {
             "type": NODE_REQUEST,
             "execution_id": self.execution_id,
@@ -303,7 +360,7 @@ class ExecutionRunner:
             metadata={CALL_CHAIN_KEY: command.call_chain, "a2amesh.node_path": command.path},
         )
 
-    async def _dispatch(self, command: DispatchNode, call_id: str | None) -> None:
+    async def _dispatch(self, command: AnyDispatch, call_id: str | None) -> None:
         deadline = command.deadline or (time.time() + self.deps.settings.tasks_max_age)
         try:
             call = await self.deps.client.dispatch(
@@ -321,7 +378,7 @@ class ExecutionRunner:
         faults.crash_point("after_dispatch_publish")
         self._follow(command, call)
 
-    def _follow(self, command: DispatchNode, call: Call) -> None:
+    def _follow(self, command: AnyDispatch, call: Call) -> None:
         old = self._calls.pop(command.path, None)
         if old is not None:
             old.cancel()
@@ -335,7 +392,7 @@ class ExecutionRunner:
         if not task.cancelled() and task.exception() is not None:
             self.log.error("call.crashed", path=path, error=repr(task.exception()))
 
-    async def _await_result(self, command: DispatchNode, call: Call) -> None:
+    async def _await_result(self, command: AnyDispatch, call: Call) -> None:
         try:
             task = await call.result()
         except A2AMeshError as e:
@@ -343,7 +400,7 @@ class ExecutionRunner:
             return
         self.inbox.put_nowait(await self.result_event(command.path, command.attempt, command.agent, task))
 
-    def _call_error(self, command: DispatchNode, error: A2AMeshError) -> NodeFailed:
+    def _call_error(self, command: AnyDispatch, error: A2AMeshError) -> NodeFailed:
         if isinstance(error, TransportError):
             text = f"{error.reason}: {error}"
         elif isinstance(error, RpcError):
@@ -375,14 +432,14 @@ class ExecutionRunner:
             return NodeSucceeded(path=path, attempt=attempt, output=output, task_id=task.id, usage=usage)
         error = str(result.get("error") or text or f"{agent} ended in {state.value}")
         if state.interrupted:
-            return NodeFailed(
-                path=path,
-                attempt=attempt,
-                error=f"{agent} asked for input ({error}); pausing for input is not supported by this executor yet",
-                retryable=False,
-                task_id=task.id,
-                usage=usage,
-            )
+            review = _review_part(task) or {
+                "type": REVIEW_REQUEST,
+                "path": "",
+                "prompt": text or f"{agent} asks for input",
+                "data": task.output(),
+                "edit_schema": None,
+            }
+            return NodePaused(path=path, attempt=attempt, review=review, task_id=task.id, usage=usage)
         kind = "error" if error.split(":", 1)[0] in codes.TRANSPORT_REASONS else "failure"
         return NodeFailed(path=path, attempt=attempt, error=error, error_kind=kind, task_id=task.id, usage=usage)
 
@@ -453,7 +510,7 @@ class ExecutionRunner:
         """The final Task of the workflow's task (output as ``artifacts[0]``; large outputs as artifacts)."""
         state = self.state
         task_state = _TASK_STATE.get(state.status, TaskState.FAILED)
-        ok = state.status is ExecutionStatus.COMPLETED
+        ok = state.status == ExecutionStatus.COMPLETED
         output = state.output if ok else None
         text = f"workflow {state.workflow} completed" if ok else (state.error or f"workflow {state.workflow} failed")
         parts = [Part.of_text(text)]
@@ -532,9 +589,44 @@ class ExecutionRunner:
         await self.deps.store.mark_published(self.execution_id)
         self.log.info(
             "execution.finished",
-            status=self.state.status.value,
+            status=str(self.state.status),
             ms=int(((self.state.finished_at or time.time()) - self.state.started_at) * 1000),
         )
+
+    async def publish_paused(self, command: RequestReview) -> None:
+        """Answer the current request with TASK_STATE_INPUT_REQUIRED and the review (SPEC §7), then forget it."""
+        state = self.state
+        review = dict(command.review)
+        prompt = str(review.get("prompt") or "input required")
+        task = Task(
+            id=self.task_id,
+            context_id=state.context_id,
+            status=TaskStatus(
+                state=TaskState.INPUT_REQUIRED,
+                timestamp=utc_now(),
+                message=Message(
+                    message_id=f"{self.task_id}-review-{state.seq}",
+                    role=Role.AGENT,
+                    parts=[Part.of_text(prompt), Part.of_data(review)],
+                    task_id=self.task_id,
+                    context_id=state.context_id,
+                ),
+            ),
+            metadata={"execution_id": state.execution_id, "workflow": state.workflow, "review": review},
+        )
+        view = await asyncio.shield(self.deps.tasks.write(task, state.workflow, self.deps.instance, release=True))
+        seq = state.seq + SEQ_OFFSET
+        if self.reply.reply_to:
+            with contextlib.suppress(TransportError):
+                await self._publisher.final(
+                    self.reply.reply_to, self.reply.request_id, task, seq, streaming=self.reply.streaming
+                )
+        for subject in {*view.subscribers, *self.targets} - {self.reply.reply_to}:
+            with contextlib.suppress(TransportError):
+                await self._publisher.final(subject, self.task_id, task, seq, streaming=False)
+        self.targets = []
+        self.reply = ReplyInfo(node_request=self.reply.node_request, headers=self.reply.headers)
+        self.log.info("execution.paused", path=review.get("path"))
 
     # --- takeover ----------------------------------------------------------------------------
 
@@ -583,6 +675,14 @@ class ExecutionRunner:
         if parsed.task is None:
             return None
         return await self.result_event(run.path, run.attempt, run.agent, parsed.task)
+
+
+def _review_part(task: Task) -> dict[str, Any] | None:
+    message = task.status.message
+    for part in message.parts if message else []:
+        if isinstance(part.data, dict) and part.data.get("type") == REVIEW_REQUEST:
+            return dict(part.data)
+    return None
 
 
 def _node_result(task: Task) -> dict[str, Any]:

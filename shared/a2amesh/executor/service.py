@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,9 @@ from a2amesh.errors import (
 )
 from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog
-from a2amesh.executor.replies import ReplyInfo, ReplyPublisher, valid_reply_subject
+from a2amesh.replies import ReplyInfo, ReplyPublisher, valid_reply_subject
 from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, node_record, utc_now
+from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
@@ -61,6 +63,7 @@ from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, connect_redis
+from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
 from a2amesh.workflow.definition import LoopNode, WorkflowDefinition
 from a2amesh.workflow.engine import Engine
@@ -136,6 +139,10 @@ class WorkflowExecutor:
         self._slot_freed = asyncio.Event()
         self._saved_digests: dict[str, float] = {}
         self._tick = max(0.05, min(0.25, settings.lease_ttl / 8))
+        self.scheduler = Scheduler(
+            ScheduleStore(redis, keys), self.store, start=self.start_run, timezone=settings.timezone
+        )
+        self._scheduled: tuple[object, dict[str, ScheduledGraph]] = (None, {})
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -473,6 +480,73 @@ class WorkflowExecutor:
         self.log.info("execution.started", execution_id=task_id, workflow=name, digest=workflow.digest[:12])
         self._launch(runner, commands, call_ids=call_ids)
 
+    def _scheduled_graphs(self) -> dict[str, ScheduledGraph]:
+        source = self.catalog.workflows  # a new dict after every scan that changed something
+        if self._scheduled[0] is not source:
+            self._scheduled = (source, scheduled_graphs(source.values()))
+        return self._scheduled[1]
+
+    async def start_run(self, graph: ScheduledGraph, execution_id: str, fire: datetime) -> bool | None:
+        """Start a scheduled run with a given execution id (created NX) and drive it.
+
+        Returns:
+            ``True`` when this call created it, ``False`` when it already existed, ``None`` when this
+            replica cannot start it now (shutting down, no free slot, workflow or branch not served).
+        """
+        workflow = self.catalog.workflows.get(graph.workflow)
+        if workflow is None or graph.branch is not None or self._stop.is_set() or self._free_slots() <= 0:
+            return None  # graph branches run once the graph executor serves them (same call, branch set)
+        if await self.store.record(execution_id) is not None:
+            return False
+        engine = self.catalog.engine_for(workflow)
+        context_id = nuid()
+        state, commands = engine.start(
+            execution_id=execution_id,
+            input=graph.input,
+            now=time.time(),
+            digest=workflow.digest,
+            task_id=execution_id,
+            context_id=context_id,
+        )
+        reply = ReplyInfo()
+        runner = ExecutionRunner(self.deps, engine, state, epoch=1, reply=reply)
+        call_ids = runner.prepare(commands)
+        await self._save_definition(workflow.digest, workflow.definition)
+        created = await self.store.create(
+            execution_id,
+            owner=self.instance,
+            workflow=graph.workflow,
+            state_json=runner.state.model_dump_json(),
+            fields={
+                "workflow": graph.workflow,
+                "digest": workflow.digest,
+                "task_id": execution_id,
+                "context_id": context_id,
+                "input": json.dumps(state.input, default=str),
+                "reply": reply.model_dump_json(),
+                "call_depth": 0,
+                "reused_from": "",
+                "schedule": graph.id,
+                "fire": int(fire.timestamp()),
+                **_final_fields(state),
+            },
+            nodes={path: node_record(run) for path, run in runner.state.nodes.items()},
+            events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
+            timers={timer_id: int(due * 1000) for timer_id, due in state.timers.items()},
+        )
+        if not created.created:
+            return False
+        working = Task(
+            id=execution_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_now()),
+            metadata={"execution_id": execution_id, "workflow": graph.workflow, "schedule": graph.id},
+        )
+        await self.tasks.write(working, graph.workflow, self.instance, release=False)
+        self.log.info("execution.started", execution_id=execution_id, workflow=graph.workflow, schedule=graph.id)
+        self._launch(runner, commands, call_ids=call_ids)
+        return True
+
     async def _save_definition(self, digest: str, definition: WorkflowDefinition) -> None:
         saved = self._saved_digests.get(digest)
         if saved is not None and time.time() - saved < 3600:
@@ -613,7 +687,9 @@ class WorkflowExecutor:
                 self.log.warning("executor.tick_failed", error=str(e) or type(e).__name__)
 
     async def tick(self) -> None:
-        """Fire due timers of owned executions; take over executions whose lease expired."""
+        """Fire due schedules and due timers of owned executions; take over executions whose lease expired."""
+        if not self._stop.is_set():
+            await self.scheduler.tick(self._scheduled_graphs())
         for execution_id in await self.store.due():
             runner = self.runners.get(execution_id)
             if runner is not None:

@@ -1,6 +1,7 @@
-"""Answers of a workflow task to its caller: progress updates and the final Task (SPEC §3.4, §3.5).
+"""Replies to a caller: headers, durable publishing, and the publisher of a workflow task's answers.
 
-A workflow answers exactly as an agent does: replies on the caller's ``A2A-Reply-To`` subject with
+Agents (``agent/host.py``) and workflows (``executor/``) answer the same way (SPEC §3.4, §3.5). A workflow
+answers exactly as an agent does: replies on the caller's ``A2A-Reply-To`` subject with
 ``A2A-Agent`` (the workflow's name), ``A2A-Attempt`` (here the execution's lease epoch, so replies of a
 replica that lost the execution lose to those of the one that took it over), ``A2A-Seq``,
 ``A2A-Final`` on the last one, ``Nats-TTL`` and a ``Nats-Msg-Id`` that makes a re-published final a
@@ -22,7 +23,7 @@ from a2amesh.protocol import StreamResponse, Task, TaskArtifactUpdateEvent, Task
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.rpc import encode_result
 
-__all__ = ["ReplyInfo", "ReplyPublisher", "valid_reply_subject"]
+__all__ = ["ReplyInfo", "ReplyPublisher", "publish_durable", "reply_headers", "valid_reply_subject"]
 
 FINAL_PUBLISH_TRIES = 3
 
@@ -66,17 +67,9 @@ class ReplyPublisher:
         self.attempt = attempt
 
     def _headers(self, seq: int, *, final: bool, durable: bool, msg_id: str) -> dict[str, str]:
-        ttl = self.settings.reply_final_ttl if (final or durable) else self.settings.reply_progress_ttl
-        hdrs = {
-            h.AGENT: self.agent,
-            h.ATTEMPT: str(self.attempt),
-            h.SEQ: str(seq),
-            h.TTL: f"{int(ttl)}s",
-            h.MSG_ID: msg_id,
-        }
-        if final:
-            hdrs[h.FINAL] = "true"
-        return hdrs
+        return reply_headers(
+            self.settings, agent=self.agent, attempt=self.attempt, seq=seq, final=final, durable=durable, msg_id=msg_id
+        )
 
     async def progress(self, subject: str, request_id: JsonRpcId, event: TaskStatusUpdateEvent, seq: int) -> None:
         """A non-final status update (core NATS: progress is best effort)."""
@@ -113,11 +106,37 @@ class ReplyPublisher:
         await self._durable(subject, body, hdrs)
 
     async def _durable(self, subject: str, body: bytes, hdrs: dict[str, str]) -> None:
-        for i in range(FINAL_PUBLISH_TRIES):
-            try:
-                await self.bus.js_publish(subject, body, hdrs)
-                return
-            except TransportError:
-                if i == FINAL_PUBLISH_TRIES - 1:
-                    raise
-                await asyncio.sleep(0.2 * (i + 1))
+        await publish_durable(self.bus, subject, body, hdrs)
+
+
+def reply_headers(
+    settings: Settings, *, agent: str, attempt: int, seq: int, final: bool, durable: bool, msg_id: str
+) -> dict[str, str]:
+    """The headers of one reply message (docs/protocol.md §3)."""
+    ttl = settings.reply_final_ttl if (final or durable) else settings.reply_progress_ttl
+    hdrs = {
+        h.AGENT: agent,
+        h.ATTEMPT: str(attempt),
+        h.SEQ: str(seq),
+        h.TTL: f"{int(ttl)}s",
+        h.MSG_ID: msg_id,
+    }
+    if final:
+        hdrs[h.FINAL] = "true"
+    return hdrs
+
+
+async def publish_durable(bus: Bus, subject: str, body: bytes, hdrs: dict[str, str]) -> None:
+    """Publish to the replies stream and wait for its ack, trying a few times.
+
+    Raises:
+        TransportError: the stream did not acknowledge it after the last try.
+    """
+    for i in range(FINAL_PUBLISH_TRIES):
+        try:
+            await bus.js_publish(subject, body, hdrs)
+            return
+        except TransportError:
+            if i == FINAL_PUBLISH_TRIES - 1:
+                raise
+            await asyncio.sleep(0.2 * (i + 1))
