@@ -79,7 +79,9 @@ async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path)
                     print(f"- {agent} ({ms:.0f} ms, {task.status.state.value})")
                     _line("input", data)
                     _line("output", task.output())
-                for name, data in await _workflow_calls(client, has_workflows):
+                calls, unserved = await _workflow_calls(client, has_workflows)
+                failures += unserved
+                for name, data in calls:
                     started = time.monotonic()
                     task = await client.send(name, make_message(data=data), timeout=60)
                     ms = (time.monotonic() - started) * 1000
@@ -88,22 +90,37 @@ async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path)
                     print(f"- workflow {name} ({ms:.0f} ms, {task.status.state.value})")
                     _line("input", data)
                     _line("output", task.output())
+            if failures:
+                log = await asyncio.to_thread(_tail, mesh.log_file)
+                print(f"\nlast lines of the mesh log:\n{log}")
         print("\nmesh stopped: every process exited, ports freed.")
     if failures:
         print(f"{failures} call(s) did not complete")
     return 1 if failures else 0
 
 
-async def _workflow_calls(client: Any, has_workflows: bool) -> list[tuple[str, Any]]:
-    """The example workflows to run (those of WORKFLOW_CALLS whose card goes live within 20 s)."""
+def _tail(path: Path | None, lines: int = 25) -> str:
+    if path is None:
+        return ""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no mesh log)"
+
+
+async def _workflow_calls(client: Any, has_workflows: bool) -> tuple[list[tuple[str, Any]], int]:
+    """The example workflows to run (those of WORKFLOW_CALLS whose card goes live within 20 s),
+    and how many never went live."""
     if not has_workflows:
-        return []
+        return [], 0
     calls = []
+    unserved = 0
     for name, data in WORKFLOW_CALLS:
         try:
             await client.registry.wait_for(name, 20)
         except TimeoutError:
-            print(f"- workflow {name}: not served (see the mesh log)")
+            print(f"- workflow {name}: not served")
+            unserved += 1
             continue
         calls.append((name, data))
-    return calls
+    return calls, unserved
