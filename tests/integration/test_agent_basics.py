@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 
 from a2amesh.client import Client, make_message
 from a2amesh.errors import TransportError
-from a2amesh.protocol import TaskState, codes
+from a2amesh.protocol import SendMessageRequest, TaskState, codes
+from tests.support.inbox import Inbox
 from tests.support.waiting import eventually, within
 
 
@@ -59,7 +61,7 @@ async def test_handler_exception_fails_task(agent_host: Any, client: Client) -> 
     assert task.status.state == TaskState.COMPLETED
 
 
-async def test_streaming_200_events_in_order(agent_host: Any, client: Client) -> None:
+async def test_streaming_200_events_in_order(agent_host: Any, client: Client, bus: Any) -> None:
     """A stream of 200 status events: first is task, A2A-Seq strictly increases, last is final and terminal."""
 
     async def chatty(input: Any, ctx: Any) -> Any:
@@ -68,28 +70,33 @@ async def test_streaming_200_events_in_order(agent_host: Any, client: Client) ->
         return {"steps": 200}
 
     await agent_host("chatty", chatty)
-    call = await client.dispatch("chatty", make_message(data={}), stream=True)
-    seqs: list[int] = []
-    kinds: list[str] = []
-    orig = client._on_reply
-
-    events = []
-    async for ev in call.events():
-        events.append(ev)
-        seqs.append(client._pending.get(call.call_id).seq if client._pending.get(call.call_id) else -1)
-    del orig
-    assert events[0].task is not None, "the first event of a stream must be the task"
-    progress = [e for e in events if e.status_update is not None and e.status_update.status.state == TaskState.WORKING]
-    assert len(progress) == 200
-    texts = [e.status_update.status.message.text() for e in progress]  # type: ignore[union-attr]
+    inbox = await Inbox(bus).start()
+    params = SendMessageRequest(message=make_message(data={})).to_json_dict()
+    body = json.dumps({"jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage", "params": params}).encode()
+    await bus.js_publish(bus.subjects.request("chatty"), body, {"A2A-Version": "1.0", "A2A-Reply-To": inbox.subject})
+    replies = await inbox.until_final("the stream's final message", timeout=15)
+    seqs = [int(headers["A2A-Seq"]) for _, headers in replies]
+    assert seqs == sorted(set(seqs)), "A2A-Seq must strictly increase"
+    assert all(headers["A2A-Agent"] == "chatty" for _, headers in replies)
+    assert all(body["id"] == "s1" for body, _ in replies), "every reply echoes the request id"
+    results = [body["result"] for body, _ in replies]
+    assert "task" in results[0], "the first event of a stream must be the task"
+    progress = [r["statusUpdate"] for r in results if "statusUpdate" in r]
+    texts = [
+        p["status"]["message"]["parts"][0]["text"] for p in progress if p["status"]["state"] == "TASK_STATE_WORKING"
+    ]
     assert texts == [f"step {i}" for i in range(200)]
-    last = events[-1]
-    assert last.status_update is not None
-    assert last.status_update.status.state == TaskState.COMPLETED
+    assert "artifactUpdate" in results[-2]
+    assert results[-2]["artifactUpdate"]["artifact"]["parts"][0]["data"] == {"steps": 200}
+    assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [h.get("A2A-Final") for _, h in replies].count("true") == 1
+
+    # the same through the client
+    call = await client.dispatch("chatty", make_message(data={}), stream=True)
+    events = [ev async for ev in call.events()]
+    assert events[0].task is not None
     assert call.task is not None
     assert call.task.output() == {"steps": 200}
-    kinds = [next(k for k in ("task", "status_update", "artifact_update") if getattr(e, k) is not None) for e in events]
-    assert kinds[-2] == "artifact_update"
 
 
 async def test_get_and_list_tasks(agent_host: Any, client: Client) -> None:

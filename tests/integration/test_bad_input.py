@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -10,37 +9,18 @@ from typing import Any
 import pytest
 
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus, Received
+from a2amesh.bus.nats import Bus
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.errors import RpcError, TransportError
 from a2amesh.ids import nuid
 from a2amesh.protocol import SendMessageRequest, TaskState, codes
+from tests.support.inbox import Inbox
 from tests.support.waiting import eventually, within
 
 
 async def echo(input: Any, ctx: Any) -> Any:
     return input
-
-
-class Inbox:
-    """A reply subject of our own, to read exactly what an agent answers to a raw request."""
-
-    def __init__(self, bus: Bus) -> None:
-        self.bus = bus
-        self.subject = bus.subjects.reply("rawtest", nuid())
-        self.queue: asyncio.Queue[Received] = asyncio.Queue()
-
-    async def start(self) -> Inbox:
-        async def put(msg: Received) -> None:
-            self.queue.put_nowait(msg)
-
-        await self.bus.subscribe(self.subject, put)
-        return self
-
-    async def next(self, what: str) -> tuple[dict[str, Any], dict[str, str]]:
-        msg = await within(self.queue.get(), 5, what)
-        return json.loads(msg.data), msg.headers
 
 
 def good_body(text: str = "hi") -> bytes:
