@@ -15,13 +15,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/run_all.py` from anywhere
 
-from bench import floors, peers, roundtrip
+from bench import concurrency, fanout, floors, llm_node, peers, recovery, roundtrip, throughput, workflows
 from bench.common import Section, main
 
 SECTIONS: list[Section] = [
     floors.SECTION,
     roundtrip.SECTION,
     peers.SECTION,
+    workflows.SECTION,
+    throughput.SECTION,
+    fanout.SECTION,
+    concurrency.SECTION,
+    recovery.SECTION,
+    llm_node.SECTION,
 ]
 
 if __name__ == "__main__":

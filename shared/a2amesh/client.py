@@ -214,6 +214,7 @@ class Client:
         self._owns_registry = registry is None
         self._owns_bus = False
         self._pending: dict[str, _Pending] = {}
+        self._recovering: set[asyncio.Future[None]] = set()
         self._started = False
 
     @classmethod
@@ -251,6 +252,29 @@ class Client:
             self._registry = Registry(self.bus, card_ttl=self.settings.card_ttl)
         await self._registry.start()
         await self.bus.subscribe(self.bus.subjects.reply_inbox(self.instance), self._on_reply)
+        self.bus.on_reconnect(self._on_reconnected)
+
+    def _on_reconnected(self) -> None:
+        if self._pending:
+            task = asyncio.ensure_future(self._recover(list(self._pending)))
+            self._recovering.add(task)
+            task.add_done_callback(self._recovering.discard)
+
+    async def _recover(self, call_ids: list[str]) -> None:
+        """After a reconnect: replies published while we were away are only in ``{NS}_REPLIES``; read the
+        last one of each call in flight (a duplicate or stale one is dropped by :meth:`_on_reply`)."""
+        for call_id in call_ids:
+            if call_id not in self._pending:
+                continue
+            subject = self.bus.subjects.reply(self.instance, call_id)
+            try:
+                async with asyncio.timeout(CONTROL_TIMEOUT):
+                    stored = await self.bus.direct_get_last(self.bus.subjects.replies_stream, subject)
+            except Exception as e:  # the next reconnect (or the call's deadline) still covers it
+                log.warning("reply.recover_failed", call_id=call_id, error=str(e) or type(e).__name__)
+                continue
+            if stored is not None:
+                await self._on_reply(Received(subject, stored.data, stored.headers, ""))
 
     async def close(self) -> None:
         """Stop the registry (if owned) and close the bus (if owned)."""

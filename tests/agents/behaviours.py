@@ -11,6 +11,9 @@ import os
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 _redis: aioredis.Redis | None = None
 
@@ -18,7 +21,15 @@ _redis: aioredis.Redis | None = None
 def _r() -> aioredis.Redis:
     global _redis
     if _redis is None:
-        _redis = aioredis.from_url(os.environ["REDIS_URL"], decode_responses=True)
+        # no socket timeout, retried reconnects: bookkeeping waits out a paused or restarting Valkey (chaos)
+        # instead of failing the task (a command is retried only when it never reached the server)
+        _redis = aioredis.from_url(
+            os.environ["REDIS_URL"],
+            decode_responses=True,
+            socket_timeout=None,
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 40),
+            retry_on_error=[RedisConnectionError],
+        )
     return _redis
 
 

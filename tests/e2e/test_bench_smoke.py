@@ -33,3 +33,12 @@ def test_run_all_quick_writes_results(tmp_path: Path) -> None:
     assert result["machine"]["jetstream_sync"]["setting"]
     keys = {f["key"] for f in result["figures"]}
     assert {"floors.core", "floors.durable", "roundtrip.mesh", "roundtrip.mesh_throughput"} <= keys
+    assert {
+        "workflow.chain.n10",
+        "throughput.r2",
+        "fanout.total",
+        "concurrency.completed",
+        "concurrency.rss_per_execution",
+        "recovery.takeover",
+        "llm.chain.n3",
+    } <= keys

@@ -114,7 +114,9 @@ async def test_pause_and_resume(agent_host: Any, executor: Any, redis: Redis, se
     execs, schedules = stores(redis, settings)
     await eventually(lambda: runs_of(execs, "paused"), timeout=10, what="a first scheduled run")
     state = await schedules.pause("paused/main")
-    assert state is not None and state.paused and state.next_fire is None
+    assert state is not None
+    assert state.paused
+    assert state.next_fire is None
     paused_at = time.time()
     before = len(await runs_of(execs, "paused"))
     await asyncio.sleep(2.5)  # a negative check: ticks pass, nothing may fire
@@ -123,7 +125,9 @@ async def test_pause_and_resume(agent_host: Any, executor: Any, redis: Redis, se
     assert all(fire_ts(r) <= paused_at + 0.5 for r in after)
     resumed_at = time.time()
     state = await schedules.resume("paused/main", datetime.now(UTC))
-    assert state is not None and not state.paused and state.next_fire is not None
+    assert state is not None
+    assert not state.paused
+    assert state.next_fire is not None
 
     async def fired_again() -> bool:
         return any(fire_ts(r) >= int(resumed_at) for r in await runs_of(execs, "paused"))
@@ -180,7 +184,8 @@ async def test_daily_catch_up_after_days_down(agent_host: Any, executor: Any, re
     runs = await runs_of(execs, "report")
     assert [r["execution_id"] for r in runs] == [run_id("report", None, expected)]
     stored = await schedules.get("report/main")
-    assert stored is not None and stored.state is not None
+    assert stored is not None
+    assert stored.state is not None
     assert stored.state.next_fire == expected + timedelta(days=1)
 
 
@@ -199,7 +204,9 @@ async def test_removed_and_changed_schedules(agent_host: Any, executor: Any, red
     (ex.folder / "flex.yaml").write_text(interval_workflow("flex", "daily@09:00"))
     await eventually(lambda: registered("daily@09:00"), timeout=5, what="the changed schedule")
     stored = await schedules.get("flex/main")
-    assert stored is not None and stored.state is not None and stored.state.paused
+    assert stored is not None
+    assert stored.state is not None
+    assert stored.state.paused
     (ex.folder / "flex.yaml").write_text(interval_workflow("flex", "60", mode="one_time"))
 
     async def removed() -> bool:

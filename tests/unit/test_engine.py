@@ -730,7 +730,9 @@ def test_human_review_timeout_default_decision() -> None:
 
 def test_callee_pause_bubbles_and_resume_is_forwarded() -> None:
     """A callee asking for input pauses its node with the full path; a resume continues the callee's task."""
-    sim = Sim(definition("nodes: [{id: sub, type: workflow, workflow_name: child, input: {}}]"), {"child": lambda i: HANG})
+    sim = Sim(
+        definition("nodes: [{id: sub, type: workflow, workflow_name: child, input: {}}]"), {"child": lambda i: HANG}
+    )
     sim.start({})
     [call] = sim.calls("child")
     review = {"type": "review_request", "path": "check", "prompt": "ok?", "data": 1, "edit_schema": None}

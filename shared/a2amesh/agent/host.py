@@ -57,8 +57,8 @@ from a2amesh.rpc import decode_request, encode_error, encode_result, request_id_
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis
-from a2amesh.store.tasks import TaskStore
+from a2amesh.store.redis import UNAVAILABLE, Redis
+from a2amesh.store.tasks import TaskRecordView, TaskStore
 
 CLOCK_SKEW = 2.0
 
@@ -332,6 +332,11 @@ class AgentHost:
                 await msg.ack()
             else:
                 await msg.term()
+        except UNAVAILABLE as e:
+            # Redis unreachable (restart, pause): hand the request back; it is redelivered, not failed
+            self.log.warning("request.store_unavailable", seq=msg.stream_seq, error=str(e) or type(e).__name__)
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=1)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -527,10 +532,12 @@ class AgentHost:
             faults.crash_point("before_claim_renew")
             try:
                 await run.msg.in_progress()
-                if not await self.tasks.renew(run.task.id, self.instance, self._claim_ttl):
-                    self.log.warning("task.claim_lost", task_id=run.task.id)
-                if await self.tasks.is_canceled(run.task.id):
-                    run.cancel_requested.set()
+                # bounded, so a paused Redis never delays the next in-progress ack past ack_wait
+                async with asyncio.timeout(self.settings.ack_wait / 3):
+                    if not await self.tasks.renew(run.task.id, self.instance, self._claim_ttl):
+                        self.log.warning("task.claim_lost", task_id=run.task.id)
+                    if await self.tasks.is_canceled(run.task.id):
+                        run.cancel_requested.set()
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -575,17 +582,42 @@ class AgentHost:
         assert run.msg is not None
         outcome = await self._spill(run, outcome)
         run.task = self._final_task(run.task, outcome)
-        view = await asyncio.shield(self.tasks.write(run.task, self.name, self.instance, release=True))
+        view = await asyncio.shield(self._write_final(run))
         run.final_stored = True
         if view.outcome == "terminal" and view.task is not None:
             run.task = view.task  # an earlier final stands: answer with it
         for s in view.subscribers:
             run.add_target(s)
         faults.crash_point("after_final_write")
-        await asyncio.shield(self._publish_final(run))
+        try:
+            await asyncio.shield(self._publish_final(run))
+        except TransportError as e:
+            # NATS away: the final is stored, so the redelivery re-publishes it (never runs the work again)
+            self.log.warning("task.final_publish_failed", task_id=run.task.id, error=str(e))
+            with contextlib.suppress(Exception):
+                await run.msg.nak(delay=1)
+            return
         faults.crash_point("after_final_publish_before_ack")
         await run.msg.ack()
         self.log.info("task.finished", task_id=run.task.id, state=run.task.status.state.value, attempt=run.attempt)
+
+    async def _write_final(self, run: _Run) -> TaskRecordView:
+        """Store the final task, retrying while Redis is unreachable.
+
+        The delivery is kept alive meanwhile (in-progress acks): a redelivery would run the work again.
+        """
+        assert run.msg is not None
+        delay = 0.2
+        while True:
+            try:
+                async with asyncio.timeout(self.settings.ack_wait / 3):
+                    return await self.tasks.write(run.task, self.name, self.instance, release=True)
+            except UNAVAILABLE as e:
+                self.log.warning("task.final_write_retry", task_id=run.task.id, error=str(e) or type(e).__name__)
+                with contextlib.suppress(Exception):
+                    await run.msg.in_progress()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.settings.ack_wait / 3)
 
     async def _spill(self, run: _Run, outcome: TaskOutcome) -> TaskOutcome:
         """Store an output above the inline threshold as an artifact; the result then carries its URL."""

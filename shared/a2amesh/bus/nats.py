@@ -432,6 +432,8 @@ class Bus:
             raise TransportError(codes.UNAVAILABLE, f"JetStream did not acknowledge {subject} in {timeout:g}s") from e
         except nats.js.errors.APIError as e:
             raise TransportError(codes.UNAVAILABLE, f"JetStream refused {subject}: {e.description}") from e
+        except nats.errors.Error as e:  # reconnecting, connection closed, buffer full
+            raise TransportError(codes.UNAVAILABLE, f"cannot publish {subject}: {e}") from e
         return PubAck(ack.stream, int(ack.seq), bool(ack.duplicate))
 
     async def direct_get_last(self, stream: str, subject: str) -> StoredMsg | None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from a2amesh.protocol import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, codes
 from a2amesh.workflow.definition import WorkflowDefinition
+from a2amesh.workflow.graph import GraphDefinition
 
 __all__ = ["workflow_card"]
 
 
-def workflow_card(name: str, definition: WorkflowDefinition, namespace: str, *, digest: str) -> AgentCard:
+def workflow_card(
+    name: str, definition: WorkflowDefinition | GraphDefinition, namespace: str, *, digest: str
+) -> AgentCard:
     """The card of one loaded workflow.
 
     Extensions: agent type ``workflow``, the input/output schemas, and the definition as JSON (with its
@@ -25,7 +28,7 @@ def workflow_card(name: str, definition: WorkflowDefinition, namespace: str, *, 
             input_modes=s.input_modes,
             output_modes=s.output_modes,
         )
-        for s in definition.skills
+        for s in (definition.skills if isinstance(definition, WorkflowDefinition) else [])
     ] or [AgentSkill(id=name, name=name, description=description.splitlines()[0], tags=["workflow"])]
     extensions = [
         AgentExtension(uri=codes.EXT_AGENT_TYPE, params={"type": "workflow"}),

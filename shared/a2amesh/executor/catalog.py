@@ -14,7 +14,8 @@ from pathlib import Path
 from a2amesh.errors import ConfigError
 from a2amesh.logs import get_logger
 from a2amesh.workflow.engine import Engine
-from a2amesh.workflow.loader import LoadedWorkflow, load_file
+from a2amesh.workflow.graph_engine import GraphEngine
+from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow, load_file
 
 __all__ = ["Catalog", "CatalogChange"]
 
@@ -51,23 +52,26 @@ class Catalog:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.workflows: dict[str, LoadedWorkflow] = {}
+        self.workflows: dict[str, LoadedWorkflow | LoadedGraph] = {}
         self._files: dict[Path, _File] = {}
-        self._engines: dict[str, Engine] = {}
+        self._engines: dict[str, Engine | GraphEngine] = {}
 
-    def engine(self, digest: str) -> Engine | None:
+    def engine(self, digest: str) -> Engine | GraphEngine | None:
         """The engine of a definition version seen by this process, if any."""
         return self._engines.get(digest)
 
-    def engine_for(self, workflow: LoadedWorkflow) -> Engine:
-        """The engine of a loaded workflow (cached by digest)."""
+    def engine_for(self, workflow: LoadedWorkflow | LoadedGraph) -> Engine | GraphEngine:
+        """The engine of a loaded workflow (cached by digest): a DAG engine, or a graph engine (SPEC §6)."""
         digest = workflow.digest
         engine = self._engines.get(digest)
         if engine is None:
-            engine = self._engines[digest] = Engine(workflow.definition)
+            if isinstance(workflow, LoadedGraph):
+                engine = self._engines[digest] = GraphEngine(workflow.definition)
+            else:
+                engine = self._engines[digest] = Engine(workflow.definition)
         return engine
 
-    def remember(self, digest: str, engine: Engine) -> None:
+    def remember(self, digest: str, engine: Engine | GraphEngine) -> None:
         """Cache an engine built elsewhere (from a definition snapshot in Redis)."""
         self._engines.setdefault(digest, engine)
 
@@ -91,7 +95,9 @@ class Catalog:
         self.workflows = workflows
         return change
 
-    def _scan_file(self, path: Path, workflows: dict[str, LoadedWorkflow], change: CatalogChange) -> None:
+    def _scan_file(
+        self, path: Path, workflows: dict[str, LoadedWorkflow | LoadedGraph], change: CatalogChange
+    ) -> None:
         try:
             st = path.stat()
         except OSError:
@@ -101,7 +107,7 @@ class Catalog:
         if known is not None and known.stamp == stamp:
             return
         try:
-            loaded = [w for w in load_file(path) if isinstance(w, LoadedWorkflow)]
+            loaded = list(load_file(path))
         except (ConfigError, OSError, ValueError) as e:
             change.errors[str(path)] = str(e)
             log.error("workflow.load_failed", file=str(path), error=str(e))
@@ -132,7 +138,7 @@ class Catalog:
                 log.warning("workflow.warning", workflow=workflow.name, warning=str(warning))
         self._files[path] = _File(stamp, names)
 
-    def _owner(self, name: str, workflows: dict[str, LoadedWorkflow]) -> Path | None:
+    def _owner(self, name: str, workflows: dict[str, LoadedWorkflow | LoadedGraph]) -> Path | None:
         for path, known in self._files.items():
             if name in known.names and name in workflows:
                 return path

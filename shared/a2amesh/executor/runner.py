@@ -24,7 +24,6 @@ from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.client import Call, Client
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError
-from a2amesh.replies import ReplyInfo, ReplyPublisher
 from a2amesh.ids import nuid
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
@@ -40,9 +39,11 @@ from a2amesh.protocol import (
     TaskStatusUpdateEvent,
     codes,
 )
+from a2amesh.replies import ReplyInfo, ReplyPublisher
 from a2amesh.rpc import decode_response, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.redis import UNAVAILABLE
 from a2amesh.store.tasks import TaskStore
 from a2amesh.workflow.engine import Engine
 from a2amesh.workflow.execution import (
@@ -74,6 +75,8 @@ __all__ = ["CALL_CHAIN_KEY", "REVIEW_REQUEST", "ExecutionRunner", "RunnerDeps", 
 CALL_CHAIN_KEY = "a2amesh.call_chain"
 """Message metadata key holding the workflows above a call (to refuse indirect recursion)."""
 
+DISPATCH_RETRY_FOR = 30.0
+"""Seconds a node request is re-published while JetStream is unavailable (a NATS restart) before the node fails."""
 SEQ_OFFSET = 1
 """A2A-Seq of an engine event is its seq + 1: seq 1 is the ``task`` event that opens a stream."""
 NODE_RESULT = "workflow_node_result"
@@ -163,7 +166,13 @@ class ExecutionRunner:
                 batch = [await self.inbox.get()]
                 while not self.inbox.empty():
                     batch.append(self.inbox.get_nowait())
-                await self._apply(batch)
+                try:
+                    await self._apply(batch)
+                except UNAVAILABLE as e:
+                    # Redis away: whether the step was written is unknown. Stop; the lease lapses and a
+                    # replica (maybe this one) resumes from the checkpoint, re-dispatching unanswered calls.
+                    self.log.warning("execution.store_unavailable", error=str(e) or type(e).__name__)
+                    self.lost = True
             if self.parked and not self.lost:
                 await self.park()
         finally:
@@ -263,9 +272,7 @@ class ExecutionRunner:
         fields: dict[str, Any] = {"status": str(state.status), "usage": json.dumps(state.usage), **(extra or {})}
         reviews = [c for c in commands if isinstance(c, RequestReview)]
         if reviews:
-            # the pause answers the current request: later answers go to whoever resumes it
             fields["review"] = json.dumps(reviews[-1].review, default=str)
-            fields["reply"] = ReplyInfo(node_request=self.reply.node_request, headers=self.reply.headers).model_dump_json()
         if finishing:
             fields.update(
                 error=state.error or "",
@@ -289,10 +296,12 @@ class ExecutionRunner:
             self.lost = True
             return False
         if result.outcome == "duplicate":
+            # Redis holds a step this runner never saw (a retried write that had landed after all), so
+            # its commands may not have run: hand over, to resume from the checkpoint (maybe here).
             self.log.warning("execution.duplicate_result", key=result.detail)
-            raw = await self.deps.store.state(self.execution_id)
-            if raw:
-                self.state = self.parse_state(raw)
+            self.lost = True
+            with contextlib.suppress(Exception):
+                await self.deps.store.release(self.execution_id, self.token, handover=True)
             return False
         faults.crash_point("after_checkpoint")
         self.state = state
@@ -362,19 +371,31 @@ class ExecutionRunner:
 
     async def _dispatch(self, command: AnyDispatch, call_id: str | None) -> None:
         deadline = command.deadline or (time.time() + self.deps.settings.tasks_max_age)
-        try:
-            call = await self.deps.client.dispatch(
-                command.agent,
-                self._message(command),
-                deadline=deadline,
-                headers=self.reply.headers,
-                call_depth=command.call_depth,
-                request_id=command.message_id,
-                call_id=call_id,
-            )
-        except A2AMeshError as e:
-            self.inbox.put_nowait(self._call_error(command, e))
-            return
+        give_up = min(deadline, time.time() + DISPATCH_RETRY_FOR)
+        delay = 0.2
+        while True:
+            try:
+                call = await self.deps.client.dispatch(
+                    command.agent,
+                    self._message(command),
+                    deadline=deadline,
+                    headers=self.reply.headers,
+                    call_depth=command.call_depth,
+                    request_id=command.message_id,
+                    call_id=call_id,
+                )
+                break
+            except TransportError as e:
+                # NATS restarting: publish again (same messageId, so a publish that landed is a duplicate)
+                if e.reason != codes.UNAVAILABLE or self.lost or time.time() + delay > give_up:
+                    self.inbox.put_nowait(self._call_error(command, e))
+                    return
+                self.log.warning("call.dispatch_retry", path=command.path, error=str(e))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            except A2AMeshError as e:
+                self.inbox.put_nowait(self._call_error(command, e))
+                return
         faults.crash_point("after_dispatch_publish")
         self._follow(command, call)
 
@@ -624,9 +645,25 @@ class ExecutionRunner:
         for subject in {*view.subscribers, *self.targets} - {self.reply.reply_to}:
             with contextlib.suppress(TransportError):
                 await self._publisher.final(subject, self.task_id, task, seq, streaming=False)
+        # the pause answered the current request: later answers go to whoever resumes the execution
         self.targets = []
         self.reply = ReplyInfo(node_request=self.reply.node_request, headers=self.reply.headers)
+        await self.deps.store.set_fields(self.execution_id, {"reply": self.reply.model_dump_json()})
         self.log.info("execution.paused", path=review.get("path"))
+
+    def pending_review(self) -> RequestReview | None:
+        """The review a paused execution waits for (answered again after a takeover)."""
+        for run in self.state.nodes.values():
+            if run.status is NodeStatus.WAITING_INPUT and run.review:
+                path = str(run.review.get("path") or run.path)
+                return RequestReview(path=path, node_id=run.node_id, review=run.review)
+        return None
+
+    async def republish_pause(self) -> None:
+        """Answer the pause again (a takeover between the paused checkpoint and its answer)."""
+        review = self.pending_review()
+        if self.parked and review is not None and self.reply.reply_to:
+            await self.publish_paused(review)
 
     # --- takeover ----------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from a2amesh import faults
 from a2amesh.executor.schedules import ScheduleSpec, ScheduleState, parse_schedule, resolve_timezone, run_id
 from a2amesh.logs import get_logger
 from a2amesh.store.executions import ExecutionStore
@@ -244,6 +245,7 @@ class Scheduler:
         created = await self.start(graph, execution_id, fire)
         if created is None:
             return None  # another replica (or a later tick) runs it; the state is left as it was
+        faults.crash_point("after_schedule_fire_before_advance")
         advanced = state.fired(fire)
         if await self.store.write(graph.id, stored.raw, advanced):
             self.log.info(

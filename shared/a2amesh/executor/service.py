@@ -38,7 +38,7 @@ from a2amesh.errors import (
 )
 from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog
-from a2amesh.replies import ReplyInfo, ReplyPublisher, valid_reply_subject
+from a2amesh.executor.graph_runner import load_state, make_runner
 from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, node_record, utc_now
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
@@ -58,16 +58,20 @@ from a2amesh.protocol import (
 )
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
+from a2amesh.replies import ReplyInfo, ReplyPublisher, valid_reply_subject
 from a2amesh.rpc import decode_request, encode_error, encode_result, request_id_of
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, connect_redis
+from a2amesh.store.redis import UNAVAILABLE, Redis, connect_redis
 from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
 from a2amesh.workflow.definition import LoopNode, WorkflowDefinition
 from a2amesh.workflow.engine import Engine
-from a2amesh.workflow.execution import EmitEvent, ExecutionState, NodeStatus, TimerFired
+from a2amesh.workflow.execution import EmitEvent, ExecutionState, NodeStatus, ReviewAnswered, TimerFired
+from a2amesh.workflow.graph import GraphDefinition
+from a2amesh.workflow.graph_engine import GraphEngine
+from a2amesh.workflow.graph_execution import GraphState
 
 __all__ = ["CONTROL_TYPES", "ExecutorService", "WorkflowExecutor"]
 
@@ -365,6 +369,12 @@ class WorkflowExecutor:
                 await msg.ack()
             else:
                 await msg.term()
+        except UNAVAILABLE as e:
+            # Redis unreachable (restart, pause): hand the request back; the record is created NX, so a
+            # redelivery of a request whose execution was created after all attaches to it
+            self.log.warning("request.store_unavailable", workflow=name, error=str(e) or type(e).__name__)
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=1)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -398,10 +408,8 @@ class WorkflowExecutor:
             await msg.nak(delay=1)
             return
         if message.task_id:
-            raise RpcError(
-                codes.UNSUPPORTED_OPERATION,
-                f"workflow {name} does not take follow-up messages on a task; send a new message to start a run",
-            )
+            await self._resume(name, msg, request_id, method, message, reply_to)
+            return
         task_id = task_id_for(name, message.message_id)
         context_id = message.context_id or nuid()
         reply = ReplyInfo(
@@ -419,25 +427,36 @@ class WorkflowExecutor:
             await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
             return
         engine = self.catalog.engine_for(workflow)
-        reuse: dict[str, Any] | None = None
-        retry = _control_part(message, RETRY_PART)
-        if retry is not None:
-            reuse = await self._reuse(engine, retry)
         chain = (message.metadata or {}).get(CALL_CHAIN_KEY)
-        state, commands = engine.start(
-            execution_id=task_id,
-            input=await self._input_of(message, reply),
-            now=time.time(),
-            digest=workflow.digest,
-            task_id=task_id,
-            context_id=context_id,
-            call_depth=int(msg.headers.get(h.CALL_DEPTH, "0") or 0),
-            call_chain=[str(c) for c in chain] if isinstance(chain, list) else [],
-            deadline=_deadline_of(msg.headers),
-            reuse=reuse,
-            reused_from=str(retry.get("execution_id")) if retry else None,
-        )
-        runner = ExecutionRunner(self.deps, engine, state, epoch=1, reply=reply)
+        common: dict[str, Any] = {
+            "execution_id": task_id,
+            "input": await self._input_of(message, reply),
+            "now": time.time(),
+            "digest": workflow.digest,
+            "task_id": task_id,
+            "context_id": context_id,
+            "call_depth": int(msg.headers.get(h.CALL_DEPTH, "0") or 0),
+            "call_chain": [str(c) for c in chain] if isinstance(chain, list) else [],
+            "deadline": _deadline_of(msg.headers),
+        }
+        state: ExecutionState | GraphState
+        if isinstance(engine, GraphEngine):
+            previous = await self._previous_turn(name, engine, message.context_id, task_id)
+            if previous == "busy":
+                await msg.nak(delay=0.2)  # one turn at a time per contextId: this one waits for the running one
+                return
+            last = previous if isinstance(previous, GraphState) else None
+            state, graph_commands = engine.start(**common, previous=last)
+            commands: list[Any] = list(graph_commands)
+        else:
+            reuse: dict[str, Any] | None = None
+            retry = _control_part(message, RETRY_PART)
+            if retry is not None:
+                reuse = await self._reuse(engine, retry)
+            reused_from = str(retry.get("execution_id")) if retry else None
+            state, dag_commands = engine.start(**common, reuse=reuse, reused_from=reused_from)
+            commands = list(dag_commands)
+        runner = make_runner(self.deps, engine, state, epoch=1, reply=reply)
         call_ids = runner.prepare(commands)
         await self._save_definition(workflow.digest, workflow.definition)
         created = await self.store.create(
@@ -453,16 +472,18 @@ class WorkflowExecutor:
                 "input": json.dumps(state.input, default=str),
                 "reply": reply.model_dump_json(),
                 "call_depth": state.call_depth,
-                "reused_from": state.reused_from or "",
+                "reused_from": getattr(state, "reused_from", None) or "",
                 **_final_fields(state),
             },
-            nodes={path: node_record(run) for path, run in runner.state.nodes.items()},
+            nodes=_initial_records(runner),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
             timers={timer_id: int(due * 1000) for timer_id, due in state.timers.items()},
         )
         if not created.created:
             await self._attach(name, task_id, await self.store.record(task_id) or {}, reply, msg)
             return
+        if isinstance(state, GraphState) and isinstance(engine, GraphEngine) and engine.graph.is_conversational:
+            await self.store.redis.set(self.store.keys.conversation_turn(name, context_id), task_id)
         working = Task(
             id=task_id,
             context_id=context_id,
@@ -509,8 +530,8 @@ class WorkflowExecutor:
             context_id=context_id,
         )
         reply = ReplyInfo()
-        runner = ExecutionRunner(self.deps, engine, state, epoch=1, reply=reply)
-        call_ids = runner.prepare(commands)
+        runner = make_runner(self.deps, engine, state, epoch=1, reply=reply)
+        call_ids = runner.prepare(list[Any](commands))
         await self._save_definition(workflow.digest, workflow.definition)
         created = await self.store.create(
             execution_id,
@@ -530,7 +551,7 @@ class WorkflowExecutor:
                 "fire": int(fire.timestamp()),
                 **_final_fields(state),
             },
-            nodes={path: node_record(run) for path, run in runner.state.nodes.items()},
+            nodes=_initial_records(runner),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
             timers={timer_id: int(due * 1000) for timer_id, due in state.timers.items()},
         )
@@ -547,7 +568,85 @@ class WorkflowExecutor:
         self._launch(runner, commands, call_ids=call_ids)
         return True
 
-    async def _save_definition(self, digest: str, definition: WorkflowDefinition) -> None:
+    async def _previous_turn(
+        self, name: str, engine: GraphEngine, context_id: str | None, task_id: str
+    ) -> GraphState | str | None:
+        """A conversational graph's last turn on this context (``"busy"`` while it still runs)."""
+        if not engine.graph.is_conversational or not context_id:
+            return None
+        last = await self.store.redis.get(self.store.keys.conversation_turn(name, context_id))
+        if not last or str(last) == task_id:
+            return None
+        raw = await self.store.state(str(last))
+        if raw is None:
+            return None
+        previous = GraphState.model_validate_json(raw)
+        if previous.status == "running":
+            return "busy"
+        if previous.status == "paused":
+            raise RpcError(
+                codes.UNSUPPORTED_OPERATION,
+                f"turn {previous.turn} of context {context_id} (task {previous.task_id}) is paused for a human; "
+                "resume it first",
+            )
+        return previous
+
+    async def _resume(
+        self, name: str, msg: WorkMsg, request_id: JsonRpcId, method: str, message: Message, reply_to: str
+    ) -> None:
+        """A SendMessage on a paused task: the human's answer ``{"decision", "data", "reason"?, "path"?}``."""
+        task_id = str(message.task_id)
+        record = await self.store.record(task_id)
+        if record is None:
+            raise TaskNotFound(task_id)
+        status = record.get("status", "")
+        if status != "paused":
+            raise RpcError(
+                codes.UNSUPPORTED_OPERATION,
+                f"task {task_id} of workflow {name} is {status or 'unknown'}, not paused for a review; "
+                "send a new message to start a run",
+            )
+        body = await self._input_of(message, ReplyInfo())
+        try:
+            event = ReviewAnswered.model_validate(body)
+        except ValueError as e:
+            raise RpcError(
+                codes.INVALID_PARAMS,
+                'a resume carries {"decision": "approve" | "edit" | "reject", "data": ..., "reason"?, "path"?}: '
+                + str(e).splitlines()[0],
+            ) from e
+        outcome, epoch = await self.store.acquire(task_id, self.instance)
+        if outcome != "acquired":
+            await msg.nak(delay=0.2)  # its owner is still letting it go (or another resume is applied)
+            return
+        token = f"{self.instance}:{epoch}"
+        raw = await self.store.state(task_id)
+        engine = await self._engine_for(record.get("digest", ""))
+        if raw is None or engine is None:
+            await self.store.release(task_id, token, handover=False)
+            raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be resumed: its state is missing")
+        old = ReplyInfo.model_validate_json(record.get("reply") or "{}")
+        reply = ReplyInfo(
+            reply_to=reply_to,
+            request_id=request_id,
+            streaming=method == codes.SEND_STREAMING_MESSAGE,
+            node_request=old.node_request,
+            headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
+        )
+        runner = make_runner(self.deps, engine, load_state(engine, raw), epoch=epoch, reply=reply)
+        try:
+            state, commands = engine.step(runner.state, event, time.time())  # type: ignore[arg-type]
+        except A2AMeshError as e:
+            await self.store.park(task_id, token, _next_due_ms(runner.state.timers))
+            raise RpcError(codes.INVALID_PARAMS, f"cannot resume {task_id}: {e}") from e
+        ok = await runner.checkpoint(state, list(commands), [], extra={"reply": reply.model_dump_json()})
+        await msg.ack()
+        if not ok:
+            return
+        self.log.info("execution.resumed", execution_id=task_id, decision=event.decision, path=event.path)
+        self._launch(runner, [])
+
+    async def _save_definition(self, digest: str, definition: WorkflowDefinition | GraphDefinition) -> None:
         saved = self._saved_digests.get(digest)
         if saved is not None and time.time() - saved < 3600:
             return
@@ -694,6 +793,8 @@ class WorkflowExecutor:
             runner = self.runners.get(execution_id)
             if runner is not None:
                 await self.store.reindex_timers(execution_id, runner.poke())
+            elif not self._stop.is_set() and self._free_slots() > 0:
+                await self.adopt(execution_id)  # a parked (paused) execution whose review timer is due
         if self._free_slots() <= 0 or self._stop.is_set():
             return
         for execution_id in await self.store.orphaned():
@@ -717,25 +818,33 @@ class WorkflowExecutor:
             self.log.error("execution.cannot_resume", execution_id=execution_id, digest=record.get("digest"))
             await self.store.release(execution_id, f"{self.instance}:{epoch}", handover=False)
             return False
-        state = ExecutionState.model_validate_json(raw)
+        state = load_state(engine, raw)
         reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = ExecutionRunner(self.deps, engine, state, epoch=epoch, reply=reply)
+        runner = make_runner(self.deps, engine, state, epoch=epoch, reply=reply)
         if record.get("cancel") == "1":
             runner.cancel()
         next_due = min(state.timers.values(), default=None)
         await self.store.reindex_timers(execution_id, None if next_due is None else int(next_due * 1000))
-        self.log.info("execution.adopted", execution_id=execution_id, epoch=epoch)
-        self._launch(runner, [], before=runner.resume_calls)
+        self.log.info("execution.adopted", execution_id=execution_id, epoch=epoch, paused=runner.parked)
+        if runner.parked:
+            # a paused execution taken back for a due review timer, or one whose pause was not answered yet
+            runner.poke()
+            self._launch(runner, [], before=runner.republish_pause)
+        else:
+            self._launch(runner, [], before=runner.resume_calls)
         return True
 
-    async def _engine_for(self, digest: str) -> Engine | None:
+    async def _engine_for(self, digest: str) -> Engine | GraphEngine | None:
         engine = self.catalog.engine(digest)
         if engine is not None:
             return engine
         data = await self.store.load_definition(digest)
         if data is None:
             return None
-        engine = Engine(WorkflowDefinition.parse(data, source=f"definition {digest[:12]}"))
+        if "entrypointNodeId" in data or data.get("format") in ("graph", "simple"):
+            engine = GraphEngine(GraphDefinition.model_validate(data))
+        else:
+            engine = Engine(WorkflowDefinition.parse(data, source=f"definition {digest[:12]}"))
         self.catalog.remember(digest, engine)
         return engine
 
@@ -745,8 +854,8 @@ class WorkflowExecutor:
         if raw is None or engine is None:
             return
         reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = ExecutionRunner(
-            self.deps, engine, ExecutionState.model_validate_json(raw), epoch=int(record.get("epoch") or 1), reply=reply
+        runner = make_runner(
+            self.deps, engine, load_state(engine, raw), epoch=int(record.get("epoch") or 1), reply=reply
         )
         await runner.publish_final()
 
@@ -839,16 +948,30 @@ class WorkflowExecutor:
         return ListTasksResponse(tasks=tasks, next_page_token=nxt, page_size=len(tasks), total_size=total)
 
 
-def _final_fields(state: ExecutionState) -> dict[str, Any]:
+def _initial_records(runner: ExecutionRunner) -> dict[str, str]:
+    """Node records of a new execution (a graph's first node instance, a DAG's every node)."""
+    state = runner.state
+    if isinstance(state, ExecutionState):
+        return {path: node_record(run) for path, run in state.nodes.items()}
+    empty = state.model_copy(update={"pending": None})
+    return runner.node_records(empty, state)
+
+
+def _final_fields(state: ExecutionState | GraphState) -> dict[str, Any]:
     """Record fields of an execution that finished in its first step (its input was refused)."""
     if not state.finished:
         return {}
     return {
-        "status": state.status.value,
+        "status": str(state.status),
         "error": state.error or "",
         "output": json.dumps(state.output, default=str),
         "finished": int((state.finished_at or time.time()) * 1000),
     }
+
+
+def _next_due_ms(timers: dict[str, float]) -> int | None:
+    due = min(timers.values(), default=None)
+    return None if due is None else int(due * 1000)
 
 
 def _deadline_of(headers: dict[str, str]) -> float | None:

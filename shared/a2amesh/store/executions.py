@@ -271,6 +271,23 @@ class ExecutionStore:
         if released and handover:
             await self.redis.zadd(self.keys.leases_index(), {execution_id: 0})
 
+    async def set_fields(self, execution_id: str, fields: Mapping[str, str]) -> None:
+        """Set record fields outside a step (the caller's reply info after a pause answered it)."""
+        key = self.keys.execution(execution_id)
+        for name, value in fields.items():
+            await self.redis.hset(key, name, value)
+
+    async def park(self, execution_id: str, token: str, next_due_ms: int | None) -> None:
+        """Let a paused execution go: drop its lease and its takeover entry; index its next timer, if any."""
+        await self._release(keys=[self.keys.lease(execution_id)], args=[token])
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrem(self.keys.leases_index(), execution_id)
+        if next_due_ms is None:
+            pipe.zrem(self.keys.timers(), execution_id)
+        else:
+            pipe.zadd(self.keys.timers(), {execution_id: next_due_ms})
+        await pipe.execute()
+
     async def orphaned(self, limit: int = 50) -> list[str]:
         """Executions whose lease expired by the index (candidates for a takeover)."""
         return _strs(await self.redis.zrangebyscore(self.keys.leases_index(), "-inf", now_ms(), start=0, num=limit))

@@ -106,6 +106,15 @@ class Keys:
         """Sorted set of running executions by lease expiry (ms)."""
         return f"{self.ns}:leases"
 
+    def conversation_turn(self, workflow: str, context_id: str) -> str:
+        """The execution id of a conversational graph workflow's latest turn on a contextId (SPEC §6)."""
+        return f"{self.ns}:conv:{workflow}:{{{context_id}}}"
+
+    # schedules: both keys share the ``{schedules}`` hash tag (one script updates them together)
     def schedules(self) -> str:
-        """Hash of schedule state by schedule id."""
-        return f"{self.ns}:schedules"
+        """Hash of schedule state (``ScheduleState`` JSON) by schedule id ``{workflow}/{branch}``."""
+        return f"{self.ns}:{{schedules}}"
+
+    def schedule_timers(self) -> str:
+        """Sorted set of schedule ids by the time (ms) an executor must look at them next."""
+        return f"{self.ns}:{{schedules}}:due"

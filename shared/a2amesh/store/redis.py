@@ -6,7 +6,9 @@ from importlib import resources
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from a2amesh.config import Settings
 from a2amesh.errors import StoreError
@@ -15,6 +17,13 @@ from a2amesh.logs import get_logger
 log = get_logger("store")
 
 Redis = aioredis.Redis
+
+MAX_CONNECTIONS = 512
+"""Connections of a process's pool; more concurrent commands wait for one instead of failing."""
+
+UNAVAILABLE: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
+"""Errors meaning Redis/Valkey cannot be reached for now (restart, pause, network, AOF loading):
+the work is handed back and retried later, never failed."""
 
 
 async def connect_redis(settings: Settings, *, url: str | None = None, check: bool = True) -> Redis:
@@ -34,7 +43,12 @@ async def connect_redis(settings: Settings, *, url: str | None = None, check: bo
     if settings.redis_password:
         kwargs["password"] = settings.redis_password.get_secret_value()
     try:
-        client: Redis = aioredis.from_url(dsn, **kwargs)
+        # A blocking pool: past MAX_CONNECTIONS commands wait for a free connection (up to the socket
+        # timeout) instead of failing with redis-py's MaxConnectionsError (its default pool holds 100).
+        pool = aioredis.BlockingConnectionPool.from_url(
+            dsn, max_connections=MAX_CONNECTIONS, timeout=kwargs["socket_timeout"], **kwargs
+        )
+        client: Redis = aioredis.Redis.from_pool(pool)
     except ValueError as e:
         raise StoreError(f"REDIS_URL is not a redis:// or rediss:// URL: {e}") from e
     if check:
@@ -86,7 +100,7 @@ class Scripts:
 
         self._r = redis
         self._source = {n: load_script(n) for n in names}
-        self.sha = {n: hashlib.sha1(src.encode()).hexdigest() for n, src in self._source.items()}  # noqa: S324
+        self.sha = {n: hashlib.sha1(src.encode()).hexdigest() for n, src in self._source.items()}
         self._loaded = False
 
     def queue(self, pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:

@@ -30,7 +30,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from a2amesh.errors import DefinitionError
+from a2amesh.errors import DefinitionError, ScheduleError
+from a2amesh.executor.schedules import parse_schedule
 from a2amesh.workflow.durations import Duration
 from a2amesh.workflow.templates import JsonValue, TemplateScope
 
@@ -620,6 +621,17 @@ class WorkflowDefinition(_Model):
     timeout: Duration | None = Field(None, description="Timeout of the whole execution (time paused excluded).")
     max_call_depth: int = Field(10, ge=1, description="Deepest chain of nested workflow calls allowed.")
     skills: list[Skill] = Field(default_factory=list, description="Skills for the workflow's agent card.")
+    execution_mode: Literal["one_time", "interval", "continuous"] = Field(
+        "one_time",
+        description="one_time (only when called), interval (on the schedule) or continuous (again after each run).",
+    )
+    schedule: str | None = Field(
+        None,
+        description="interval: seconds, daily@HH:mm or weekly@d1,d2,…@HH:mm (0 = Sunday); continuous: seconds of "
+        "delay between runs (default 5). See docs/schedules.md.",
+        json_schema_extra=_also_accepts({"type": "number"}),
+    )
+    schedule_input: JsonValue = Field(None, description="The input of every scheduled run. Omitted: an empty object.")
 
     _by_id: dict[str, Node] = PrivateAttr(default_factory=dict)
 
@@ -637,6 +649,19 @@ class WorkflowDefinition(_Model):
     @classmethod
     def _no_skills(cls, value: Any) -> Any:
         return [] if value is None else value
+
+    @classmethod
+    def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
+        mode, schedule = data.get("execution_mode"), data.get("schedule")
+        if mode is None and schedule is None:
+            return data
+        try:
+            spec = parse_schedule(mode, schedule, mode_field="execution_mode")
+        except ScheduleError as exc:
+            raise _field_problem(exc.field, f"{exc.value!r}: {exc.reason}") from None
+        # one_time keeps its (ignored) schedule text so validation can warn about it
+        text = spec.text if spec.text is not None or schedule is None else str(schedule)
+        return {**data, "execution_mode": spec.mode, "schedule": text}
 
     def model_post_init(self, context: Any, /) -> None:
         for node in self.nodes:

@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
 from a2amesh.workflow.conditions import ConditionError, evaluate
 from a2amesh.workflow.definition import (
@@ -47,9 +48,12 @@ from a2amesh.workflow.execution import (
     ExecutionStatus,
     Finish,
     NodeFailed,
+    NodePaused,
     NodeRun,
     NodeStatus,
     NodeSucceeded,
+    RequestReview,
+    ReviewAnswered,
     SetTimer,
     TimerFired,
 )
@@ -194,23 +198,38 @@ class Engine:
 
         Returns:
             The new state and the commands to carry out.
+
+        Raises:
+            InvalidTransition: a :class:`ReviewAnswered` that fits no waiting review (or an edit that
+                does not match the node's ``edit_schema``); the state is unchanged.
         """
         if state.finished:
+            if isinstance(event, ReviewAnswered):
+                raise InvalidTransition(f"cannot resume: the execution is {state.status.value}")
             return state, []
         run = _Step(self, state.model_copy(deep=True), now)
         if isinstance(event, NodeSucceeded):
             run.on_succeeded(event)
         elif isinstance(event, NodeFailed):
             run.on_failed(event)
+        elif isinstance(event, NodePaused):
+            run.on_paused(event)
+        elif isinstance(event, ReviewAnswered):
+            run.on_review(event)
         elif isinstance(event, TimerFired):
             run.on_timer(event.timer_id)
         elif isinstance(event, CancelRequested):
             run.on_cancel(event.reason)
         run.advance()
+        # a pause is announced again after an answer or a timer that changed the waiting reviews
+        armed = isinstance(event, TimerFired) and event.timer_id in state.timers
+        run.settle_pause(announce=isinstance(event, ReviewAnswered) or armed)
         return run.state, run.commands
 
-    def dispatch_command(self, state: ExecutionState, run: NodeRun, deadline: float | None) -> DispatchNode:
-        """The command that sends the current attempt of a call instance."""
+    def dispatch_command(
+        self, state: ExecutionState, run: NodeRun, deadline: float | None, resume: dict[str, Any] | None = None
+    ) -> DispatchNode:
+        """The command that sends the current attempt of a call instance (or a resume to its paused callee)."""
         node = self.definition.node(run.node_id)
         assert run.agent is not None, run.path
         assert run.message_id is not None, run.path
@@ -231,6 +250,7 @@ class Engine:
             deadline=deadline,
             call_depth=state.call_depth + 1,
             call_chain=[*state.call_chain, self.name],
+            resume=resume,
         )
 
     def redispatch(self, state: ExecutionState, path: str) -> DispatchNode | None:
@@ -338,6 +358,9 @@ class _Step:
             targets = {target for _, target in router.branch_targets()}
             if dep.status is NodeStatus.COMPLETED and run.node_id in targets and dep.selected != run.node_id:
                 self.skip(run, f"not taken: {dep.node_id} chose {dep.selected or 'no branch'}")
+                return True
+            if isinstance(router, HumanReviewNode) and dep.selected and dep.selected != run.node_id:
+                self.skip(run, f"not taken: {dep.node_id} was rejected")
                 return True
         failed = [dep for dep in deps if dep.status is NodeStatus.FAILED and not dep.absorbed]
         if failed:
@@ -504,12 +527,7 @@ class _Step:
             # a join used as an exit handler or container target has nothing to wait for
             self.complete(run, {"results": {}, "completed": []})
         elif isinstance(node, HumanReviewNode):
-            self.fail(
-                run,
-                "human_review nodes are not supported yet by this executor (pausing for a human arrives "
-                "with the human-review work); remove the node or route around it",
-                "error",
-            )
+            self._start_review(run, node)
 
     def complete(self, run: NodeRun, output: JsonValue) -> None:
         run.status = NodeStatus.COMPLETED
@@ -557,7 +575,7 @@ class _Step:
             return
         self.clear_timer(run.timer)
         run.timer = None
-        if run.type in CALL_TYPES and run.status is NodeStatus.RUNNING:
+        if run.type in CALL_TYPES and run.status in (NodeStatus.RUNNING, NodeStatus.WAITING_INPUT):
             self.clear_timer(_timeout_timer(run.path, run.attempt))
             if run.task_id and run.agent:
                 self.commands.append(CancelCall(path=run.path, agent=run.agent, task_id=run.task_id))
@@ -628,7 +646,7 @@ class _Step:
             return  # disarmed, or already handled
         if timer_id == EXECUTION_TIMEOUT:
             timeout = self.definition.timeout
-            if timeout and self.state.started_at + timeout <= self.now + 1e-6:
+            if timeout and self.state.started_at + self.state.paused_seconds + timeout <= self.now + 1e-6:
                 self.fail_execution(f"the workflow timed out after {timeout:g}s")
             else:
                 self.fail_execution("the caller's deadline passed before the workflow finished")
@@ -648,6 +666,11 @@ class _Step:
             elif kind == "retry" and run.status is NodeStatus.WAITING and run.timer == timer_id:
                 run.timer = None
                 self._dispatch(run)
+        elif kind == "review":
+            run = self.state.nodes.get(rest)
+            if run is not None and run.status is NodeStatus.WAITING_INPUT and run.timer == timer_id:
+                run.timer = None
+                self._review_timed_out(run)
         elif kind == "delay":
             path, _, iteration = rest.rpartition("#")
             run = self.state.nodes.get(path)
@@ -762,6 +785,158 @@ class _Step:
                 self._dispatch(run)
             return
         self.fail(run, error, kind)
+
+    # --- human review ------------------------------------------------------------------------
+
+    def _start_review(self, run: NodeRun, node: HumanReviewNode) -> None:
+        scope = self.scope_for(run)
+        try:
+            prompt = render(node.prompt, scope, path="prompt")
+            data = None if node.data is None else resolve(node.data, scope, path="data")
+        except TemplateError as exc:
+            self.fail(run, str(exc), "error")
+            return
+        run.status = NodeStatus.WAITING_INPUT
+        run.input = data
+        run.review = {
+            "type": "review_request",
+            "path": run.path,
+            "prompt": prompt,
+            "data": data,
+            "edit_schema": node.edit_schema,
+        }
+        if node.timeout:
+            run.timer = f"review:{run.path}"
+            self.set_timer(run.timer, self.now + float(node.timeout))
+        self.emit("node.waiting_input", run, prompt=prompt)
+
+    def on_paused(self, event: NodePaused) -> None:
+        """A callee asked for input: its calling node waits for a human too (the path bubbles up)."""
+        run = self._current_call(event.path, event.attempt)
+        if run is None:
+            return
+        self.clear_timer(_timeout_timer(run.path, run.attempt))
+        if event.task_id:
+            run.task_id = event.task_id
+        review = dict(event.review)
+        inner = str(review.get("path") or "")
+        review["path"] = f"{run.path}/{inner}" if inner else run.path
+        review.setdefault("type", "review_request")
+        run.review = review
+        run.status = NodeStatus.WAITING_INPUT
+        self.emit("node.waiting_input", run, prompt=review.get("prompt"), callee_task_id=run.task_id)
+
+    def _waiting(self) -> list[NodeRun]:
+        return [r for r in self.state.nodes.values() if r.status is NodeStatus.WAITING_INPUT]
+
+    def on_review(self, event: ReviewAnswered) -> None:
+        """A human answered: decide a human_review node, or forward the answer to the paused callee."""
+        waiting = self._waiting()
+        if not waiting:
+            raise InvalidTransition(
+                f"cannot resume: execution {self.state.execution_id} is {self.state.status.value} "
+                "with no review waiting"
+            )
+        target, rest = waiting[0], ""
+        if event.path:
+            found = [r for r in waiting if event.path == r.path or event.path.startswith(r.path + "/")]
+            if not found:
+                paths = ", ".join(str((r.review or {}).get("path") or r.path) for r in waiting)
+                raise InvalidTransition(f"no review waits at path {event.path!r} (waiting: {paths})")
+            target, rest = found[0], event.path[len(found[0].path) + 1 :]
+        review = target.review or {}
+        if event.decision == "edit":
+            schema = review.get("edit_schema")
+            problems = schema_errors(schema if isinstance(schema, dict) else None, event.data)
+            if problems:
+                raise InvalidTransition(
+                    f"the edit for review {review.get('path') or target.path!r} does not match its edit_schema: "
+                    + "; ".join(problems)
+                )
+        node = self.definition.node(target.node_id)
+        if isinstance(node, HumanReviewNode):
+            self.clear_timer(target.timer)
+            target.timer = None
+            self._decide(target, node, event.decision, event.data, event.reason)
+            return
+        self._forward_review(target, event, rest)
+
+    def _forward_review(self, run: NodeRun, event: ReviewAnswered, rest: str) -> None:
+        """Continue the callee's paused task with the answer; its result arrives like any call's."""
+        run.status = NodeStatus.RUNNING
+        run.resumes += 1
+        run.attempt_started_at = self.now
+        run.reply_to = None
+        deadline = self.state.deadline
+        timeout = self._call_timeout(run)
+        if timeout:
+            due = self.now + timeout
+            self.set_timer(_timeout_timer(run.path, run.attempt), due)
+            deadline = due if deadline is None else min(deadline, due)
+        body: dict[str, Any] = {"decision": event.decision, "data": event.data}
+        if event.reason:
+            body["reason"] = event.reason
+        if rest:
+            body["path"] = rest
+        command = self.engine.dispatch_command(self.state, run, deadline, resume=body)
+        self.commands.append(command.model_copy(update={"message_id": f"{run.message_id}:resume{run.resumes}"}))
+        self.emit("node.resumed", run, decision=event.decision, callee_task_id=run.task_id)
+
+    def _decide(self, run: NodeRun, node: HumanReviewNode, decision: str, data: JsonValue, reason: str | None) -> None:
+        if decision == "reject":
+            if node.on_reject != "fail":
+                run.selected = node.on_reject
+                self.complete(run, {"decision": "reject", "reason": reason, "data": run.input})
+            else:
+                self.fail(run, f"rejected by the reviewer{': ' + reason if reason else ''}", "failure")
+            return
+        self.complete(run, run.input if decision == "approve" else data)
+
+    def _review_timed_out(self, run: NodeRun) -> None:
+        node = self.definition.node(run.node_id)
+        assert isinstance(node, HumanReviewNode)
+        text = f"the review timed out after {float(node.timeout or 0):g}s"
+        self.emit("node.review_timeout", run, on_timeout=node.on_timeout)
+        if node.on_timeout == "fail":
+            self.fail(run, text, "error")
+        else:
+            self._decide(run, node, node.on_timeout, None, text)
+
+    def settle_pause(self, *, announce: bool) -> None:
+        """Pause when only humans are awaited (no call in flight, no retry waiting); un-pause otherwise.
+
+        While paused the execution timeout stops (re-armed with the paused time added on resume) and
+        the caller's request ends; ``RequestReview`` tells the executor to answer it with the review.
+        """
+        state = self.state
+        if state.finished:
+            return
+        waiting = self._waiting()
+        busy = any(
+            r.status is NodeStatus.WAITING or (r.type in CALL_TYPES and r.status is NodeStatus.RUNNING)
+            for r in state.nodes.values()
+        )
+        if waiting and not busy:
+            if state.status is ExecutionStatus.RUNNING:
+                state.status = ExecutionStatus.PAUSED
+                state.paused_at = self.now
+                state.deadline = None  # the caller's request ends with the pause (SPEC §7)
+                self.clear_timer(EXECUTION_TIMEOUT)
+                announce = True
+            if announce:
+                first = waiting[0]
+                review: dict[str, JsonValue] = dict(first.review or {})
+                path = str(review.get("path") or first.path)
+                self.emit("execution.paused", first, status="paused", reason=review.get("prompt"), review_path=path)
+                self.commands.append(RequestReview(path=path, node_id=first.node_id, review=review))
+        elif state.status is ExecutionStatus.PAUSED:
+            state.status = ExecutionStatus.RUNNING
+            state.paused_seconds += self.now - (state.paused_at or self.now)
+            state.paused_at = None
+            timeout = self.definition.timeout
+            if timeout and state.phase == "dag":
+                self.set_timer(EXECUTION_TIMEOUT, state.started_at + state.paused_seconds + timeout)
+            self.emit("execution.resumed", status="running", paused_ms=int(state.paused_seconds * 1000))
 
     # --- routers -----------------------------------------------------------------------------
 

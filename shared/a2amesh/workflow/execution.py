@@ -36,10 +36,13 @@ __all__ = [
     "ExecutionStatus",
     "Finish",
     "NodeFailed",
+    "NodePaused",
     "NodeRun",
     "NodeStatus",
     "NodeSucceeded",
     "Phase",
+    "RequestReview",
+    "ReviewAnswered",
     "SetTimer",
     "TimerFired",
 ]
@@ -49,6 +52,8 @@ class ExecutionStatus(StrEnum):
     """Status of a whole execution."""
 
     RUNNING = "running"
+    PAUSED = "paused"
+    """Waiting for a human (a review node, or a callee that asked for input); no call in flight."""
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"
@@ -56,7 +61,7 @@ class ExecutionStatus(StrEnum):
     @property
     def final(self) -> bool:
         """The execution has finished."""
-        return self is not ExecutionStatus.RUNNING
+        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELED)
 
 
 class NodeStatus(StrEnum):
@@ -68,6 +73,8 @@ class NodeStatus(StrEnum):
     """Started, and waiting for a timer (retry backoff, loop delay)."""
     RUNNING = "running"
     """A call is in flight, or a container has instances running."""
+    WAITING_INPUT = "waiting_input"
+    """A human_review node waiting for its reviewer, or a call whose callee asked for input."""
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -124,6 +131,10 @@ class NodeRun(_Data):
     children: list[str] = Field(default_factory=list, description="Container: instance paths, in order.")
     timer: str | None = Field(None, description="The timer this instance waits for, if any.")
     last_output: JsonValue = Field(None, description="Loop: the target's latest output (its scope).")
+    review: dict[str, Any] | None = Field(
+        None, description="Waiting for input: the review_request (path relative to this execution)."
+    )
+    resumes: int = Field(0, description="Resumes forwarded to this instance's callee.")
 
     @property
     def final(self) -> bool:
@@ -160,6 +171,8 @@ class ExecutionState(_Data):
     seq: int = Field(0, description="Events emitted so far (the A2A-Seq of progress replies).")
     usage: dict[str, int] = Field(default_factory=dict, description="Token usage summed over every node.")
     reused_from: str | None = Field(None, description="The execution whose outputs a retry reused.")
+    paused_at: float | None = Field(None, description="When the execution paused for a human (None: not paused).")
+    paused_seconds: float = Field(0.0, description="Time spent paused so far (excluded from the timeout).")
 
     @property
     def finished(self) -> bool:
@@ -198,6 +211,27 @@ class NodeFailed(_Data):
     usage: dict[str, Any] | None = None
 
 
+class NodePaused(_Data):
+    """A callee asked for input (its task is ``TASK_STATE_INPUT_REQUIRED``): the calling node waits for a human."""
+
+    kind: Literal["node_paused"] = "node_paused"
+    path: str
+    attempt: int
+    review: dict[str, Any] = Field(description="The callee's review_request (its own path).")
+    task_id: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+class ReviewAnswered(_Data):
+    """A human answered a review (the SPEC's resume body ``{"decision", "data"}`` validates as one)."""
+
+    kind: Literal["review_answered"] = "review_answered"
+    decision: Literal["approve", "edit", "reject"]
+    data: JsonValue = None
+    reason: str | None = None
+    path: str | None = Field(None, description="The review addressed (default: the one the execution waits for).")
+
+
 class TimerFired(_Data):
     """A timer armed by :class:`SetTimer` is due."""
 
@@ -212,7 +246,10 @@ class CancelRequested(_Data):
     reason: str = "canceled by request"
 
 
-Event: TypeAlias = Annotated[NodeSucceeded | NodeFailed | TimerFired | CancelRequested, Field(discriminator="kind")]
+Event: TypeAlias = Annotated[
+    NodeSucceeded | NodeFailed | NodePaused | TimerFired | CancelRequested | ReviewAnswered,
+    Field(discriminator="kind"),
+]
 
 
 # --- commands --------------------------------------------------------------------------------
@@ -237,6 +274,21 @@ class DispatchNode(_Data):
     deadline: float | None = Field(None, description="Epoch seconds: min(caller deadline, node timeout).")
     call_depth: int
     call_chain: list[str]
+    resume: dict[str, Any] | None = Field(
+        None, description="Continue the callee's paused task (task_id) with this resume body instead of a new call."
+    )
+
+
+class RequestReview(_Data):
+    """Pause for a human: the task goes to TASK_STATE_INPUT_REQUIRED with ``review`` as a DataPart."""
+
+    kind: Literal["request_review"] = "request_review"
+    path: str
+    node_id: str
+    review: dict[str, JsonValue] = Field(description='{"type": "review_request", path, prompt, data, edit_schema}.')
+    guard: Literal["stepLimit", "timeout", "maxRounds"] | None = Field(
+        None, description="The guard that tripped, when a guard caused the handoff (graph workflows)."
+    )
 
 
 class CancelCall(_Data):
@@ -286,5 +338,5 @@ class Finish(_Data):
 
 
 Command: TypeAlias = Annotated[
-    DispatchNode | CancelCall | SetTimer | ClearTimer | EmitEvent | Finish, Field(discriminator="kind")
+    DispatchNode | RequestReview | CancelCall | SetTimer | ClearTimer | EmitEvent | Finish, Field(discriminator="kind")
 ]

@@ -23,6 +23,8 @@ from a2amesh.workflow.execution import (
     Finish,
     NodeFailed,
     NodeSucceeded,
+    RequestReview,
+    ReviewAnswered,
     SetTimer,
     TimerFired,
 )
@@ -112,6 +114,7 @@ class Pending(_Data):
     agent: str | None = None
     task_id: str | None = None
     started_at: float
+    reply_to: str | None = Field(None, description="Reply subject of the agent call (set by the executor).")
 
 
 class GraphFailure(_Data):
@@ -183,15 +186,6 @@ class ToolsCompleted(_Data):
     results: list[ToolResult] = Field(default_factory=list)
 
 
-class ReviewAnswered(_Data):
-    """A human answered a :class:`RequestReview` (the SPEC's resume body validates as one)."""
-
-    kind: Literal["review_answered"] = "review_answered"
-    decision: Literal["approve", "edit", "reject"]
-    data: JsonValue = None
-    reason: str | None = None
-
-
 GraphEvent: TypeAlias = Annotated[
     NodeSucceeded | NodeFailed | TimerFired | CancelRequested | ToolsCompleted | ReviewAnswered,
     Field(discriminator="kind"),
@@ -243,16 +237,6 @@ class RunTools(_Data):
         default_factory=dict, description="The definition's specs of the called tools it knows, by name."
     )
     deadline: float | None = None
-
-
-class RequestReview(_Data):
-    """Pause for a human: the task goes to TASK_STATE_INPUT_REQUIRED with ``review`` as a DataPart."""
-
-    kind: Literal["request_review"] = "request_review"
-    path: str
-    node_id: str
-    review: dict[str, JsonValue] = Field(description='{"type": "review_request", path, prompt, data, edit_schema}.')
-    guard: Guard | None = Field(None, description="The guard that tripped, when a guard caused the handoff.")
 
 
 GraphCommand: TypeAlias = Annotated[

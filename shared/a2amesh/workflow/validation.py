@@ -222,6 +222,8 @@ class _Checker:
         self._check_templates()
         self._check_conditions()
         self._check_agents()
+        if self.definition.execution_mode == "one_time" and self.definition.schedule is not None:
+            self.warn("", "schedule", "ignored: a one_time workflow runs only when called")
         return self.issues
 
     # --- structure ---

@@ -1,0 +1,131 @@
+"""LLM nodes: sequential workflows of 1 and 3 LLM-agent nodes on a local fake OpenAI-compatible model.
+
+The model is ``bench/fake_openai.py`` (``tests/fakes/openai_server.py`` in its own process, answering
+each node call in two model turns: a ``save_artifact`` tool call, then the ``«result:artifact=…»``
+embed — the same two turns SAM's fake model gives its nodes in ``shared/bench/sam/``). One LLM agent
+process (the real ``openai`` client, ``OPENAI_BASE_URL`` pointed at the fake), one executor process,
+production settings. Per node = run time / N, model time included; the model's own time per call is
+measured alone (a raw HTTP chat completion to the same fake) so the overhead can be read off.
+Set beside SAM's per-node figure under the same kind of fake model (``SAM_MS_PER_NODE``, about 100 ms
+on this machine per the issue and ``shared/bench/sam/README.md``: 70–100 ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/llm_node.py` from anywhere
+
+import httpx
+import yaml
+
+from a2amesh.client import Client
+from a2amesh.protocol import TaskState
+from bench.common import REPO, BenchContext, Figure, Section, drop_namespace, main, ms_since, percentile, ratio
+from bench.wfkit import CpuMeter, chain_workflow, cpu_note, prepare_namespace, start_agents, start_executor
+from bench.wfkit import write_workflows
+
+SAM_MS_PER_NODE = 100.0
+SIZES = (1, 3)
+
+
+async def fake_base_url(ctx: BenchContext) -> tuple[object, str]:
+    child = await ctx.spawn("fake-openai", [sys.executable, str(REPO / "bench" / "fake_openai.py")], ctx.child_env("x"))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for line in child.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("BASE_URL "):
+                return child, line.split(" ", 1)[1].strip()
+        if child.proc.returncode is not None:
+            break
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"the fake OpenAI server did not start:\n{child.tail()}")
+
+
+async def run(ctx: BenchContext) -> list[Figure]:
+    ns = ctx.new_namespace("llm")
+    fake, base_url = await fake_base_url(ctx)
+    agents_dir = ctx.tmp / f"agents-{ns}"
+    agents_dir.mkdir(parents=True, exist_ok=True)
+    agent_yaml = agents_dir / "llmnode.yaml"
+    agent_yaml.write_text(
+        yaml.safe_dump(
+            {
+                "name": "llmnode",
+                "description": "an LLM agent answering from the benchmark's fake model",
+                "version": "1.0.0",
+                "llm": {"model": "fake-model"},
+                "max_concurrency": 16,
+            }
+        )
+    )
+    folder = write_workflows(ctx.tmp / f"wf-{ns}", [chain_workflow(f"llm{n}", n, agent="llmnode") for n in SIZES])
+    await prepare_namespace(ctx, ns)
+    (agent,) = await start_agents(ctx, agent_yaml, ns, env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "x"})
+    executor, _ = await start_executor(ctx, folder, ns)
+    client = await Client.connect(ctx.settings(ns), name="bench-llm")
+    figures: list[Figure] = []
+    try:
+        for n in SIZES:
+            await client.registry.wait_for(f"llm{n}", 30)
+
+        async def once(n: int, i: int) -> float:
+            t0 = time.perf_counter()
+            task = await client.send(f"llm{n}", {"question": i}, timeout=60)
+            elapsed = ms_since(t0)
+            if task.status.state != TaskState.COMPLETED or task.output() != {"out": {"ok": True, "turns": 2}}:
+                text = task.status.message.text() if task.status.message else ""
+                raise RuntimeError(f"llm{n} ended {task.status.state.value}: {text} {task.output()!r}")
+            return elapsed
+
+        for n in SIZES:
+            for i in range(ctx.scale(5, 1)):
+                await once(n, i)
+        # the model alone: one raw chat completion (turn 1) to the same fake
+        model_ms: list[float] = []
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
+            for _ in range(ctx.scale(200, 10)):
+                t0 = time.perf_counter()
+                resp = await http.post("/chat/completions", json=body, headers={"Authorization": "Bearer x"})
+                resp.raise_for_status()
+                model_ms.append(ms_since(t0))
+        model = percentile(model_ms, 50)
+        figures.append(Figure.from_samples("llm.model_call", "fake model alone: one chat completion over HTTP", model_ms))
+        pids = {"executor": executor.pid, "agent": agent.pid, "fake model": fake.pid, **ctx.srv.pids()}  # type: ignore[attr-defined]
+        for n in SIZES:
+            reps = ctx.scale(60 if n == 1 else 30, 2)
+            meter = CpuMeter(pids)
+            meter.start()
+            totals = [await once(n, i) for i in range(reps)]
+            cpu = meter.stop()
+            per_node = [t / n for t in totals]
+            f = Figure.from_samples(f"llm.chain.n{n}", f"workflow of {n} LLM nodes (2 model turns each): per node", per_node)
+            overhead = f.value - 2 * model
+            f.note = (
+                f"{ratio(SAM_MS_PER_NODE, f.value)} faster than SAM's ~{SAM_MS_PER_NODE:.0f} ms/node; "
+                f"minus 2 model calls: {overhead:.2f} ms; " + cpu_note(cpu, n * reps)
+            )
+            f.extra = {
+                "run_ms": totals,
+                "sam_ms_per_node": SAM_MS_PER_NODE,
+                "speedup_vs_sam": SAM_MS_PER_NODE / f.value,
+                "overhead_ms_per_node": overhead,
+                "cpu_ms_per_node": {k: v * 1000 / (n * reps) for k, v in cpu.items()},
+            }
+            figures.append(f)
+    finally:
+        await client.close()
+        await executor.stop()
+        await agent.stop()
+        await drop_namespace(ctx, ns)
+    return figures
+
+
+SECTION = Section("llm", "llm: workflows of 1 and 3 LLM-agent nodes on a local fake model (vs SAM)", run)
+
+if __name__ == "__main__":
+    raise SystemExit(main([SECTION], "llm_node", __doc__ or ""))

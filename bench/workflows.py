@@ -1,0 +1,113 @@
+"""Per-node overhead of a workflow: sequential workflows of 1, 10 and 50 no-op Python agent nodes.
+
+One executor process (``a2amesh executor DIR``) and one echo agent process (``agent_cards/echo.yaml``),
+production settings, durable delivery (every node is a JetStream request, claimed and answered through
+Redis and the replies stream, the executor checkpointing every step in Redis). The bench process is
+the caller: ``Client.send("chainN", …)`` and wait for the workflow's final Task; one execution at a
+time. Per node = run time / N; p50/p99 over the runs; ratios to the floors measured in the same run;
+CPU seconds of every process over each N, so a miss on a 2-core machine can be explained.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/workflows.py` from anywhere
+
+from a2amesh.client import Client
+from a2amesh.protocol import TaskState
+from bench.common import BenchContext, Figure, Section, drop_namespace, main, ms_since, percentile, ratio
+from bench.wfkit import ECHO, CpuMeter, chain_workflow, cpu_note, prepare_namespace, start_agents, start_executor
+from bench.wfkit import write_workflows
+
+SIZES = (1, 10, 50)
+
+
+async def run_chain(client: Client, name: str, i: int) -> float:
+    """One execution of ``name``; milliseconds. Raises when it did not complete with the input echoed."""
+    t0 = time.perf_counter()
+    task = await client.send(name, {"i": i}, timeout=60)
+    elapsed = ms_since(t0)
+    if task.status.state != TaskState.COMPLETED or task.output() != {"out": {"i": i}}:
+        raise RuntimeError(f"{name} ended {task.status.state.value} with {task.output()!r}")
+    return elapsed
+
+
+async def run(ctx: BenchContext) -> list[Figure]:
+    ns = ctx.new_namespace("wf")
+    folder = write_workflows(ctx.tmp / f"wf-{ns}", [chain_workflow(f"chain{n}", n) for n in SIZES])
+    await prepare_namespace(ctx, ns)
+    (agent,) = await start_agents(ctx, ECHO, ns)
+    executor, _ = await start_executor(ctx, folder, ns)
+    client = await Client.connect(ctx.settings(ns), name="bench-workflows")
+    figures: list[Figure] = []
+    core, durable = ctx.figure("floors.core"), ctx.figure("floors.durable")
+    pids = {"executor": executor.pid, "agent": agent.pid, **ctx.srv.pids()}
+    try:
+        for n in SIZES:
+            await client.registry.wait_for(f"chain{n}", 30)
+        reps = {1: ctx.scale(400, 10), 10: ctx.scale(100, 3), 50: ctx.scale(25, 1)}
+        for n in SIZES:  # warm-up
+            for i in range(ctx.scale(max(2, 20 // n), 1)):
+                await run_chain(client, f"chain{n}", i)
+        totals: dict[int, list[float]] = {}
+        for n in SIZES:
+            meter = CpuMeter(pids)
+            meter.start()
+            totals[n] = [await run_chain(client, f"chain{n}", i) for i in range(reps[n])]
+            cpu = meter.stop()
+            per_node = [t / n for t in totals[n]]
+            f = Figure.from_samples(f"workflow.chain.n{n}", f"workflow of {n} echo nodes: per node", per_node)
+            notes = [f"run {percentile(totals[n], 50):.2f} ms"]
+            if durable is not None and core is not None:
+                notes += [
+                    f"p50 {ratio(f.value, durable.value)} / p99 {ratio(f.p99 or 0, durable.value)} durable floor",
+                    f"p50 {ratio(f.value, core.value)} core floor",
+                ]
+            celery = ctx.figure(f"peers.celery_chain.n{n}")
+            if celery is not None and celery.value == celery.value:
+                notes.append(f"Celery chain {celery.value:.2f} ms/node ({ratio(celery.value, f.value)} ours)")
+            f.note = ", ".join(notes)
+            nodes = n * reps[n]
+            f.extra = {
+                "n_nodes": n,
+                "run_ms": totals[n],
+                "cpu_s": cpu,
+                "cpu_ms_per_node": {k: v * 1000 / nodes for k, v in cpu.items()},
+                "ratio_p50_durable": f.value / durable.value if durable else None,
+                "ratio_p99_durable": (f.p99 or 0) / durable.value if durable else None,
+                "ratio_p50_core": f.value / core.value if core else None,
+                "ratio_p99_core": (f.p99 or 0) / core.value if core else None,
+                "celery_per_node_ms": celery.value if celery else None,
+            }
+            figures.append(f)
+            figures.append(
+                Figure(
+                    f"workflow.cpu.n{n}",
+                    f"  CPU per node, N={n} (all processes)",
+                    sum(cpu.values()) * 1000 / nodes,
+                    "ms",
+                    n=nodes,
+                    note=cpu_note(cpu, nodes),
+                    extra={"cpu_s": cpu},
+                )
+            )
+        lo, hi = min(SIZES), max(SIZES)
+        slope = (percentile(totals[hi], 50) - percentile(totals[lo], 50)) / (hi - lo)
+        figures.append(Figure("workflow.chain.marginal", f"workflow: marginal per node (N={lo}→{hi})", slope, "ms"))
+    finally:
+        await client.close()
+        await executor.stop()
+        await agent.stop()
+        await drop_namespace(ctx, ns)
+    return figures
+
+
+SECTION = Section("workflow", "workflow: per-node overhead of sequential workflows (1, 10, 50 echo nodes)", run)
+
+if __name__ == "__main__":
+    from bench import floors
+
+    raise SystemExit(main([floors.SECTION, SECTION], "workflow", __doc__ or ""))
