@@ -213,3 +213,37 @@ async def test_removed_and_changed_schedules(agent_host: Any, executor: Any, red
         return await schedules.get("flex/main") is None
 
     await eventually(removed, timeout=5, what="the schedule to be removed")
+
+
+GRAPH_BRANCHES = """
+name: multi
+nodes:
+  - {id: m, type: agent, config: {agentId: gbeat}}
+edges: []
+branches:
+  - id: tick
+    nodes: [{id: t, type: agent, config: {agentId: gbeat}}]
+    edges: []
+    executionMode: interval
+    schedule: "1"
+  - id: once
+    nodes: [{id: o, type: agent, config: {agentId: gbeat}}]
+    edges: []
+"""
+
+
+async def test_graph_branch_schedule(agent_host: Any, executor: Any, redis: Redis, settings: Settings) -> None:
+    """An interval branch of a graph workflow runs on its own, as sched:{workflow}:{branch}:{ts}; others do not."""
+    await agent_host("gbeat", Beats())
+    await executor({"multi": GRAPH_BRANCHES})
+    execs, schedules = stores(redis, settings)
+
+    async def branch_runs() -> list[dict[str, str]] | None:
+        runs = [r for r in await runs_of(execs, "multi") if r.get("status") == "completed"]
+        return runs if len(runs) >= 2 else None
+
+    runs = await eventually(branch_runs, timeout=15, what="two completed runs of the scheduled branch")
+    assert all(r["execution_id"].startswith("sched:multi:tick:") for r in runs)
+    assert [s.id for s in await schedules.all()] == ["multi/tick"]
+    nodes = await execs.nodes(runs[0]["execution_id"])
+    assert [n["node_id"] for n in nodes.values()] == ["t"]

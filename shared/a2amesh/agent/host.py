@@ -413,7 +413,8 @@ class AgentHost:
     async def _claim_and_run(self, run: _Run, history: list[Message]) -> None:
         assert run.msg is not None
         msg = run.msg
-        view = await self.tasks.claim(run.task, self.name, self.instance, self._claim_ttl)
+        async with msg.kept_alive(self.settings.ack_wait / 3):  # Redis may be slow or paused
+            view = await self.tasks.claim(run.task, self.name, self.instance, self._claim_ttl)
         for s in view.subscribers:
             run.add_target(s)
         if view.outcome == "done":

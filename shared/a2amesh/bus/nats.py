@@ -108,6 +108,28 @@ class WorkMsg:
         if not self._done:
             await self._msg.in_progress()
 
+    @contextlib.asynccontextmanager
+    async def kept_alive(self, interval: float) -> AsyncIterator[None]:
+        """Send :meth:`in_progress` every ``interval`` seconds while the block runs.
+
+        For steps that may wait on a slow or paused store: without it the message would be
+        redelivered meanwhile, and each redelivery counts towards ``max_deliver``.
+        """
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                with contextlib.suppress(Exception):
+                    await self.in_progress()
+
+        task = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
 
 class PullConsumer:
     """A durable pull consumer fed by our own pull requests, so each message is handed over as it arrives.

@@ -1,5 +1,5 @@
-"""Workflow verbs of the ``a2amesh`` command line: executor, run, cancel, retry, runs, show, schedules, validate,
-graph.
+"""Workflow verbs of the ``a2amesh`` command line: executor, run, resume, cancel, retry, runs, show, schedules,
+validate, graph.
 
 Registered by :func:`add_verbs` from :func:`a2amesh.cli.build_parser`. Exit codes follow the CLI's:
 0 ok, 1 the run failed (or a definition has errors), 2 a usage or input error.
@@ -38,6 +38,21 @@ def add_verbs(sub: Any) -> None:
     s.add_argument("run", help="execution id (a unique prefix is enough)")
     s.set_defaults(func=cmd_cancel)
 
+    s = sub.add_parser(
+        "resume",
+        help="answer a paused execution's human review: --approve, --reject [--reason], or --edit JSON",
+    )
+    s.add_argument("run", help="execution id (a unique prefix is enough)")
+    decision = s.add_mutually_exclusive_group(required=True)
+    decision.add_argument("--approve", action="store_true", help="approve the data under review")
+    decision.add_argument("--reject", action="store_true", help="reject it (on_reject decides what follows)")
+    decision.add_argument("--edit", metavar="JSON", help="replace the data under review (checked by edit_schema)")
+    s.add_argument("--reason", help="why (kept with the decision; a rejection's error names it)")
+    s.add_argument("--path", help="the review to answer when several wait (default: the first)")
+    s.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the next outcome")
+    s.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    s.set_defaults(func=cmd_resume)
+
     s = sub.add_parser("retry", help="start a new execution reusing the outputs of an earlier one")
     s.add_argument("run", help="execution id (a unique prefix is enough)")
     s.add_argument("--from", dest="from_node", help="re-run this node and everything after it")
@@ -47,7 +62,7 @@ def add_verbs(sub: Any) -> None:
 
     s = sub.add_parser("runs", help="list executions")
     s.add_argument("--workflow", help="only this workflow")
-    s.add_argument("--status", choices=["running", "completed", "failed", "canceled"])
+    s.add_argument("--status", choices=["running", "paused", "completed", "failed", "canceled"])
     s.add_argument("--limit", type=int, default=50)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_runs)
@@ -125,7 +140,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
     return await _run(args, args.workflow, message)
 
 
-async def _run(args: argparse.Namespace, workflow: str, message: Any) -> int:
+async def _run(args: argparse.Namespace, workflow: str, message: Any, *, verb: str = "run") -> int:
     from a2amesh.client import connect
     from a2amesh.protocol import TaskState
 
@@ -134,7 +149,7 @@ async def _run(args: argparse.Namespace, workflow: str, message: Any) -> int:
     async with connect(settings, name="a2amesh-cli") as client:
         call = await client.dispatch(workflow, message, stream=True, timeout=args.timeout)
         if not args.json:
-            print(f"→ run {call.task_id} ({workflow})", file=sys.stderr)
+            print(f"→ {verb} {call.task_id} ({workflow})", file=sys.stderr)
         async for event in call.events():
             if args.json or event.status_update is None:
                 continue
@@ -145,6 +160,7 @@ async def _run(args: argparse.Namespace, workflow: str, message: Any) -> int:
     assert task is not None
     state = task.status.state
     text = task.status.message.text() if task.status.message else ""
+    review = _review_request(task)
     ok = state == TaskState.COMPLETED
     if args.json:
         result = {
@@ -152,9 +168,20 @@ async def _run(args: argparse.Namespace, workflow: str, message: Any) -> int:
             "workflow": workflow,
             "status": state.value,
             "output": task.output(),
-            "error": None if ok else text,
+            "error": None if ok or review is not None else text,
         }
+        if review is not None:
+            result["review"] = review
         print(json.dumps(result, indent=2, default=str))
+    elif state == TaskState.INPUT_REQUIRED and review is not None:
+        elapsed = time.monotonic() - started
+        print(f"⏸ paused for a review at {review.get('path')} after {elapsed:.2f}s: {text}", file=sys.stderr)
+        print(json.dumps(review.get("data"), indent=2, default=str))
+        print(
+            f"resume with: a2amesh resume {task.id} --approve | --reject [--reason TEXT] | --edit JSON",
+            file=sys.stderr,
+        )
+        return EXIT_OK
     else:
         elapsed = time.monotonic() - started
         print(f"← {state.value} in {elapsed:.2f}s" + ("" if ok else f": {text}"), file=sys.stderr)
@@ -162,6 +189,15 @@ async def _run(args: argparse.Namespace, workflow: str, message: Any) -> int:
             output = task.output()
             print(output if isinstance(output, str) else json.dumps(output, indent=2, default=str))
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _review_request(task: Any) -> dict[str, Any] | None:
+    """The ``review_request`` DataPart of a task paused for a human, or None."""
+    message = task.status.message
+    for part in message.parts if message is not None else []:
+        if isinstance(part.data, dict) and part.data.get("type") == "review_request":
+            return dict(part.data)
+    return None
 
 
 def _progress_line(metadata: dict[str, Any], started: float) -> str | None:
@@ -203,6 +239,44 @@ async def cmd_retry(args: argparse.Namespace) -> int:
     control = {"type": "workflow_retry", "execution_id": execution_id, "from_node": args.from_node}
     message = make_message(data=json.loads(record.get("input") or "{}"), parts=[Part.of_data(control)])
     return await _run(args, workflow, message)
+
+
+# --- resume ----------------------------------------------------------------------------------
+
+
+async def cmd_resume(args: argparse.Namespace) -> int:
+    """Send the human's decision to a paused execution's task, then follow it like ``run``."""
+    from a2amesh.client import make_message, parse_json_arg
+    from a2amesh.errors import RpcError
+    from a2amesh.protocol import codes
+
+    cli = _cli()
+    body: dict[str, Any] = {"decision": "approve" if args.approve else "reject" if args.reject else "edit"}
+    if args.edit is not None:
+        try:
+            body["data"] = parse_json_arg(args.edit)
+        except ValueError as e:
+            raise cli.UsageError(f"--edit: {e}") from e
+    if args.reason:
+        body["reason"] = args.reason
+    if args.path:
+        body["path"] = args.path
+    async with _store(args) as store:
+        execution_id = await _resolve(store, args.run)
+        record = await store.record(execution_id) or {}
+    status = record.get("status", "")
+    if status != "paused":
+        raise cli.UsageError(f"run {execution_id} is {status or 'unknown'}, not paused for a review")
+    workflow = record.get("workflow", "")
+    message = make_message(
+        data=body, task_id=record.get("task_id") or execution_id, context_id=record.get("context_id") or None
+    )
+    try:
+        return await _run(args, workflow, message, verb=f"resume ({body['decision']})")
+    except RpcError as e:
+        if e.code == codes.INVALID_PARAMS:  # an edit refused by edit_schema, a path that waits for no review
+            raise cli.UsageError(str(e)) from e
+        raise
 
 
 # --- cancel ----------------------------------------------------------------------------------

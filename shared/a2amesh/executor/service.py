@@ -360,7 +360,8 @@ class WorkflowExecutor:
                     codes.CALL_DEPTH_EXCEEDED,
                     f"call depth {depth} exceeds the maximum of {self.settings.max_call_depth}",
                 )
-            await self._start_execution(name, msg, envelope.id, envelope.method, params.message, reply_to or "")
+            async with msg.kept_alive(self.settings.ack_wait / 3):  # Redis may be slow or paused
+                await self._start_execution(name, msg, envelope.id, envelope.method, params.message, reply_to or "")
         except A2AMeshError as e:
             err = to_rpc_error(e)
             self.log.info("request.rejected", workflow=name, code=err.code, error=str(err))
@@ -515,11 +516,16 @@ class WorkflowExecutor:
             replica cannot start it now (shutting down, no free slot, workflow or branch not served).
         """
         workflow = self.catalog.workflows.get(graph.workflow)
-        if workflow is None or graph.branch is not None or self._stop.is_set() or self._free_slots() <= 0:
-            return None  # graph branches run once the graph executor serves them (same call, branch set)
+        if workflow is None or self._stop.is_set() or self._free_slots() <= 0:
+            return None
+        if graph.branch is not None and not isinstance(workflow.definition, GraphDefinition):
+            return None
         if await self.store.record(execution_id) is not None:
             return False
         engine = self.catalog.engine_for(workflow)
+        if graph.branch is not None:
+            assert isinstance(workflow.definition, GraphDefinition)
+            engine = GraphEngine(workflow.definition, branch=graph.branch)  # a branch is its own graph
         context_id = nuid()
         state, commands = engine.start(
             execution_id=execution_id,
@@ -634,6 +640,8 @@ class WorkflowExecutor:
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
         )
         runner = make_runner(self.deps, engine, load_state(engine, raw), epoch=epoch, reply=reply)
+        if (await self.store.record(task_id) or {}).get("cancel") == "1":
+            runner.cancel()  # canceled while parked, before this resume took it: the cancellation wins next
         try:
             state, commands = engine.step(runner.state, event, time.time())  # type: ignore[arg-type]
         except A2AMeshError as e:
@@ -819,6 +827,8 @@ class WorkflowExecutor:
             await self.store.release(execution_id, f"{self.instance}:{epoch}", handover=False)
             return False
         state = load_state(engine, raw)
+        if isinstance(state, GraphState) and isinstance(engine, GraphEngine) and state.branch != engine.branch:
+            engine = GraphEngine(engine.root, branch=state.branch)  # a scheduled branch run
         reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
         runner = make_runner(self.deps, engine, state, epoch=epoch, reply=reply)
         if record.get("cancel") == "1":
@@ -906,6 +916,9 @@ class WorkflowExecutor:
             task = Task(id=task_id, status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_now()))
             await self._answer(name, msg, request_id, task.to_json_dict())
             return
+        if status == "paused":
+            await self._cancel_parked(name, msg, request_id, task_id)
+            return
         if status != "running":
             raise TaskNotCancelable(task_id, status)
         lease = await self.store.redis.get(self.store.keys.lease(task_id))
@@ -914,6 +927,32 @@ class WorkflowExecutor:
         task = await self.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
         task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_now())})
         await self._answer(name, msg, request_id, task.to_json_dict())
+
+    async def _cancel_parked(self, name: str, msg: Received, request_id: JsonRpcId, task_id: str) -> None:
+        """Cancel an execution paused for a human: take it back, apply the cancellation (``on_cancel`` runs), answer.
+
+        When another replica holds it (a resume being applied), the ``cancel`` mark set by
+        ``exec_mark_cancel.lua`` makes that replica apply the cancellation; it answers the callers it has.
+        """
+        outcome, epoch = await self.store.acquire(task_id, self.instance)
+        if outcome != "acquired":
+            return
+        record = await self.store.record(task_id) or {}
+        raw = await self.store.state(task_id)
+        engine = await self._engine_for(record.get("digest", ""))
+        if raw is None or engine is None:
+            await self.store.release(task_id, f"{self.instance}:{epoch}", handover=False)
+            raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be canceled: its state is missing")
+        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
+        runner = make_runner(self.deps, engine, load_state(engine, raw), epoch=epoch, reply=reply)
+        runner.cancel()
+        self.log.info("execution.cancel_paused", execution_id=task_id)
+        self._launch(runner, [])
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(runner.finished.wait(), 10)
+        task = runner.final_task or await self.tasks.get(task_id)
+        if task is not None:
+            await self._answer(name, msg, request_id, task.to_json_dict())
 
     async def _subscribe(self, name: str, msg: Received, task_id: str) -> None:
         reply_to = msg.headers.get(h.REPLY_TO)

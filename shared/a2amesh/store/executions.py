@@ -310,7 +310,7 @@ class ExecutionStore:
     # --- reads ---------------------------------------------------------------------------------
 
     async def mark_cancel(self, execution_id: str) -> str:
-        """Mark a running execution for cancellation; returns its status ('' when unknown)."""
+        """Mark a running or paused execution for cancellation; returns its status ('' when unknown)."""
         return str(await self._mark_cancel(keys=[self.keys.execution(execution_id)]) or "")
 
     async def record(self, execution_id: str) -> dict[str, str] | None:
