@@ -30,7 +30,7 @@ from bench.common import BenchContext, Figure, Section, drop_namespace, main, rs
 from bench.wfkit import CpuMeter, chain_workflow, cpu_note, prepare_namespace, start_agents, start_executor
 from bench.wfkit import write_agent, write_workflows
 
-COMPLETION_WAIT = 150.0
+COMPLETION_WAIT = 90.0
 """Seconds the full run waits for the finals once the gate opens; unfinished ones are reported, not hidden."""
 
 

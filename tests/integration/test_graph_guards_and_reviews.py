@@ -107,7 +107,8 @@ async def test_timeout_routes_to_human_handoff_and_resume_continues(
     assert task.status.state == TaskState.INPUT_REQUIRED, task.status
     review = _review(task)
     assert review["prompt"] == "the graph is slow; carry on?"
-    assert (review["path"], review["guard"]) == ("H", "timeout"), review
+    assert review["data"]["guard"] == "timeout", review
+    assert "timeout 0.5s reached" in review["data"]["reason"]
     done = await within(client.send("slow_graph", _resume(task.id, "approve")), 15, "the resumed run")
     assert done.status.state == TaskState.COMPLETED, done.status
     assert isinstance(done.output(), dict)
@@ -340,3 +341,30 @@ async def test_review_in_sub_workflow_pauses_root_with_full_path_and_resumes_fro
     leaves = (await client.list_tasks("inner")).tasks
     assert [t.status.state for t in leaves] == [TaskState.COMPLETED]
     assert (await client.get_task("inner", leaves[0].id)).output() == {"paid": 20}
+
+
+async def test_resume_at_the_leaf_goes_through_the_root_and_both_finish(
+    agent_host: Any, executor: Any, client: Client
+) -> None:
+    """A resume sent to the sub-workflow's own task is routed via the paused root, so the root carries on too."""
+    await agent_host("propose", propose)
+    await agent_host("pay", pay)
+    await executor({"inner": INNER, "outer": OUTER})
+    await client.registry.wait_for("outer", 5)
+    await client.registry.wait_for("inner", 5)
+    root = await within(client.send("outer", {"amount": 30}), 15, "the paused root")
+    assert root.status.state == TaskState.INPUT_REQUIRED, root.status
+    [leaf] = (await client.list_tasks("inner")).tasks
+    assert leaf.status.state == TaskState.INPUT_REQUIRED
+    with pytest.raises(RpcError, match="greater than the maximum of 100"):
+        await within(client.send("inner", _resume(leaf.id, "edit", data={"amount": 500})), 10, "the refused edit")
+    done = await within(client.send("inner", _resume(leaf.id, "edit", data={"amount": 20})), 15, "the leaf's answer")
+    assert done.status.state == TaskState.COMPLETED, done.status
+    assert done.output() == {"paid": 20}
+
+    async def root_finished() -> Task | None:
+        got = await client.get_task("outer", root.id)
+        return got if got.status.state == TaskState.COMPLETED else None
+
+    finished = await eventually(root_finished, timeout=15, what="the root to finish after the leaf's resume")
+    assert finished.output() == {"total": 20}

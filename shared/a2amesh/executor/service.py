@@ -49,6 +49,8 @@ from a2amesh.protocol import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
+    Part,
+    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -78,6 +80,8 @@ __all__ = ["CONTROL_TYPES", "ExecutorService", "WorkflowExecutor"]
 CLOCK_SKEW = 2.0
 RETRY_PART = "workflow_retry"
 CONTROL_TYPES = frozenset({"workflow_node_request", "graph_node_request", RETRY_PART})
+NODE_PATH_KEY = "a2amesh.node_path"
+"""Message metadata: the calling node's path (set by a workflow on its calls and on resumes it forwards down)."""
 """DataPart ``type`` values that are control parts, not the workflow input."""
 _WAKE = TimerFired(timer_id="__wake__")
 
@@ -417,7 +421,7 @@ class WorkflowExecutor:
             reply_to=reply_to,
             request_id=request_id,
             streaming=method == codes.SEND_STREAMING_MESSAGE,
-            node_request=_control_part(message, "workflow_node_request"),
+            node_request=_node_request(message),
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED},
         )
         record = await self.store.record(task_id)
@@ -621,6 +625,10 @@ class WorkflowExecutor:
                 'a resume carries {"decision": "approve" | "edit" | "reject", "data": ..., "reason"?, "path"?}: '
                 + str(e).splitlines()[0],
             ) from e
+        if NODE_PATH_KEY not in (message.metadata or {}) and await self._forward_up(
+            name, msg, request_id, message, record, event, reply_to
+        ):
+            return
         outcome, epoch = await self.store.acquire(task_id, self.instance)
         if outcome != "acquired":
             await msg.nak(delay=0.2)  # its owner is still letting it go (or another resume is applied)
@@ -640,8 +648,12 @@ class WorkflowExecutor:
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
         )
         runner = make_runner(self.deps, engine, load_state(engine, raw), epoch=epoch, reply=reply)
-        if (await self.store.record(task_id) or {}).get("cancel") == "1":
+        latest = await self.store.record(task_id) or {}
+        if latest.get("cancel") == "1":
             runner.cancel()  # canceled while parked, before this resume took it: the cancellation wins next
+        if latest.get("resumer") and NODE_PATH_KEY in (message.metadata or {}):
+            runner.targets.append(latest["resumer"])  # who resumed at this leaf (see _forward_up)
+            await self.store.set_fields(task_id, {"resumer": ""})
         try:
             state, commands = engine.step(runner.state, event, time.time())  # type: ignore[arg-type]
         except A2AMeshError as e:
@@ -653,6 +665,66 @@ class WorkflowExecutor:
             return
         self.log.info("execution.resumed", execution_id=task_id, decision=event.decision, path=event.path)
         self._launch(runner, [])
+
+    async def _forward_up(
+        self,
+        name: str,
+        msg: WorkMsg,
+        request_id: JsonRpcId,
+        message: Message,
+        record: dict[str, str],
+        event: ReviewAnswered,
+        reply_to: str,
+    ) -> bool:
+        """A resume sent to the leaf of a nested pause: hand it to the paused parent, which routes it back down.
+
+        The parent's calling node then gets the leaf's result like any call's, so the parent carries on
+        (a resume applied at the leaf alone would leave the parent paused). The resumer's reply subject
+        is kept in the leaf's record (``resumer``): it gets the leaf's next answer (its final, or its
+        next review). Returns False when there is no paused parent to go through (the leaf is resumed
+        on its own).
+        """
+        parent = ReplyInfo.model_validate_json(record.get("reply") or "{}").node_request or {}
+        parent_id, parent_workflow = parent.get("execution_id"), parent.get("workflow_name")
+        node_path = parent.get("node_path")
+        if not (parent_id and parent_workflow and node_path):
+            return False
+        if ((await self.store.record(str(parent_id))) or {}).get("status") != "paused":
+            return False
+        raw = await self.store.state(str(message.task_id))
+        engine = await self._engine_for(record.get("digest", ""))
+        if raw is None or engine is None:
+            return False
+        try:  # refuse a bad answer here, with the leaf's own words (the engines are pure: a dry run)
+            engine.step(load_state(engine, raw), event, time.time())  # type: ignore[arg-type]
+        except A2AMeshError as e:
+            raise RpcError(codes.INVALID_PARAMS, f"cannot resume {message.task_id}: {e}") from e
+        body = event.model_dump(mode="json", exclude={"kind"}, exclude_none=True)
+        body["path"] = f"{node_path}/{event.path}" if event.path else str(node_path)
+        if valid_reply_subject(self.bus, reply_to):
+            # the leaf's task is INPUT_REQUIRED (no subscribers then): the resume coming down adds the target
+            await self.store.set_fields(str(message.task_id), {"resumer": reply_to})
+        up = Message(
+            message_id=f"{message.message_id}:up",
+            role=Role.USER,
+            parts=[Part.of_data(body)],
+            task_id=str(parent_id),
+        )
+        headers = {k: v for k, v in msg.headers.items() if k in h.PROPAGATED}
+        call = await self.client.dispatch(str(parent_workflow), up, timeout=self.settings.call_timeout, headers=headers)
+        await msg.ack()
+        self.log.info("execution.resume_forwarded", execution_id=message.task_id, parent=parent_id, path=body["path"])
+
+        async def refused() -> None:
+            try:
+                await call.result()
+            except RpcError as e:  # the parent refused it: tell the resumer
+                await self._send_error(name, reply_to, request_id, e, msg.num_delivered)
+            except A2AMeshError:
+                pass  # the parent's outcome is not the resumer's answer; the leaf's is
+
+        self._spawn(refused())
+        return True
 
     async def _save_definition(self, digest: str, definition: WorkflowDefinition | GraphDefinition) -> None:
         saved = self._saved_digests.get(digest)
@@ -1025,6 +1097,15 @@ def _control_part(message: Message, kind: str) -> dict[str, Any] | None:
         if isinstance(part.data, dict) and part.data.get("type") == kind:
             return part.data
     return None
+
+
+def _node_request(message: Message) -> dict[str, Any] | None:
+    """The ``workflow_node_request`` part, with the caller's node path (where a resume of ours goes up)."""
+    request = _control_part(message, "workflow_node_request")
+    path = (message.metadata or {}).get(NODE_PATH_KEY)
+    if request is not None and isinstance(path, str) and path:
+        return {**request, "node_path": path}
+    return request
 
 
 def _stored_reply_to(record: dict[str, str]) -> str | None:
