@@ -548,6 +548,11 @@ class _Run:
             if isinstance(value, int) and not isinstance(value, bool):
                 self.state.usage[key] = self.state.usage.get(key, 0) + value
         node = self.graph.node(pending.node_id)
+        if error is not None and self.timed_out():
+            # the call's deadline is the guard's: a callee that gave up on it (its answer may beat the
+            # guard's timer) means the guard tripped, not that the node failed
+            self.trip("timeout")
+            return
         if error is not None:
             self.node_failed(node, "AGENT_FAILED", f"agent node {node.id!r} (agent {pending.agent!r}) failed: {error}")
             return
