@@ -180,3 +180,31 @@ async def test_get_cancel_and_list_on_workflow(agent_host: Any, executor: Any, c
         await client.cancel_task("w", call.task_id)
     assert e.value.code == codes.TASK_NOT_CANCELABLE
     await eventually(lambda: not started.is_set() or True, timeout=1, what="noop")
+
+
+LARGE = """
+name: large
+nodes:
+  - {id: measure, type: agent, agent_name: measure, input: {blob: "{{workflow.input.blob}}"}}
+output_mapping: {size: "{{measure.output.size}}", seen_url: "{{measure.output.seen_url}}"}
+"""
+
+
+async def test_large_node_input_travels_as_artifact(
+    agent_host: Any, executor: Any, client: Client, bus: Any, settings: Any
+) -> None:
+    """A node input above the inline threshold is sent as an artifact:// URL part and loaded by the agent."""
+    seen: list[Any] = []
+
+    async def measure(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        seen.append([p.url for p in ctx.message.parts if p.url])
+        return {"size": len(input["blob"]), "seen_url": bool(seen[-1])}
+
+    await agent_host("measure", measure)
+    await executor({"large": LARGE})
+    await client.registry.wait_for("large", 5)
+    blob = "x" * (settings.inline_threshold + 1000)
+    task = await within(client.send("large", {"blob": blob}), 20, "the workflow's answer")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.output() == {"size": len(blob), "seen_url": True}
+    assert seen[0][0].startswith(f"artifact://{settings.namespace}/")

@@ -369,15 +369,39 @@ class ExecutionRunner:
             metadata={CALL_CHAIN_KEY: command.call_chain, "a2amesh.node_path": command.path},
         )
 
+    async def _spill_input(self, message: Message, command: AnyDispatch) -> Message:
+        """Send a node input above the inline threshold as an artifact URL part (SPEC §4), never inline."""
+        parts = list(message.parts)
+        for i, part in enumerate(parts):
+            if part.data is None or (isinstance(part.data, dict) and part.data.get("type") == NODE_REQUEST):
+                continue
+            size = len(json.dumps(part.data, default=str).encode())
+            if size <= self.deps.settings.inline_threshold:
+                continue
+            meta = await self.deps.artifacts.save(
+                ArtifactScope(self.state.context_id or self.task_id, self.task_id),
+                f"input-{command.message_id}",
+                part.data,
+                user=self.reply.headers.get(h.USER),
+            )
+            parts[i] = Part(
+                url=meta.uri,
+                media_type=meta.media_type,
+                filename=meta.name,
+                metadata={"size": meta.size, "sha256": meta.sha256},
+            )
+        return message if parts == message.parts else message.model_copy(update={"parts": parts})
+
     async def _dispatch(self, command: AnyDispatch, call_id: str | None) -> None:
         deadline = command.deadline or (time.time() + self.deps.settings.tasks_max_age)
         give_up = min(deadline, time.time() + DISPATCH_RETRY_FOR)
         delay = 0.2
+        message = await self._spill_input(self._message(command), command)
         while True:
             try:
                 call = await self.deps.client.dispatch(
                     command.agent,
-                    self._message(command),
+                    message,
                     deadline=deadline,
                     headers=self.reply.headers,
                     call_depth=command.call_depth,
