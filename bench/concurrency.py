@@ -27,8 +27,16 @@ from a2amesh.client import Client, make_message
 from a2amesh.protocol import TaskState
 from a2amesh.store.keys import Keys
 from bench.common import BenchContext, Figure, Section, drop_namespace, main, rss_mb
-from bench.wfkit import CpuMeter, chain_workflow, cpu_note, prepare_namespace, start_agents, start_executor
-from bench.wfkit import write_agent, write_workflows
+from bench.wfkit import (
+    CpuMeter,
+    chain_workflow,
+    cpu_note,
+    prepare_namespace,
+    start_agents,
+    start_executor,
+    write_agent,
+    write_workflows,
+)
 
 COMPLETION_WAIT = 90.0
 """Seconds the full run waits for the finals once the gate opens; unfinished ones are reported, not hidden."""
@@ -61,7 +69,10 @@ async def run(ctx: BenchContext) -> list[Figure]:
         calls = []
         for i in range(0, count, 500):
             calls += await asyncio.gather(
-                *(client.dispatch("sleep1", make_message(data={"i": j}), timeout=1800) for j in range(i, min(i + 500, count)))
+                *(
+                    client.dispatch("sleep1", make_message(data={"i": j}), timeout=1800)
+                    for j in range(i, min(i + 500, count))
+                )
             )
         dispatched = time.perf_counter() - t0
         # wait until every execution is running (its node in the agent's hands)

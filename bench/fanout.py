@@ -20,11 +20,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/fa
 import redis.asyncio as aioredis
 
 from a2amesh.client import Client, make_message
-from a2amesh.store.keys import Keys
 from a2amesh.protocol import TaskState
+from a2amesh.store.keys import Keys
 from bench.common import BenchContext, Figure, Section, drop_namespace, main, rss_mb
-from bench.wfkit import ECHO, CpuMeter, cpu_note, hwm_mb, map_workflow, prepare_namespace, start_agents
-from bench.wfkit import start_executor, write_workflows
+from bench.wfkit import (
+    ECHO,
+    CpuMeter,
+    cpu_note,
+    hwm_mb,
+    map_workflow,
+    prepare_namespace,
+    start_agents,
+    start_executor,
+    write_workflows,
+)
 
 LIMIT = 100
 BIG_LIMIT_S = 60.0
@@ -67,7 +76,9 @@ async def run(ctx: BenchContext) -> list[Figure]:
                 with contextlib.suppress(Exception):
                     await client.cancel_task("fanout", call.task_id, timeout=30)
             rates = [
-                (b[1] - a[1]) / (b[0] - a[0]) for a, b in zip([(0.0, 0), *done_at], done_at, strict=False) if b[0] > a[0]
+                (b[1] - a[1]) / (b[0] - a[0])
+                for a, b in zip([(0.0, 0), *done_at], done_at, strict=False)
+                if b[0] > a[0]
             ]
             figures.append(
                 Figure(

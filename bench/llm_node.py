@@ -25,8 +25,15 @@ import yaml
 from a2amesh.client import Client
 from a2amesh.protocol import TaskState
 from bench.common import REPO, BenchContext, Figure, Section, drop_namespace, main, ms_since, percentile, ratio
-from bench.wfkit import CpuMeter, chain_workflow, cpu_note, prepare_namespace, start_agents, start_executor
-from bench.wfkit import write_workflows
+from bench.wfkit import (
+    CpuMeter,
+    chain_workflow,
+    cpu_note,
+    prepare_namespace,
+    start_agents,
+    start_executor,
+    write_workflows,
+)
 
 SAM_MS_PER_NODE = 100.0
 SIZES = (1, 3)
@@ -94,7 +101,9 @@ async def run(ctx: BenchContext) -> list[Figure]:
                 resp.raise_for_status()
                 model_ms.append(ms_since(t0))
         model = percentile(model_ms, 50)
-        figures.append(Figure.from_samples("llm.model_call", "fake model alone: one chat completion over HTTP", model_ms))
+        figures.append(
+            Figure.from_samples("llm.model_call", "fake model alone: one chat completion over HTTP", model_ms)
+        )
         pids = {"executor": executor.pid, "agent": agent.pid, "fake model": fake.pid, **ctx.srv.pids()}  # type: ignore[attr-defined]
         for n in SIZES:
             reps = ctx.scale(60 if n == 1 else 30, 2)
@@ -103,7 +112,9 @@ async def run(ctx: BenchContext) -> list[Figure]:
             totals = [await once(n, i) for i in range(reps)]
             cpu = meter.stop()
             per_node = [t / n for t in totals]
-            f = Figure.from_samples(f"llm.chain.n{n}", f"workflow of {n} LLM nodes (2 model turns each): per node", per_node)
+            f = Figure.from_samples(
+                f"llm.chain.n{n}", f"workflow of {n} LLM nodes (2 model turns each): per node", per_node
+            )
             overhead = f.value - 2 * model
             f.note = (
                 f"{ratio(SAM_MS_PER_NODE, f.value)} faster than SAM's ~{SAM_MS_PER_NODE:.0f} ms/node; "

@@ -19,8 +19,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/th
 from a2amesh.client import Client
 from a2amesh.protocol import TaskState
 from bench.common import BenchContext, Figure, Section, drop_namespace, main
-from bench.wfkit import ECHO, CpuMeter, chain_workflow, cpu_note, prepare_namespace, start_agents, start_executor
-from bench.wfkit import write_workflows
+from bench.wfkit import (
+    ECHO,
+    CpuMeter,
+    chain_workflow,
+    cpu_note,
+    prepare_namespace,
+    start_agents,
+    start_executor,
+    write_workflows,
+)
 
 NODES = 10
 IN_FLIGHT = 100
@@ -39,7 +47,9 @@ async def closed_loop(client: Client, name: str, in_flight: int, seconds: float)
             t0 = time.perf_counter()
             task = await client.send(name, {"w": w, "i": i}, timeout=120)
             if task.status.state != TaskState.COMPLETED:
-                failures.append(f"{task.status.state.value}: {task.status.message.text() if task.status.message else ''}")
+                failures.append(
+                    f"{task.status.state.value}: {task.status.message.text() if task.status.message else ''}"
+                )
             latencies.append((time.perf_counter() - t0) * 1000)
             i += 1
 

@@ -19,8 +19,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/wo
 from a2amesh.client import Client
 from a2amesh.protocol import TaskState
 from bench.common import BenchContext, Figure, Section, drop_namespace, main, ms_since, percentile, ratio
-from bench.wfkit import ECHO, CpuMeter, chain_workflow, cpu_note, prepare_namespace, start_agents, start_executor
-from bench.wfkit import write_workflows
+from bench.wfkit import (
+    ECHO,
+    CpuMeter,
+    chain_workflow,
+    cpu_note,
+    prepare_namespace,
+    start_agents,
+    start_executor,
+    write_workflows,
+)
 
 SIZES = (1, 10, 50)
 

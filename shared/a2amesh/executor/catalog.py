@@ -95,9 +95,7 @@ class Catalog:
         self.workflows = workflows
         return change
 
-    def _scan_file(
-        self, path: Path, workflows: dict[str, LoadedWorkflow | LoadedGraph], change: CatalogChange
-    ) -> None:
+    def _scan_file(self, path: Path, workflows: dict[str, LoadedWorkflow | LoadedGraph], change: CatalogChange) -> None:
         try:
             st = path.stat()
         except OSError:

@@ -192,9 +192,7 @@ class ExecutionRunner:
     async def park(self) -> None:
         """Release a paused execution: no lease, no slot; a resume or a due timer brings it back on any replica."""
         next_due = min(self.state.timers.values(), default=None)
-        await self.deps.store.park(
-            self.execution_id, self.token, None if next_due is None else int(next_due * 1000)
-        )
+        await self.deps.store.park(self.execution_id, self.token, None if next_due is None else int(next_due * 1000))
         self.log.info("execution.parked", timers=sorted(self.state.timers))
 
     def cancel(self, reason: str = "canceled by request") -> None:
