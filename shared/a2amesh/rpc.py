@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from a2amesh.errors import RpcError, VersionNotSupported
+from a2amesh.errors import RpcError, TransportError, VersionNotSupported
 from a2amesh.protocol import codes
 from a2amesh.protocol.base import A2AModel
-from a2amesh.protocol.jsonrpc import PARAMS_BY_METHOD, JsonRpcId, JsonRpcRequest, JsonRpcResponse
+from a2amesh.protocol.jsonrpc import PARAMS_BY_METHOD, JsonRpcId, JsonRpcRequest, JsonRpcResponse, SendMessageRequest
 
 
 def dumps(value: Any) -> bytes:
@@ -101,3 +101,52 @@ def decode_response(data: bytes) -> JsonRpcResponse:
         return JsonRpcResponse.model_validate_json(data)
     except ValidationError as e:
         raise RpcError(codes.INVALID_AGENT_RESPONSE, f"invalid response: {pydantic_problem(e, 'response')}") from e
+
+
+CLOCK_SKEW = 2.0
+
+
+def deadline_of(headers: dict[str, str]) -> float | None:
+    """The request's ``A2A-Deadline`` in epoch seconds, or None when absent or malformed."""
+    raw = headers.get("A2A-Deadline")
+    if raw and raw.isdigit():
+        return int(raw) / 1000
+    return None
+
+
+def decode_work_request(
+    data: bytes, headers: dict[str, str], *, max_request_bytes: int, max_call_depth: int, now: float
+) -> tuple[JsonRpcRequest, SendMessageRequest]:
+    """Validate a work request (SendMessage / SendStreamingMessage) as agents and workflows both do.
+
+    In order: size, JSON-RPC envelope and params (:func:`decode_request`), ``A2A-Deadline`` (with
+    :data:`CLOCK_SKEW` tolerated), ``A2A-Call-Depth``.
+
+    Raises:
+        TransportError: ``PAYLOAD_TOO_LARGE``, ``DEADLINE_EXCEEDED``, ``CALL_DEPTH_EXCEEDED``.
+        RpcError: the JSON-RPC errors of :func:`decode_request`; ``-32600`` for a malformed header.
+    """
+    if len(data) > max_request_bytes:
+        raise TransportError(
+            codes.PAYLOAD_TOO_LARGE,
+            f"request of {len(data)} bytes exceeds the limit of {max_request_bytes} bytes; "
+            "send large inputs as artifact:// URLs",
+        )
+    envelope, params = decode_request(data, headers, allowed=codes.WORK_METHODS)
+    assert isinstance(params, SendMessageRequest)
+    raw = headers.get("A2A-Deadline")
+    if raw:
+        try:
+            deadline = int(raw) / 1000
+        except ValueError as e:
+            raise RpcError(codes.INVALID_REQUEST, f"header A2A-Deadline must be epoch milliseconds, got {raw!r}") from e
+        if now > deadline + CLOCK_SKEW:
+            raise TransportError(
+                codes.DEADLINE_EXCEEDED, f"the request's deadline passed {now - deadline:.1f}s before it was pulled"
+            )
+    depth = headers.get("A2A-Call-Depth", "0")
+    if not depth.isdigit():
+        raise RpcError(codes.INVALID_REQUEST, f"header A2A-Call-Depth must be a non-negative integer, got {depth!r}")
+    if int(depth) > max_call_depth:
+        raise TransportError(codes.CALL_DEPTH_EXCEEDED, f"call depth {depth} exceeds the maximum of {max_call_depth}")
+    return envelope, params

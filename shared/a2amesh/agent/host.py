@@ -40,7 +40,6 @@ from a2amesh.protocol import (
     Message,
     Part,
     Role,
-    SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
     Task,
@@ -53,14 +52,12 @@ from a2amesh.protocol import (
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
 from a2amesh.replies import publish_durable, reply_headers, valid_reply_subject
-from a2amesh.rpc import decode_request, encode_error, encode_result, request_id_of
+from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import UNAVAILABLE, Redis
 from a2amesh.store.tasks import TaskRecordView, TaskStore
-
-CLOCK_SKEW = 2.0
 
 
 def utc_now() -> str:
@@ -313,16 +310,13 @@ class AgentHost:
                 self.log.warning("request.no_reply_to", got=reply_to, seq=msg.stream_seq)
                 await msg.term()
                 return
-            if len(msg.data) > self.settings.max_request_bytes:
-                raise TransportError(
-                    codes.PAYLOAD_TOO_LARGE,
-                    f"request of {len(msg.data)} bytes exceeds this agent's limit of "
-                    f"{self.settings.max_request_bytes} bytes; send large inputs as artifact:// URLs",
-                )
-            envelope, params = decode_request(msg.data, msg.headers, allowed=codes.WORK_METHODS)
-            assert isinstance(params, SendMessageRequest)
-            self._check_deadline(msg.headers)
-            self._check_depth(msg.headers)
+            envelope, params = decode_work_request(
+                msg.data,
+                msg.headers,
+                max_request_bytes=self.settings.max_request_bytes,
+                max_call_depth=self.settings.max_call_depth,
+                now=time.time(),
+            )
             await self._execute(msg, envelope.id, envelope.method, params.message, reply_to or "")
         except A2AMeshError as e:
             err = to_rpc_error(e)
@@ -343,30 +337,6 @@ class AgentHost:
             self.log.exception("request.internal_error", seq=msg.stream_seq)
             await self._send_error(reply_to, request_id, to_rpc_error(e), attempt)
             await msg.term()
-
-    def _check_deadline(self, headers: dict[str, str]) -> None:
-        raw = headers.get(h.DEADLINE)
-        if not raw:
-            return
-        try:
-            deadline = int(raw) / 1000
-        except ValueError as e:
-            raise RpcError(codes.INVALID_REQUEST, f"header {h.DEADLINE} must be epoch milliseconds, got {raw!r}") from e
-        if time.time() > deadline + CLOCK_SKEW:
-            late = time.time() - deadline
-            raise TransportError(
-                codes.DEADLINE_EXCEEDED, f"the request's deadline passed {late:.1f}s before it was pulled"
-            )
-
-    def _check_depth(self, headers: dict[str, str]) -> None:
-        raw = headers.get(h.CALL_DEPTH, "0")
-        if not raw.isdigit():
-            raise RpcError(codes.INVALID_REQUEST, f"header {h.CALL_DEPTH} must be a non-negative integer, got {raw!r}")
-        if int(raw) > self.settings.max_call_depth:
-            raise TransportError(
-                codes.CALL_DEPTH_EXCEEDED,
-                f"call depth {raw} exceeds the maximum of {self.settings.max_call_depth}",
-            )
 
     async def _execute(self, msg: WorkMsg, request_id: JsonRpcId, method: str, message: Message, reply_to: str) -> None:
         attempt = msg.num_delivered
@@ -467,7 +437,7 @@ class AgentHost:
             context_id=run.task.context_id or "",
             message=last,
             attempt=run.attempt,
-            deadline=_deadline_of(run.msg.headers),
+            deadline=deadline_of(run.msg.headers),
             call_depth=int(run.msg.headers.get(h.CALL_DEPTH, "0") or 0),
             max_call_depth=self.settings.max_call_depth,
             headers={k: v for k, v in run.msg.headers.items() if k in h.PROPAGATED},
@@ -728,10 +698,3 @@ class AgentHost:
             tasks = [t.model_copy(update={"history": (t.history or [])[-req.history_length :] or None}) for t in tasks]
         nxt = str(offset + size) if offset + size < total else ""
         return ListTasksResponse(tasks=tasks, next_page_token=nxt, page_size=len(tasks), total_size=total)
-
-
-def _deadline_of(headers: dict[str, str]) -> float | None:
-    raw = headers.get(h.DEADLINE)
-    if raw and raw.isdigit():
-        return int(raw) / 1000
-    return None

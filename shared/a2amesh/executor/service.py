@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from a2amesh import faults
+from a2amesh.agent.context import control_part
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, PullConsumer, Received, Subscription, WorkMsg
 from a2amesh.bus.setup import ensure_consumer, init_mesh
@@ -51,7 +52,6 @@ from a2amesh.protocol import (
     Message,
     Part,
     Role,
-    SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
     TaskState,
@@ -61,7 +61,7 @@ from a2amesh.protocol import (
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
 from a2amesh.replies import ReplyInfo, ReplyPublisher, valid_reply_subject
-from a2amesh.rpc import decode_request, encode_error, encode_result, request_id_of
+from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
@@ -77,7 +77,6 @@ from a2amesh.workflow.graph_execution import GraphState
 
 __all__ = ["CONTROL_TYPES", "ExecutorService", "WorkflowExecutor"]
 
-CLOCK_SKEW = 2.0
 RETRY_PART = "workflow_retry"
 CONTROL_TYPES = frozenset({"workflow_node_request", "graph_node_request", RETRY_PART})
 NODE_PATH_KEY = "a2amesh.node_path"
@@ -342,28 +341,13 @@ class WorkflowExecutor:
                 self.log.warning("request.no_reply_to", workflow=name, got=reply_to, seq=msg.stream_seq)
                 await msg.term()
                 return
-            if len(msg.data) > self.settings.max_request_bytes:
-                raise TransportError(
-                    codes.PAYLOAD_TOO_LARGE,
-                    f"request of {len(msg.data)} bytes exceeds the limit of {self.settings.max_request_bytes} "
-                    "bytes; send large inputs as artifact:// URLs",
-                )
-            envelope, params = decode_request(msg.data, msg.headers, allowed=codes.WORK_METHODS)
-            assert isinstance(params, SendMessageRequest)
-            deadline = _deadline_of(msg.headers)
-            if deadline is not None and time.time() > deadline + CLOCK_SKEW:
-                late = time.time() - deadline
-                raise TransportError(
-                    codes.DEADLINE_EXCEEDED, f"the request's deadline passed {late:.1f}s before it was pulled"
-                )
-            depth = msg.headers.get(h.CALL_DEPTH, "0")
-            if not depth.isdigit():
-                raise RpcError(codes.INVALID_REQUEST, f"header {h.CALL_DEPTH} must be a non-negative integer")
-            if int(depth) > self.settings.max_call_depth:
-                raise TransportError(
-                    codes.CALL_DEPTH_EXCEEDED,
-                    f"call depth {depth} exceeds the maximum of {self.settings.max_call_depth}",
-                )
+            envelope, params = decode_work_request(
+                msg.data,
+                msg.headers,
+                max_request_bytes=self.settings.max_request_bytes,
+                max_call_depth=self.settings.max_call_depth,
+                now=time.time(),
+            )
             async with msg.kept_alive(self.settings.ack_wait / 3):  # Redis may be slow or paused
                 await self._start_execution(name, msg, envelope.id, envelope.method, params.message, reply_to or "")
         except A2AMeshError as e:
@@ -442,7 +426,7 @@ class WorkflowExecutor:
             "context_id": context_id,
             "call_depth": int(msg.headers.get(h.CALL_DEPTH, "0") or 0),
             "call_chain": [str(c) for c in chain] if isinstance(chain, list) else [],
-            "deadline": _deadline_of(msg.headers),
+            "deadline": deadline_of(msg.headers),
         }
         state: ExecutionState | GraphState
         if isinstance(engine, GraphEngine):
@@ -455,7 +439,7 @@ class WorkflowExecutor:
             commands: list[Any] = list(graph_commands)
         else:
             reuse: dict[str, Any] | None = None
-            retry = _control_part(message, RETRY_PART)
+            retry = control_part(message, RETRY_PART)
             if retry is not None:
                 reuse = await self._reuse(engine, retry)
             reused_from = str(retry.get("execution_id")) if retry else None
@@ -1085,23 +1069,9 @@ def _next_due_ms(timers: dict[str, float]) -> int | None:
     return None if due is None else int(due * 1000)
 
 
-def _deadline_of(headers: dict[str, str]) -> float | None:
-    raw = headers.get(h.DEADLINE)
-    if raw and raw.isdigit():
-        return int(raw) / 1000
-    return None
-
-
-def _control_part(message: Message, kind: str) -> dict[str, Any] | None:
-    for part in message.parts:
-        if isinstance(part.data, dict) and part.data.get("type") == kind:
-            return part.data
-    return None
-
-
 def _node_request(message: Message) -> dict[str, Any] | None:
     """The ``workflow_node_request`` part, with the caller's node path (where a resume of ours goes up)."""
-    request = _control_part(message, "workflow_node_request")
+    request = control_part(message, "workflow_node_request")
     path = (message.metadata or {}).get(NODE_PATH_KEY)
     if request is not None and isinstance(path, str) and path:
         return {**request, "node_path": path}
