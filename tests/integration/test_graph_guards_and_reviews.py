@@ -187,6 +187,23 @@ async def test_conversational_graph_keeps_state_across_three_turns(
     assert other.output()["turns"] == 1
 
 
+async def slow_counter(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    await asyncio.sleep(0.3)  # the turns overlap in time unless the context serialises them
+    return await counter(input, ctx)
+
+
+async def test_concurrent_turns_on_one_context_are_serialised(agent_host: Any, executor: Any, client: Client) -> None:
+    """Four turns sent at once on one contextId run one after another, each seeing every earlier turn."""
+    await agent_host("counter", slow_counter)
+    chat = _graph("chat", [("A", "AGENT", "counter")], [("A", None, "END")], isConversational=True)
+    await executor({"chat": chat})
+    await client.registry.wait_for("chat", 5)
+    calls = [await client.dispatch("chat", make_message(f"m{i}", context_id="ctx-c")) for i in range(4)]
+    tasks = await within(asyncio.gather(*(c.result() for c in calls)), 30, "four serialised turns")
+    assert all(t.status.state == TaskState.COMPLETED for t in tasks), [t.status for t in tasks]
+    assert sorted(t.output()["turns"] for t in tasks) == [1, 2, 3, 4], "two turns started from the same state"
+
+
 # --- tool routing ----------------------------------------------------------------------------
 
 

@@ -65,7 +65,7 @@ from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import UNAVAILABLE, Redis, connect_redis
+from a2amesh.store.redis import UNAVAILABLE, Redis, connect_redis, load_script
 from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
 from a2amesh.workflow.definition import LoopNode, WorkflowDefinition
@@ -129,6 +129,7 @@ class WorkflowExecutor:
         keys = Keys(settings.namespace)
         self.client = Client(bus, settings, instance=self.instance)
         self.store = ExecutionStore(redis, keys, retention=settings.task_retention, lease_ttl=settings.lease_ttl)
+        self._turn_script = redis.register_script(load_script("turn_take"))
         self.tasks = TaskStore(redis, keys, retention=settings.task_retention, queued_ttl=settings.tasks_max_age)
         self.artifacts = ArtifactStore(
             redis, keys, retention=settings.artifact_retention, max_bytes=settings.artifact_max_bytes
@@ -430,11 +431,7 @@ class WorkflowExecutor:
         }
         state: ExecutionState | GraphState
         if isinstance(engine, GraphEngine):
-            previous = await self._previous_turn(name, engine, message.context_id, task_id)
-            if previous == "busy":
-                await msg.nak(delay=0.2)  # one turn at a time per contextId: this one waits for the running one
-                return
-            last = previous if isinstance(previous, GraphState) else None
+            last = await self._take_turn(name, engine, message.context_id, task_id, deadline=common["deadline"])
             state, graph_commands = engine.start(**common, previous=last)
             commands: list[Any] = list(graph_commands)
         else:
@@ -471,8 +468,6 @@ class WorkflowExecutor:
         if not created.created:
             await self._attach(name, task_id, await self.store.record(task_id) or {}, reply, msg)
             return
-        if isinstance(state, GraphState) and isinstance(engine, GraphEngine) and engine.graph.is_conversational:
-            await self.store.redis.set(self.store.keys.conversation_turn(name, context_id), task_id)
         working = Task(
             id=task_id,
             context_id=context_id,
@@ -562,28 +557,44 @@ class WorkflowExecutor:
         self._launch(runner, commands, call_ids=call_ids)
         return True
 
-    async def _previous_turn(
-        self, name: str, engine: GraphEngine, context_id: str | None, task_id: str
-    ) -> GraphState | str | None:
-        """A conversational graph's last turn on this context (``"busy"`` while it still runs)."""
+    async def _take_turn(
+        self, name: str, engine: GraphEngine, context_id: str | None, task_id: str, *, deadline: float | None
+    ) -> GraphState | None:
+        """Serialise a conversational graph's turns on one contextId (SPEC §3.8) and return the previous turn.
+
+        Waits (keeping the request alive, without burning deliveries) while the previous turn runs, then
+        moves the context's turn pointer ``"{task} {previous task}"`` with a compare-and-set, so two turns
+        can never start from the same state. A redelivered turn finds the pointer already its own.
+        """
         if not engine.graph.is_conversational or not context_id:
             return None
-        last = await self.store.redis.get(self.store.keys.conversation_turn(name, context_id))
-        if not last or str(last) == task_id:
-            return None
-        raw = await self.store.state(str(last))
-        if raw is None:
-            return None
-        previous = GraphState.model_validate_json(raw)
-        if previous.status == "running":
-            return "busy"
-        if previous.status == "paused":
-            raise RpcError(
-                codes.UNSUPPORTED_OPERATION,
-                f"turn {previous.turn} of context {context_id} (task {previous.task_id}) is paused for a human; "
-                "resume it first",
-            )
-        return previous
+        key = self.store.keys.conversation_turn(name, context_id)
+        while True:
+            pointer = str(await self.store.redis.get(key) or "")
+            current, _, before = pointer.partition(" ")
+            if current == task_id:
+                return await self._turn_state(before)
+            previous = await self._turn_state(current)
+            if previous is not None and previous.status == "running":
+                if deadline is not None and time.time() > deadline:
+                    raise TransportError(
+                        codes.DEADLINE_EXCEEDED,
+                        f"turn {previous.turn} of context {context_id} was still running at this request's deadline",
+                    )
+                await asyncio.sleep(0.2)  # the running turn finishes first; the caller's request stays alive
+                continue
+            if previous is not None and previous.status == "paused":
+                raise RpcError(
+                    codes.UNSUPPORTED_OPERATION,
+                    f"turn {previous.turn} of context {context_id} (task {previous.task_id}) is paused for a human; "
+                    "resume it first",
+                )
+            if await self._turn_script(keys=[key], args=[pointer, f"{task_id} {current}".rstrip()]):
+                return previous
+
+    async def _turn_state(self, task_id: str) -> GraphState | None:
+        raw = await self.store.state(task_id) if task_id else None
+        return None if raw is None else GraphState.model_validate_json(raw)
 
     async def _resume(
         self, name: str, msg: WorkMsg, request_id: JsonRpcId, method: str, message: Message, reply_to: str
