@@ -93,9 +93,9 @@ async def run(client: Client, workflow: str, data: Any, timeout: float = 20) -> 
     return task
 
 
-@pytest.mark.skipif(not COMPAT.is_dir(), reason="../shared/compat/sam is not beside the repository")
 async def test_sam_levels_1_to_7(sam: Client) -> None:
     """Levels 1–7 of SAM's examples give the results their descriptions promise."""
+    assert COMPAT.is_dir(), f"the compatibility corpus must be beside the repository at {COMPAT}"
     task = await run(sam, "SimpleSequentialWorkflow", {"value": 21})
     assert task.output() == {"message": "The final result is: 42", "doubled_value": 42}
 
