@@ -275,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         code = asyncio.run(args.func(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `a2amesh show RUN | head`: the reader left; not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except (UsageError, ConfigError) as e:
         return _fail(args, e, EXIT_USAGE)
     except RpcError as e:

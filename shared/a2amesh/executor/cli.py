@@ -420,7 +420,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
     table = [("NODE", "TYPE", "STATUS", "ATTEMPTS", "START", "DURATION", "DETAIL")]
     for n in ordered:
         start = n.get("started_at")
-        offset = f"+{(start - created) * 1000:.0f}ms" if start and created else "-"
+        offset = f"+{max(start - created, 0) * 1000:.0f}ms" if start and created else "-"
         detail = n.get("error") or n.get("reason") or (f"→ {n['agent']}" if n.get("agent") else "")
         table.append(
             (
