@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import time
 from collections.abc import Iterable
@@ -83,7 +84,16 @@ NODE_RESULT = "workflow_node_result"
 NODE_REQUEST = "workflow_node_request"
 REVIEW_REQUEST = "review_request"
 """DataPart ``type`` of the review a paused task asks for (SPEC §7)."""
-_RECORD_EXCLUDE = {"items", "children", "last_output", "launched", "timer"}
+_RECORD_EXCLUDE = {
+    "items",
+    "children",
+    "last_output",
+    "launched",
+    "timer",
+    "open_children",
+    "completed_children",
+    "failed_children",
+}
 _LIFECYCLE_NODE_EVENTS = {"started", "completed", "failed", "skipped"}
 _TASK_STATE = {
     ExecutionStatus.COMPLETED: TaskState.COMPLETED,
@@ -148,6 +158,8 @@ class ExecutionRunner:
         self.finished = asyncio.Event()
         self.final_task: Task | None = None
         self._calls: dict[str, asyncio.Task[None]] = {}
+        self._positions: dict[str, int] | None = None
+        """Ordinal of each node instance in the last split checkpoint written (None: write them all next)."""
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._publisher = ReplyPublisher(
             deps.bus, deps.settings, agent=state.workflow, task_id=self.task_id, attempt=epoch
@@ -222,17 +234,19 @@ class ExecutionRunner:
         state = self.state
         commands: list[Command] = []
         applied: list[str] = []
+        touched: set[str] = set()
         for event in batch:
             if isinstance(event, NodeSucceeded | NodeFailed):
                 run = state.nodes.get(event.path)
                 if run is None or run.attempt != event.attempt or run.status is not NodeStatus.RUNNING:
                     continue
                 applied.append(f"{event.path}#{run.iteration}@{event.attempt}")
-            state, step_commands = self.engine.step(state, event, time.time())
+            state, step_commands, step_touched = self.engine.apply(state, event, time.time())
             commands.extend(step_commands)
+            touched |= step_touched
         if state is self.state or (not commands and state == self.state):
             return
-        await self.checkpoint(state, commands, applied)
+        await self.checkpoint(state, commands, applied, touched=touched)
 
     def prepare(self, commands: list[Command], state: ExecutionState | None = None) -> dict[str, str]:
         """Mint the call id of every dispatch and record its reply subject in the state (before the write)."""
@@ -250,6 +264,54 @@ class ExecutionRunner:
         """The node records a step changed (path → JSON)."""
         return {path: node_record(run) for path, run in new.nodes.items() if old.nodes.get(path) != run}
 
+    def state_checkpoint(
+        self, old: Any, new: Any, touched: Iterable[str] | None
+    ) -> tuple[str, dict[str, str] | None, dict[str, int] | None, bool]:
+        """What to write of ``new``: (state JSON, changed node instances, every ordinal, whether all are written).
+
+        An :class:`ExecutionState` is written split (see :meth:`ExecutionStore.commit`): its ``nodes`` left
+        out (``null``), and only the instances changed since ``old`` (the last write) written, with their
+        place in ``nodes``; the first write of a runner (or after a failed one) writes every instance.
+        """
+        if not isinstance(new, ExecutionState):
+            return new.model_dump_json(), None, None, False
+        nodes = new.nodes
+        positions = self._positions
+        reset = positions is None
+        fresh: list[str] = []
+        if positions is not None and len(nodes) >= len(positions):
+            fresh = list(itertools.islice(reversed(nodes), len(nodes) - len(positions)))
+            fresh.reverse()
+            if any(path in positions for path in fresh):
+                positions = None  # not an append-only change: write everything
+        if positions is None:
+            positions = {path: index for index, path in enumerate(nodes)}
+            paths: Iterable[str] = nodes
+            reset = True
+        else:
+            for path in fresh:
+                positions[path] = len(positions)
+            if touched is None:
+                paths = [path for path, run in nodes.items() if dict.get(old.nodes, path) is not run]
+            else:
+                paths = {*touched, *fresh}
+        records = {
+            path: f"{positions[path]} {dict.__getitem__(nodes, path).model_dump_json()}"
+            for path in paths
+            if path in nodes
+        }
+        head = new.model_dump_json(exclude={"nodes"})
+        return head[:-1] + ',"nodes":null}', records, positions, reset
+
+    def touched_records(self, old: Any, new: Any, touched: Iterable[str]) -> dict[str, str]:
+        """The node records a step changed, among the paths it touched (path → JSON)."""
+        records: dict[str, str] = {}
+        for path in touched:
+            run = dict.get(new.nodes, path)  # read without copying (the engine's nodes copy on write)
+            if run is not None and dict.get(old.nodes, path) != run:
+                records[path] = node_record(run)
+        return records
+
     def parse_state(self, raw: str) -> Any:
         """A checkpointed state of this runner's engine."""
         return ExecutionState.model_validate_json(raw)
@@ -261,11 +323,16 @@ class ExecutionRunner:
         applied: list[str],
         *,
         extra: dict[str, Any] | None = None,
+        touched: Iterable[str] | None = None,
     ) -> bool:
-        """Write a step (guarded by the lease epoch), then carry out its commands; False when refused."""
+        """Write a step (guarded by the lease epoch), then carry out its commands; False when refused.
+
+        ``touched``: the node paths the engine steps from ``self.state`` to ``state`` may have changed
+        (:meth:`Engine.apply`), so only those records are compared; None compares every record.
+        """
         call_ids = self.prepare(commands, state)
         old = self.state
-        changed = self.node_records(old, state)
+        changed = self.node_records(old, state) if touched is None else self.touched_records(old, state, touched)
         finishing = state.finished and not old.finished
         fields: dict[str, Any] = {"status": str(state.status), "usage": json.dumps(state.usage), **(extra or {})}
         reviews = [c for c in commands if isinstance(c, RequestReview)]
@@ -277,10 +344,14 @@ class ExecutionRunner:
                 output=json.dumps(state.output, default=str),
                 finished=int((state.finished_at or time.time()) * 1000),
             )
+        state_json, state_nodes, positions, reset = self.state_checkpoint(old, state, touched)
+        self._positions = None  # until this write is known to have landed
         result = await self.deps.store.commit(
             self.execution_id,
             self.token,
-            state_json=state.model_dump_json(),
+            state_json=state_json,
+            state_nodes=state_nodes,
+            reset_state_nodes=reset,
             nodes=changed,
             events=[_event_json(c) for c in commands if isinstance(c, EmitEvent)],
             applied=applied,
@@ -301,6 +372,7 @@ class ExecutionRunner:
             with contextlib.suppress(Exception):
                 await self.deps.store.release(self.execution_id, self.token, handover=True)
             return False
+        self._positions = positions
         faults.crash_point("after_checkpoint")
         self.state = state
         await self._carry(commands, call_ids)

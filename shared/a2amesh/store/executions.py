@@ -5,7 +5,9 @@ Per execution (every key carries the ``{execution_id}`` hash tag, so each script
 - ``exec:{id}`` (hash): the record — workflow, digest, status, task and context ids, input, output,
   error, usage, timings, lease ``epoch``, ``cancel`` mark, ``final_published``, the caller's reply info;
 - ``exec:{id}:state``: the engine's :class:`~a2amesh.workflow.execution.ExecutionState`, checkpointed
-  after every step;
+  after every step — whole, or split: the state without its ``nodes``, each node instance then kept in
+- ``exec:{id}:state_nodes`` (hash, field = node path, value = ``ordinal JSON``), so a step writes only the
+  instances it changed (:meth:`ExecutionStore.state` puts the two back together);
 - ``exec:{id}:nodes`` (hash): one record per node instance (field = node path);
 - ``exec:{id}:events`` (stream, MAXLEN ~): the append-only event log;
 - ``exec:{id}:applied`` (set): node results already applied, ``path#iteration@attempt``;
@@ -47,6 +49,15 @@ def _strs(values: Any) -> list[str]:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+_SPLIT_TAIL = ',"nodes":null}'
+"""How the state of a split checkpoint ends (its nodes are in the ``state_nodes`` hash)."""
+
+
+def _split_records(raw: Mapping[Any, Any]) -> list[tuple[str, list[str]]]:
+    """Records of a split checkpoint: (path, [ordinal, JSON])."""
+    return [(str(path), str(value).split(" ", 1)) for path, value in raw.items()]
 
 
 @dataclass(frozen=True)
@@ -183,6 +194,8 @@ class ExecutionStore:
         clear_timers: Iterable[str],
         fields: Mapping[str, Any],
         final_status: str | None = None,
+        state_nodes: Mapping[str, str] | None = None,
+        reset_state_nodes: bool = False,
     ) -> CommitResult:
         """Write one step if ``token`` still holds the lease; index updates ride in the same round trip.
 
@@ -197,12 +210,21 @@ class ExecutionStore:
             clear_timers: timers disarmed.
             fields: record fields to set.
             final_status: the execution's final status when this step finishes it.
+            state_nodes: a split checkpoint: ``state_json`` is the state without its ``nodes``, and these
+                are the node instances changed (path → ``"ordinal JSON"``, ordinal = place in ``nodes``);
+                None: ``state_json`` is the whole state (any split instances are dropped).
+            reset_state_nodes: ``state_nodes`` holds every instance (replace the stored ones).
         """
         k = self.keys
         clear = list(clear_timers)
         pipe = self.redis.pipeline(transaction=False)
         await self._commit(
-            keys=[*self._exec_keys(execution_id), k.execution_applied(execution_id), k.execution_timers(execution_id)],
+            keys=[
+                *self._exec_keys(execution_id),
+                k.execution_applied(execution_id),
+                k.execution_timers(execution_id),
+                k.execution_state_nodes(execution_id),
+            ],
             args=[
                 token,
                 now_ms(),
@@ -216,6 +238,8 @@ class ExecutionStore:
                 "1" if final_status else "0",
                 self.retention,
                 EVENTS_MAXLEN,
+                "" if state_nodes is None else _dumps(dict(state_nodes)),
+                "1" if reset_state_nodes else "0",
             ],
             client=pipe,
         )
@@ -319,9 +343,22 @@ class ExecutionStore:
         return {str(k): str(v) for k, v in data.items()} if data else None
 
     async def state(self, execution_id: str) -> str | None:
-        """The checkpointed engine state (JSON), or None."""
-        value = await self.redis.get(self.keys.execution_state(execution_id))
-        return str(value) if value else None
+        """The checkpointed engine state (JSON), or None (a split checkpoint is put back together)."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.get(self.keys.execution_state(execution_id))
+        pipe.hgetall(self.keys.execution_state_nodes(execution_id))
+        value, split = await pipe.execute()
+        if not value:
+            return None
+        if not split:
+            text = str(value)
+            return text[: -len(_SPLIT_TAIL)] + ',"nodes":{}}' if text.endswith(_SPLIT_TAIL) else text
+        data = json.loads(value)
+        if data.get("nodes") is not None:  # a whole state (written by a version that does not split)
+            return str(value)
+        ordered = sorted((int(ordinal), str(path), record) for path, (ordinal, record) in _split_records(split))
+        data["nodes"] = {path: json.loads(record) for _, path, record in ordered}
+        return _dumps(data)
 
     async def nodes(self, execution_id: str) -> dict[str, dict[str, Any]]:
         """Node records by path."""

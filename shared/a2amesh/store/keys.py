@@ -62,6 +62,10 @@ class Keys:
         """Engine state checkpoint of an execution."""
         return f"{self.ns}:exec:{{{execution_id}}}:state"
 
+    def execution_state_nodes(self, execution_id: str) -> str:
+        """Hash of the node instances of a split state checkpoint (field = node path)."""
+        return f"{self.ns}:exec:{{{execution_id}}}:state_nodes"
+
     def execution_nodes(self, execution_id: str) -> str:
         """Hash of node records of an execution (field = node path)."""
         return f"{self.ns}:exec:{{{execution_id}}}:nodes"

@@ -105,6 +105,95 @@ def _add_usage(total: dict[str, int], usage: Mapping[str, Any] | None) -> None:
             total[key] = total.get(key, 0) + value
 
 
+def _busy(run: NodeRun) -> bool:
+    """Waiting for a timer, or a call in flight (what keeps an execution from pausing)."""
+    return run.status is NodeStatus.WAITING or (run.type in CALL_TYPES and run.status is NodeStatus.RUNNING)
+
+
+def _copy_run(run: NodeRun) -> NodeRun:
+    """A copy of a node instance a step may mutate (its only field mutated in place is ``children``)."""
+    copied = run.model_copy()
+    copied.__dict__["children"] = list(run.children)
+    return copied
+
+
+class _Nodes(dict[str, NodeRun]):
+    """The ``nodes`` of a state a step works on: copy-on-write, so a step costs what it touches.
+
+    A step's state starts as a shallow copy of its input's ``nodes``; looking an instance up
+    (``[]``, ``get``) copies it first, so the step mutates its own copy and never the input's. The
+    paths looked up or added are ``touched`` (a superset of those changed). Iteration (``values``,
+    ``items``) sees the shared instances: read them only (:meth:`_Step.node` to mutate).
+
+    It also indexes the instances waiting for input and the busy ones, so pausing needs no scan; the
+    index follows the touched paths (refreshed before use) and carries over to the next step.
+    """
+
+    def __init__(self, base: dict[str, NodeRun]) -> None:
+        super().__init__(base)
+        self.touched: set[str] = set()
+        if isinstance(base, _Nodes):
+            base.refresh()
+            self.waiting: set[str] = set(base.waiting)
+            self.busy: set[str] = set(base.busy)
+        else:
+            self.waiting = {p for p, r in base.items() if r.status is NodeStatus.WAITING_INPUT}
+            self.busy = {p for p, r in base.items() if _busy(r)}
+
+    def __getitem__(self, path: str) -> NodeRun:
+        run = dict.__getitem__(self, path)
+        if path not in self.touched:
+            run = _copy_run(run)
+            dict.__setitem__(self, path, run)
+            self.touched.add(path)
+        return run
+
+    def get(self, path: str, default: Any = None) -> Any:
+        return self[path] if path in self else default
+
+    def __setitem__(self, path: str, run: NodeRun) -> None:
+        dict.__setitem__(self, path, run)
+        self.touched.add(path)
+
+    def peek(self, path: str) -> NodeRun:
+        """An instance to read only (not copied, not touched)."""
+        return dict.__getitem__(self, path)
+
+    def refresh(self) -> None:
+        """Bring the waiting / busy index up to date with the touched instances."""
+        for path in self.touched:
+            run = dict.__getitem__(self, path)
+            if run.status is NodeStatus.WAITING_INPUT:
+                self.waiting.add(path)
+            else:
+                self.waiting.discard(path)
+            if _busy(run):
+                self.busy.add(path)
+            else:
+                self.busy.discard(path)
+
+    def seal(self) -> frozenset[str]:
+        """End a step: return the touched paths, and copy on write again from now on (its instances may be shared)."""
+        self.refresh()
+        touched = frozenset(self.touched)
+        self.touched.clear()
+        return touched
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, NodeRun]:
+        return {path: run.model_copy(deep=True) for path, run in self.items()}
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class StepResult(NamedTuple):
+    """What :meth:`Engine.apply` returns: the new state, its commands, and the node paths it may have changed."""
+
+    state: ExecutionState
+    commands: list[Command]
+    touched: frozenset[str]
+
+
 class Engine:
     """The engine for one workflow definition (stateless; one instance serves every execution of it).
 
@@ -175,12 +264,14 @@ class Engine:
             state.error = "the input does not match the workflow's input_schema: " + "; ".join(problems)
             state.outcome = "failure"
             run.finish()
+            run.nodes.seal()
             return state, run.commands
         if self.name in state.call_chain:
             chain = " → ".join([*state.call_chain, self.name])
             state.error = f"recursive workflow call: {chain}"
             state.outcome = "failure"
             run.finish()
+            run.nodes.seal()
             return state, run.commands
         due = [t for t in (now + self.definition.timeout if self.definition.timeout else None, deadline) if t]
         if due:
@@ -188,6 +279,7 @@ class Engine:
         if reuse:
             run.reuse(reuse)
         run.advance()
+        run.nodes.seal()
         return state, run.commands
 
     def step(self, state: ExecutionState, event: Event, now: float) -> tuple[ExecutionState, list[Command]]:
@@ -203,11 +295,20 @@ class Engine:
             InvalidTransition: a :class:`ReviewAnswered` that fits no waiting review (or an edit that
                 does not match the node's ``edit_schema``); the state is unchanged.
         """
+        result = self.apply(state, event, now)
+        return result.state, result.commands
+
+    def apply(self, state: ExecutionState, event: Event, now: float) -> StepResult:
+        """:meth:`step`, also telling which node paths the step may have changed (``touched``).
+
+        The new state shares with ``state`` every node instance the step did not touch (copy on
+        write): treat both as read-only, or copy one before mutating it.
+        """
         if state.finished:
             if isinstance(event, ReviewAnswered):
                 raise InvalidTransition(f"cannot resume: the execution is {state.status.value}")
-            return state, []
-        run = _Step(self, state.model_copy(deep=True), now)
+            return StepResult(state, [], frozenset())
+        run = _Step(self, _working_copy(state), now)
         if isinstance(event, NodeSucceeded):
             run.on_succeeded(event)
         elif isinstance(event, NodeFailed):
@@ -224,7 +325,7 @@ class Engine:
         # a pause is announced again after an answer or a timer that changed the waiting reviews
         armed = isinstance(event, TimerFired) and event.timer_id in state.timers
         run.settle_pause(announce=isinstance(event, ReviewAnswered) or armed)
-        return run.state, run.commands
+        return StepResult(run.state, run.commands, run.nodes.seal())
 
     def dispatch_command(
         self, state: ExecutionState, run: NodeRun, deadline: float | None, resume: dict[str, Any] | None = None
@@ -269,6 +370,19 @@ class Engine:
         return self.dispatch_command(state, run, deadline)
 
 
+def _working_copy(state: ExecutionState) -> ExecutionState:
+    """A copy of ``state`` a step can mutate: its containers copied, its node instances copied on write."""
+    copied = state.model_copy()
+    fields = copied.__dict__
+    fields["nodes"] = _Nodes(state.nodes)
+    fields["outputs"] = dict(state.outputs)
+    fields["timers"] = dict(state.timers)
+    fields["exit_queue"] = list(state.exit_queue)
+    fields["usage"] = dict(state.usage)
+    fields["call_chain"] = list(state.call_chain)
+    return copied
+
+
 def start(definition: WorkflowDefinition, **kwargs: Any) -> tuple[ExecutionState, list[Command]]:
     """``Engine(definition).start(**kwargs)``."""
     return Engine(definition).start(**kwargs)
@@ -298,6 +412,11 @@ class _Step:
         self.engine = engine
         self.definition = engine.definition
         self.state = state
+        if not isinstance(state.nodes, _Nodes):
+            state.__dict__["nodes"] = _Nodes(state.nodes)
+        assert isinstance(state.nodes, _Nodes)
+        self.nodes: _Nodes = state.nodes
+        """The state's node instances: ``self.nodes[path]`` to change one, ``peek`` to read one."""
         self.now = now
         self.commands: list[Command] = []
         self._launching: set[str] = set()
@@ -335,12 +454,11 @@ class _Step:
             progressed = False
             if self.state.phase == "dag":
                 for node_id in self.engine.order:
-                    run = self.state.nodes[node_id]
-                    if run.status is NodeStatus.PENDING and self._try_start(run):
+                    if self.nodes.peek(node_id).status is NodeStatus.PENDING and self._try_start(self.nodes[node_id]):
                         progressed = True
                     if self.state.phase != "dag":
                         break
-                if self.state.phase == "dag" and all(self.state.nodes[i].final for i in self.engine.order):
+                if self.state.phase == "dag" and all(self.nodes.peek(i).final for i in self.engine.order):
                     self._end_dag()
                     progressed = True
             elif self.state.phase == "exit":
@@ -350,7 +468,7 @@ class _Step:
         """Decide a pending DAG node: wait (False), or skip / start / settle it (True)."""
         node = self.definition.node(run.node_id)
         waited = [d for d in node.dependencies if not (isinstance(node, JoinNode) and d in node.wait_for)]
-        deps = [self.state.nodes[d] for d in waited if d in self.state.nodes]
+        deps = [self.nodes.peek(d) for d in waited if d in self.nodes]
         if any(not dep.final for dep in deps):
             return False
         for dep in deps:
@@ -376,9 +494,9 @@ class _Step:
 
     def _end_dag(self) -> None:
         failed = [
-            self.state.nodes[i]
+            self.nodes.peek(i)
             for i in self.engine.order
-            if self.state.nodes[i].status is NodeStatus.FAILED and not self.state.nodes[i].absorbed
+            if self.nodes.peek(i).status is NodeStatus.FAILED and not self.nodes.peek(i).absorbed
         ]
         if failed:
             first = failed[0]
@@ -427,7 +545,7 @@ class _Step:
             node_id = self.state.exit_queue.pop(0)
             node = self.definition.node(node_id)
             run = NodeRun(path=node_id, node_id=node_id, type=node.type)
-            self.state.nodes[node_id] = run
+            self.nodes[node_id] = run
             self.start_node(run)
             return True
         self.finish()
@@ -463,7 +581,7 @@ class _Step:
         loop_iteration: int | None = None
         current = run
         while current is not None and current.parent is not None:
-            parent = self.state.nodes[current.parent]
+            parent = self.nodes.peek(current.parent)
             if parent.type == "map" and map_index is None and current.index is not None and parent.items is not None:
                 map_index = current.index
                 map_item = parent.items[current.index]
@@ -492,7 +610,7 @@ class _Step:
 
     def _latest_output(self, loop: NodeRun) -> JsonValue:
         for path in reversed(loop.children):
-            child = self.state.nodes[path]
+            child = self.nodes.peek(path)
             if child.status is NodeStatus.COMPLETED:
                 return child.output
         return UNSET
@@ -529,15 +647,40 @@ class _Step:
         elif isinstance(node, HumanReviewNode):
             self._start_review(run, node)
 
+    def _set_final(self, run: NodeRun, status: NodeStatus) -> None:
+        """Give an instance its final status, keeping its container's child counts."""
+        was_final = run.final
+        run.status = status
+        if run.parent is None or was_final:
+            return
+        parent = self.nodes[run.parent]
+        if parent.open_children is None:
+            self._count_children(parent)
+            return
+        parent.open_children -= 1
+        if status is NodeStatus.COMPLETED:
+            parent.completed_children = (parent.completed_children or 0) + 1
+        elif status is NodeStatus.FAILED:
+            parent.failed_children = (parent.failed_children or 0) + 1
+
+    def _count_children(self, container: NodeRun) -> tuple[int, int, int]:
+        """(open, completed, failed) children of a container (counted once, then kept)."""
+        if container.open_children is None:
+            children = [self.nodes.peek(c) for c in container.children]
+            container.open_children = sum(1 for c in children if not c.final)
+            container.completed_children = sum(1 for c in children if c.status is NodeStatus.COMPLETED)
+            container.failed_children = sum(1 for c in children if c.status is NodeStatus.FAILED)
+        return container.open_children, container.completed_children or 0, container.failed_children or 0
+
     def complete(self, run: NodeRun, output: JsonValue) -> None:
-        run.status = NodeStatus.COMPLETED
+        self._set_final(run, NodeStatus.COMPLETED)
         run.output = output
         run.finished_at = self.now
         self.emit("node.completed", run, attempt=run.attempt or None, duration_ms=self._duration(run))
         self._after_final(run)
 
     def fail(self, run: NodeRun, error: str, kind: ErrorKind) -> None:
-        run.status = NodeStatus.FAILED
+        self._set_final(run, NodeStatus.FAILED)
         run.error = error
         run.error_kind = kind
         run.finished_at = self.now
@@ -545,7 +688,7 @@ class _Step:
         self._after_final(run)
 
     def skip(self, run: NodeRun, reason: str) -> None:
-        run.status = NodeStatus.SKIPPED
+        self._set_final(run, NodeStatus.SKIPPED)
         run.reason = reason
         run.finished_at = self.now
         self.emit("node.skipped", run, reason=reason)
@@ -568,7 +711,7 @@ class _Step:
         if run.final:
             return
         if run.status is NodeStatus.PENDING:
-            run.status = NodeStatus.SKIPPED
+            self._set_final(run, NodeStatus.SKIPPED)
             run.reason = reason
             run.finished_at = self.now
             self.emit("node.skipped", run, reason=reason)
@@ -580,16 +723,17 @@ class _Step:
             if run.task_id and run.agent:
                 self.commands.append(CancelCall(path=run.path, agent=run.agent, task_id=run.task_id))
         for child in run.children:
-            self.cancel(self.state.nodes[child], reason)
-        run.status = NodeStatus.CANCELED
+            if not self.nodes.peek(child).final:
+                self.cancel(self.nodes[child], reason)
+        self._set_final(run, NodeStatus.CANCELED)
         run.reason = reason
         run.finished_at = self.now
         self.emit("node.canceled", run, reason=reason)
 
     def _cancel_all(self, reason: str) -> None:
-        for run in list(self.state.nodes.values()):
+        for path, run in list(self.nodes.items()):
             if run.parent is None and not run.final:
-                self.cancel(run, reason)
+                self.cancel(self.nodes[path], reason)
 
     # --- failures, cancellation, timers ------------------------------------------------------
 
@@ -827,7 +971,11 @@ class _Step:
         self.emit("node.waiting_input", run, prompt=review.get("prompt"), callee_task_id=run.task_id)
 
     def _waiting(self) -> list[NodeRun]:
-        return [r for r in self.state.nodes.values() if r.status is NodeStatus.WAITING_INPUT]
+        """The instances waiting for input, in the state's order (each copied, to change)."""
+        self.nodes.refresh()
+        waiting = self.nodes.waiting
+        paths = list(waiting) if len(waiting) < 2 else [p for p in self.nodes if p in waiting]
+        return [self.nodes[p] for p in paths]
 
     def on_review(self, event: ReviewAnswered) -> None:
         """A human answered: decide a human_review node, or forward the answer to the paused callee."""
@@ -912,10 +1060,7 @@ class _Step:
         if state.finished:
             return
         waiting = self._waiting()
-        busy = any(
-            r.status is NodeStatus.WAITING or (r.type in CALL_TYPES and r.status is NodeStatus.RUNNING)
-            for r in state.nodes.values()
-        )
+        busy = bool(self.nodes.busy)
         if waiting and not busy:
             if state.status is ExecutionStatus.RUNNING:
                 state.status = ExecutionStatus.PAUSED
@@ -965,7 +1110,7 @@ class _Step:
         self.complete(run, {"result": holds, "selected": run.selected})
 
     def _join_tally(self, node: JoinNode) -> _Tally:
-        members = [self.state.nodes[m] for m in node.wait_for if m in self.state.nodes]
+        members = [self.nodes.peek(m) for m in node.wait_for if m in self.nodes]
         completed = sum(1 for m in members if m.status is NodeStatus.COMPLETED)
         failed = [m.node_id for m in members if m.status is NodeStatus.FAILED]
         open_ = sum(1 for m in members if not m.final)
@@ -1031,8 +1176,12 @@ class _Step:
 
     def _child(self, parent: NodeRun, node_id: str, path: str, kind: str, **fields: Any) -> NodeRun:
         child = NodeRun(path=path, node_id=node_id, type=kind, parent=parent.path, **fields)
-        self.state.nodes[path] = child
+        self.nodes[path] = child
         parent.children.append(path)
+        if parent.open_children is None:
+            self._count_children(parent)
+        else:
+            parent.open_children += 1
         return child
 
     def _start_map(self, run: NodeRun, node: MapNode) -> None:
@@ -1071,7 +1220,7 @@ class _Step:
             assert run.items is not None
             limit = node.concurrency_limit or len(run.items)
             while run.status is NodeStatus.RUNNING and run.launched < len(run.items):
-                active = sum(1 for c in run.children if not self.state.nodes[c].final)
+                active, _, _ = self._count_children(run)
                 if active >= limit:
                     break
                 index = run.launched
@@ -1087,9 +1236,9 @@ class _Step:
         if run.status is not NodeStatus.RUNNING or run.path in self._launching:
             return
         assert run.items is not None
-        children = [self.state.nodes[c] for c in run.children]
-        if run.launched < len(run.items) or any(not c.final for c in children):
+        if run.launched < len(run.items) or self._count_children(run)[0]:
             return
+        children = [self.nodes.peek(c) for c in run.children]
         failed = [c for c in children if c.status is NodeStatus.FAILED]
         if failed:
             self.fail(run, f"item {failed[0].index} failed: {failed[0].error}", failed[0].error_kind or "failure")
@@ -1129,7 +1278,7 @@ class _Step:
     def _settle_fork(self, run: NodeRun, node: ForkNode) -> None:
         if run.status is not NodeStatus.RUNNING or run.path in self._launching:
             return
-        children = [self.state.nodes[c] for c in run.children]
+        children = [self.nodes.peek(c) for c in run.children]
         if any(not c.final for c in children):
             return
         failed = [c for c in children if c.status is NodeStatus.FAILED]
@@ -1151,22 +1300,18 @@ class _Step:
         elif isinstance(node, ForkNode):
             if child.status is NodeStatus.FAILED and self.definition.fail_fast:
                 for sibling in container.children:
-                    self.cancel(self.state.nodes[sibling], f"branch {child.path.rsplit('/', 1)[1]} failed")
+                    if not self.nodes.peek(sibling).final:
+                        self.cancel(self.nodes[sibling], f"branch {child.path.rsplit('/', 1)[1]} failed")
             self._settle_fork(container, node)
 
     def _map_child_done(self, container: NodeRun, node: MapNode, child: NodeRun) -> None:
         assert container.items is not None
-        children = [self.state.nodes[c] for c in container.children]
-        self.emit(
-            "map.progress",
-            container,
-            completed=sum(1 for c in children if c.status is NodeStatus.COMPLETED),
-            failed=sum(1 for c in children if c.status is NodeStatus.FAILED),
-            total=len(container.items),
-        )
+        _, completed, failed = self._count_children(container)
+        self.emit("map.progress", container, completed=completed, failed=failed, total=len(container.items))
         if child.status is NodeStatus.FAILED and self.definition.fail_fast:
-            for sibling in children:
-                self.cancel(sibling, f"item {child.index} failed")
+            for sibling in container.children:
+                if not self.nodes.peek(sibling).final:
+                    self.cancel(self.nodes[sibling], f"item {child.index} failed")
             container.launched = len(container.items)
         self._launch_items(container, node)
 
@@ -1199,7 +1344,7 @@ class _Step:
         for node_id in self.engine.order:
             if node_id not in outputs:
                 continue
-            run = self.state.nodes[node_id]
+            run = self.nodes[node_id]
             output = outputs[node_id]
             run.status = NodeStatus.COMPLETED
             run.output = output

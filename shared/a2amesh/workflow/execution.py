@@ -129,6 +129,11 @@ class NodeRun(_Data):
     items: list[JsonValue] | None = Field(None, description="Map: the items.")
     launched: int = Field(0, description="Map: items started so far; loop: iterations started so far.")
     children: list[str] = Field(default_factory=list, description="Container: instance paths, in order.")
+    open_children: int | None = Field(
+        None, description="Container: children not final yet (kept as they change; None: count them)."
+    )
+    completed_children: int | None = Field(None, description="Container: children completed.")
+    failed_children: int | None = Field(None, description="Container: children failed.")
     timer: str | None = Field(None, description="The timer this instance waits for, if any.")
     last_output: JsonValue = Field(None, description="Loop: the target's latest output (its scope).")
     review: dict[str, Any] | None = Field(

@@ -1,8 +1,10 @@
 -- Apply one engine step to an execution, guarded by the lease epoch (SPEC §7).
--- KEYS: exec, state, lease, events, nodes, applied, timers
+-- KEYS: exec, state, lease, events, nodes, applied, timers, state_nodes
 -- ARGV: token (owner:epoch), now_ms, state_json, nodes_json (object path -> json), events_json (array of JSON texts),
 --       applied_json (array of result keys), set_timers_json (object id -> due_ms), clear_timers_json (array),
---       fields_json (object), final ('1' | '0'), retention_s, events_maxlen
+--       fields_json (object), final ('1' | '0'), retention_s, events_maxlen,
+--       state_nodes_json ('' : state_json is the whole state; else object path -> 'ordinal json' of changed
+--       node instances, state_json then being the state without its nodes), reset ('1': replace every instance)
 -- Returns {'ok', next_due_ms | ''} | {'stale', lease_value} | {'duplicate', key}
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
   return {'stale', redis.call('GET', KEYS[3]) or ''}
@@ -13,6 +15,12 @@ for _, key in ipairs(applied) do
 end
 for _, key in ipairs(applied) do redis.call('SADD', KEYS[6], key) end
 redis.call('SET', KEYS[2], ARGV[3])
+if ARGV[13] == '' then
+  redis.call('DEL', KEYS[8])
+else
+  if ARGV[14] == '1' then redis.call('DEL', KEYS[8]) end
+  for path, record in pairs(cjson.decode(ARGV[13])) do redis.call('HSET', KEYS[8], path, record) end
+end
 for path, record in pairs(cjson.decode(ARGV[4])) do redis.call('HSET', KEYS[5], path, record) end
 for _, ev in ipairs(cjson.decode(ARGV[5])) do
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[12], '*', 'event', ev)
@@ -23,7 +31,7 @@ for k, v in pairs(cjson.decode(ARGV[9])) do redis.call('HSET', KEYS[1], k, v) en
 redis.call('HSET', KEYS[1], 'updated', ARGV[2])
 if ARGV[10] == '1' then
   redis.call('DEL', KEYS[7], KEYS[3])
-  for _, i in ipairs({1, 2, 4, 5, 6}) do redis.call('EXPIRE', KEYS[i], ARGV[11]) end
+  for _, i in ipairs({1, 2, 4, 5, 6, 8}) do redis.call('EXPIRE', KEYS[i], ARGV[11]) end
   return {'ok', ''}
 end
 local first = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
