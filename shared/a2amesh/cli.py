@@ -67,12 +67,12 @@ async def _serve_until_signal(
 # agent
 async def cmd_agent(args: argparse.Namespace) -> int:
     from a2amesh.agent.runtime import build_runtime
-    from a2amesh.service import AgentService
+    from a2amesh.service import agent_service
 
     settings = _settings(args)
     logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
     runtime = build_runtime(Path(args.file), settings)
-    service = AgentService(runtime, settings)
+    service = agent_service(runtime, settings)
     await _serve_until_signal(service.run, service.shutdown)
     return EXIT_OK
 

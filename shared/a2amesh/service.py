@@ -1,35 +1,44 @@
-"""Process-level services: own the bus and Redis connections around a host (agent or executor)."""
+"""Process-level services: own the bus and Redis connections around one worker (agent host or executor)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from a2amesh.agent.host import AgentHost
 from a2amesh.agent.python_agent import AgentRuntime
 from a2amesh.bus.nats import Bus
 from a2amesh.config import Settings
-from a2amesh.store.redis import connect_redis
+from a2amesh.lifecycle import Worker
+from a2amesh.store.redis import Redis, connect_redis
 
 
-class AgentService:
-    """One agent process: connect, serve with an :class:`AgentHost`, close everything on shutdown."""
+class ProcessService:
+    """One process: connect to NATS and Redis, serve with the worker ``build`` makes, close everything.
 
-    def __init__(self, runtime: AgentRuntime, settings: Settings) -> None:
-        self.runtime = runtime
+    Args:
+        settings: the process's settings.
+        name: the NATS connection name.
+        build: makes the worker from the open connections.
+    """
+
+    def __init__(self, settings: Settings, *, name: str, build: Callable[[Bus, Redis], Worker]) -> None:
         self.settings = settings
-        self.host: AgentHost | None = None
+        self.name = name
+        self.build = build
+        self.worker: Worker | None = None
         self._stop = asyncio.Event()
 
     async def run(self) -> None:
         """Serve until :meth:`shutdown`."""
-        bus = await Bus.connect(self.settings, name=f"agent:{self.runtime.definition.name}")
+        bus = await Bus.connect(self.settings, name=self.name)
         try:
             redis = await connect_redis(self.settings)
             try:
-                self.host = AgentHost(self.runtime, bus=bus, redis=redis, settings=self.settings)
+                self.worker = self.build(bus, redis)
                 if self._stop.is_set():
                     return
-                await self.host.run_until(self._stop)
+                await self.worker.run_until(self._stop)
             finally:
                 await redis.aclose()
         finally:
@@ -38,3 +47,12 @@ class AgentService:
     async def shutdown(self) -> None:
         """Ask the service to stop (idempotent); ``run()`` returns once work is finished or handed back."""
         self._stop.set()
+
+
+def agent_service(runtime: AgentRuntime, settings: Settings) -> ProcessService:
+    """The process of one agent replica."""
+    return ProcessService(
+        settings,
+        name=f"agent:{runtime.definition.name}",
+        build=lambda bus, redis: AgentHost(runtime, bus=bus, redis=redis, settings=settings),
+    )

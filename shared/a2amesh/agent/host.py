@@ -30,6 +30,7 @@ from a2amesh.errors import (
     transport_rpc_error,
 )
 from a2amesh.ids import nuid, task_id_for
+from a2amesh.lifecycle import Worker
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
     Artifact,
@@ -101,7 +102,7 @@ class _Run:
         return True
 
 
-class AgentHost:
+class AgentHost(Worker):
     """Serves one agent: pulls its work queue, answers its control subject, keeps its card alive.
 
     ``run()`` returns when shutdown is done; ``shutdown()`` is idempotent and safe before ``run()``.
@@ -116,6 +117,7 @@ class AgentHost:
         settings: Settings,
         instance: str | None = None,
     ) -> None:
+        super().__init__()
         self.runtime = runtime
         self.bus = bus
         self.settings = settings
@@ -135,9 +137,6 @@ class AgentHost:
         # (artifacts[0] and workflow_node_result.output), so keep it at most a quarter of max_payload
         self.inline_threshold = min(settings.inline_threshold, max(bus.max_payload // 4, 1024))
         self.log = get_logger("agent", agent=self.name, instance=self.instance)
-        self.ready = asyncio.Event()
-        self._stop = asyncio.Event()
-        self._stopped = asyncio.Event()
         self._running: dict[str, _Run] = {}
         self._workers: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
@@ -181,17 +180,6 @@ class AgentHost:
             await self.client.close()
             self._stopped.set()
             self.log.info("agent.stopped")
-
-    async def run_until(self, stop: asyncio.Event) -> None:
-        """Serve until ``stop`` is set."""
-        self._stop = stop
-        await self.run()
-
-    async def shutdown(self) -> None:
-        """Ask the host to stop and wait until it has (idempotent)."""
-        self._stop.set()
-        if self.ready.is_set():
-            await self._stopped.wait()
 
     async def _drain_workers(self) -> None:
         if self._workers:

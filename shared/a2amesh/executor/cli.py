@@ -108,7 +108,7 @@ def _cli() -> Any:
 
 async def cmd_executor(args: argparse.Namespace) -> int:
     from a2amesh import logs
-    from a2amesh.executor.service import ExecutorService
+    from a2amesh.executor.service import executor_service
 
     cli = _cli()
     settings = cli._settings(args)
@@ -116,7 +116,7 @@ async def cmd_executor(args: argparse.Namespace) -> int:
     folder = Path(args.folder)
     if not await asyncio.to_thread(folder.is_dir):
         raise cli.UsageError(f"{folder}: the workflows folder does not exist")
-    service = ExecutorService(folder, settings, reload_interval=args.reload_interval)
+    service = executor_service(folder, settings, reload_interval=args.reload_interval)
     await cli._serve_until_signal(service.run, service.shutdown)
     return EXIT_OK
 

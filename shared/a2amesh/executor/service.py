@@ -43,6 +43,7 @@ from a2amesh.executor.graph_runner import load_state, make_runner
 from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, node_record, utc_now
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
+from a2amesh.lifecycle import Worker
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
     CancelTaskRequest,
@@ -62,10 +63,11 @@ from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
 from a2amesh.replies import ReplyInfo, ReplyPublisher, valid_reply_subject
 from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
+from a2amesh.service import ProcessService
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import UNAVAILABLE, Redis, connect_redis, load_script
+from a2amesh.store.redis import UNAVAILABLE, Redis, load_script
 from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
 from a2amesh.workflow.definition import LoopNode, WorkflowDefinition
@@ -75,7 +77,7 @@ from a2amesh.workflow.graph import GraphDefinition
 from a2amesh.workflow.graph_engine import GraphEngine
 from a2amesh.workflow.graph_execution import GraphState
 
-__all__ = ["CONTROL_TYPES", "ExecutorService", "WorkflowExecutor"]
+__all__ = ["CONTROL_TYPES", "WorkflowExecutor", "executor_service"]
 
 RETRY_PART = "workflow_retry"
 CONTROL_TYPES = frozenset({"workflow_node_request", "graph_node_request", RETRY_PART})
@@ -98,7 +100,7 @@ class _Served:
     intake: set[asyncio.Task[None]] = field(default_factory=set)
 
 
-class WorkflowExecutor:
+class WorkflowExecutor(Worker):
     """Serves the workflows of a folder; ``run()`` returns when shutdown is done.
 
     Args:
@@ -120,6 +122,7 @@ class WorkflowExecutor:
         instance: str | None = None,
         reload_interval: float = 1.0,
     ) -> None:
+        super().__init__()
         self.folder = folder
         self.bus = bus
         self.settings = settings
@@ -138,10 +141,7 @@ class WorkflowExecutor:
         self.max_executions = settings.max_executions_per_replica
         self.runners: dict[str, ExecutionRunner] = {}
         self.served: dict[str, _Served] = {}
-        self.ready = asyncio.Event()
         self.log = get_logger("executor", instance=self.instance)
-        self._stop = asyncio.Event()
-        self._stopped = asyncio.Event()
         self._drivers: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self._slot_freed = asyncio.Event()
@@ -172,17 +172,6 @@ class WorkflowExecutor:
         finally:
             await self._shutdown_sequence()
             self._stopped.set()
-
-    async def run_until(self, stop: asyncio.Event) -> None:
-        """Serve until ``stop`` is set."""
-        self._stop = stop
-        await self.run()
-
-    async def shutdown(self) -> None:
-        """Ask the executor to stop and wait until it has (idempotent, safe before ``run()``)."""
-        self._stop.set()
-        if self.ready.is_set():
-            await self._stopped.wait()
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
@@ -1096,35 +1085,12 @@ def _stored_reply_to(record: dict[str, str]) -> str | None:
         return None
 
 
-class ExecutorService:
-    """One executor process: connect, serve a folder with a :class:`WorkflowExecutor`, close on shutdown."""
-
-    def __init__(self, folder: Path, settings: Settings, *, reload_interval: float = 1.0) -> None:
-        self.folder = folder
-        self.settings = settings
-        self.reload_interval = reload_interval
-        self.executor: WorkflowExecutor | None = None
-        self._stop = asyncio.Event()
-
-    async def run(self) -> None:
-        """Serve until :meth:`shutdown`."""
-        if not await asyncio.to_thread(self.folder.is_dir):
-            raise ConfigError(str(self.folder), "", "the workflows folder does not exist")
-        bus = await Bus.connect(self.settings, name="executor")
-        try:
-            redis = await connect_redis(self.settings)
-            try:
-                self.executor = WorkflowExecutor(
-                    self.folder, bus=bus, redis=redis, settings=self.settings, reload_interval=self.reload_interval
-                )
-                if self._stop.is_set():
-                    return
-                await self.executor.run_until(self._stop)
-            finally:
-                await redis.aclose()
-        finally:
-            await bus.close()
-
-    async def shutdown(self) -> None:
-        """Ask the service to stop (idempotent)."""
-        self._stop.set()
+def executor_service(folder: Path, settings: Settings, *, reload_interval: float = 1.0) -> ProcessService:
+    """The process of one executor replica over a folder of definitions."""
+    return ProcessService(
+        settings,
+        name="executor",
+        build=lambda bus, redis: WorkflowExecutor(
+            folder, bus=bus, redis=redis, settings=settings, reload_interval=reload_interval
+        ),
+    )
