@@ -69,27 +69,12 @@ async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path)
             async with connect(mesh.effective_settings(), name="a2amesh-demo") as client:
                 print("\ncalls:")
                 for agent, data in AGENT_CALLS:
-                    if agent not in names:
-                        continue
-                    started = time.monotonic()
-                    task = await client.send(agent, make_message(data=data), timeout=30)
-                    ms = (time.monotonic() - started) * 1000
-                    ok = task.status.state == TaskState.COMPLETED
-                    failures += not ok
-                    print(f"- {agent} ({ms:.0f} ms, {task.status.state.value})")
-                    _line("input", data)
-                    _line("output", task.output())
+                    if agent in names:
+                        failures += not await _call(client, agent, agent, data, timeout=30)
                 calls, unserved = await _workflow_calls(client, has_workflows)
                 failures += unserved
                 for name, data in calls:
-                    started = time.monotonic()
-                    task = await client.send(name, make_message(data=data), timeout=60)
-                    ms = (time.monotonic() - started) * 1000
-                    ok = task.status.state == TaskState.COMPLETED
-                    failures += not ok
-                    print(f"- workflow {name} ({ms:.0f} ms, {task.status.state.value})")
-                    _line("input", data)
-                    _line("output", task.output())
+                    failures += not await _call(client, f"workflow {name}", name, data, timeout=60)
             if failures:
                 log = await asyncio.to_thread(_tail, mesh.log_file)
                 print(f"\nlast lines of the mesh log:\n{log}")
@@ -97,6 +82,17 @@ async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path)
     if failures:
         print(f"{failures} call(s) did not complete")
     return 1 if failures else 0
+
+
+async def _call(client: Any, label: str, name: str, data: Any, *, timeout: float) -> bool:
+    """Call one agent or workflow, print what it did; True when it completed."""
+    started = time.monotonic()
+    task = await client.send(name, make_message(data=data), timeout=timeout)
+    ms = (time.monotonic() - started) * 1000
+    print(f"- {label} ({ms:.0f} ms, {task.status.state.value})")
+    _line("input", data)
+    _line("output", task.output())
+    return bool(task.status.state == TaskState.COMPLETED)
 
 
 def _tail(path: Path | None, lines: int = 25) -> str:
