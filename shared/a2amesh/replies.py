@@ -16,14 +16,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus
+from a2amesh.bus.nats import Bus, WorkMsg
 from a2amesh.config import Settings
-from a2amesh.errors import TransportError
-from a2amesh.protocol import StreamResponse, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+from a2amesh.errors import A2AMeshError, TransportError
+from a2amesh.protocol import StreamResponse, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, codes
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.rpc import encode_result
 
-__all__ = ["ReplyInfo", "ReplyPublisher", "publish_durable", "reply_headers", "valid_reply_subject"]
+__all__ = [
+    "ReplyInfo",
+    "ReplyPublisher",
+    "publish_durable",
+    "reply_headers",
+    "settle_rejected",
+    "valid_reply_subject",
+]
 
 FINAL_PUBLISH_TRIES = 3
 
@@ -140,3 +147,12 @@ async def publish_durable(bus: Bus, subject: str, body: bytes, hdrs: dict[str, s
             if i == FINAL_PUBLISH_TRIES - 1:
                 raise
             await asyncio.sleep(0.2 * (i + 1))
+
+
+async def settle_rejected(msg: WorkMsg, error: A2AMeshError) -> None:
+    """The ack of a request answered with an error: a passed deadline is acked (it is done with, not bad);
+    every other rejection is terminated so it is never delivered again."""
+    if isinstance(error, TransportError) and error.reason == codes.DEADLINE_EXCEEDED:
+        await msg.ack()
+    else:
+        await msg.term()

@@ -52,7 +52,7 @@ from a2amesh.protocol import (
 )
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
-from a2amesh.replies import publish_durable, reply_headers, valid_reply_subject
+from a2amesh.replies import publish_durable, reply_headers, settle_rejected, valid_reply_subject
 from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
@@ -310,10 +310,7 @@ class AgentHost(Worker):
             err = to_rpc_error(e)
             self.log.info("request.rejected", code=err.code, error=str(err), seq=msg.stream_seq)
             await self._send_error(reply_to, request_id, err, attempt)
-            if isinstance(e, TransportError) and e.reason == codes.DEADLINE_EXCEEDED:
-                await msg.ack()
-            else:
-                await msg.term()
+            await settle_rejected(msg, e)
         except UNAVAILABLE as e:
             # Redis unreachable (restart, pause): hand the request back; it is redelivered, not failed
             self.log.warning("request.store_unavailable", seq=msg.stream_seq, error=str(e) or type(e).__name__)

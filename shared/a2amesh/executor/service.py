@@ -61,7 +61,7 @@ from a2amesh.protocol import (
 )
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
-from a2amesh.replies import ReplyInfo, ReplyPublisher, valid_reply_subject
+from a2amesh.replies import ReplyInfo, ReplyPublisher, settle_rejected, valid_reply_subject
 from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
 from a2amesh.service import ProcessService
 from a2amesh.store.artifacts import ArtifactStore
@@ -344,10 +344,7 @@ class WorkflowExecutor(Worker):
             err = to_rpc_error(e)
             self.log.info("request.rejected", workflow=name, code=err.code, error=str(err))
             await self._send_error(name, reply_to, request_id, err, msg.num_delivered)
-            if isinstance(e, TransportError) and e.reason == codes.DEADLINE_EXCEEDED:
-                await msg.ack()
-            else:
-                await msg.term()
+            await settle_rejected(msg, e)
         except UNAVAILABLE as e:
             # Redis unreachable (restart, pause): hand the request back; the record is created NX, so a
             # redelivery of a request whose execution was created after all attaches to it
