@@ -17,7 +17,7 @@ from a2amesh.protocol import AgentCard, Part, TaskState, codes
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
-from tests.fakes.openai_server import FakeOpenAIServer, HttpError, Reply, ToolCall, Usage
+from tests.fakes.openai_server import FakeOpenAIServer, HttpError, Raw, Reply, ToolCall, Usage
 from tests.support.nodes import llm_agent, node_message, node_result
 from tests.support.waiting import within
 
@@ -562,6 +562,32 @@ async def test_non_streaming_endpoint(start_llm: Any, client: Client, fake_llm: 
     assert task.output() == {"total": 2}
     assert all(not r.get("stream") for r in fake_llm.requests)
     assert node_result(task)["usage"]["calls"][1]["total_tokens"] == 5
+
+
+async def test_only_streaming_callers_get_streamed_model_calls(
+    start_llm: Any, client: Client, fake_llm: FakeOpenAIServer
+) -> None:
+    """With stream: true the model streams only when a caller reads the deltas; a plain call asks for a whole answer."""
+    fake_llm.script(save({"total": 1}), Reply(embed()), "streamed")
+    await start_llm()
+    task = await client.send("writer", node_message({}, output_schema=OUT_SCHEMA))
+    assert task.output() == {"total": 1}
+    events = [ev async for ev in client.stream("writer", "go")]
+    assert events[-1].status_update is not None
+    assert [bool(r.get("stream")) for r in fake_llm.requests] == [False, False, True]
+
+
+async def test_malformed_model_answer_fails_clearly(
+    start_llm: Any, client: Client, fake_llm: FakeOpenAIServer
+) -> None:
+    """A chat completion that is not the API's JSON fails the task saying so, and the agent keeps serving."""
+    fake_llm.script(Raw("{not json"), Raw('{"choices": [{"message": {"tool_calls": [{"function": 7}]}}]}'), "fine")
+    await start_llm(llm={"max_http_retries": 0})
+    for _ in range(2):
+        task = await client.send("writer", node_message({}, max_retries=0))
+        assert task.status.state == TaskState.FAILED
+        assert "malformed chat completion" in node_result(task)["error"]
+    assert (await client.send("writer", "hi")).output() == "fine"
 
 
 async def test_status_parts_are_typed(start_llm: Any, client: Client, fake_llm: FakeOpenAIServer) -> None:

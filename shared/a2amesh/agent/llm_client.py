@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -159,11 +160,12 @@ class ChatModel:
             kwargs["tools"] = tools
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
-        streaming = self.stream if stream is None else stream
+        # Stream only when someone reads the deltas: a streamed answer costs about twice the client CPU.
+        streaming = (self.stream if stream is None else stream) and on_delta is not None
         try:
             if streaming:
                 return await self._streamed(kwargs, on_delta)
-            response = await self._openai().chat.completions.create(**kwargs)
+            body = await self._openai().post("/chat/completions", body=kwargs, cast_to=bytes)
         except openai.APIStatusError as e:
             raise LlmError(
                 f"the model endpoint {self.base_url} answered HTTP {e.status_code} "
@@ -179,22 +181,38 @@ class ChatModel:
             raise LlmError(f"cannot reach the model endpoint {self.base_url}: {e}") from e
         except openai.OpenAIError as e:
             raise LlmError(f"the model endpoint {self.base_url} failed: {e}") from e
-        choice = response.choices[0] if response.choices else None
-        msg = choice.message if choice is not None else None
-        calls = [
-            ToolCallRequest(c.id, c.function.name, c.function.arguments or "")
-            for c in (msg.tool_calls or [] if msg is not None else [])
-            if c.type == "function"
-        ]
-        usage = response.usage
-        return Completion(
-            content=msg.content if msg is not None else None,
-            tool_calls=calls,
-            model=response.model or self.model,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            total_tokens=usage.total_tokens if usage else 0,
-        )
+        return self._completion_of(body)
+
+    def _completion_of(self, body: bytes) -> Completion:
+        """Read a chat-completion response body (the JSON is read directly, without the client's typed models)."""
+        try:
+            data = json.loads(body)
+            choices = data.get("choices") or []
+            msg = (choices[0].get("message") or {}) if choices else {}
+            calls = [
+                ToolCallRequest(
+                    str(c.get("id") or f"call_{i}"),
+                    str(c["function"].get("name") or ""),
+                    str(c["function"].get("arguments") or ""),
+                )
+                for i, c in enumerate(msg.get("tool_calls") or [])
+                if c.get("type", "function") == "function"
+            ]
+            usage = data.get("usage") or {}
+            content = msg.get("content")
+            return Completion(
+                content=content if isinstance(content, str) else None,
+                tool_calls=calls,
+                model=str(data.get("model") or self.model),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                total_tokens=int(usage.get("total_tokens") or 0),
+            )
+        except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+            raise LlmError(
+                f"the model endpoint {self.base_url} answered a malformed chat completion "
+                f"({type(e).__name__}: {e}): {body[:200]!r}"
+            ) from e
 
     async def _streamed(self, kwargs: dict[str, Any], on_delta: Callable[[str], Awaitable[None]] | None) -> Completion:
         coalescer = DeltaCoalescer(on_delta) if on_delta is not None else None
