@@ -577,9 +577,7 @@ async def test_only_streaming_callers_get_streamed_model_calls(
     assert [bool(r.get("stream")) for r in fake_llm.requests] == [False, False, True]
 
 
-async def test_malformed_model_answer_fails_clearly(
-    start_llm: Any, client: Client, fake_llm: FakeOpenAIServer
-) -> None:
+async def test_malformed_model_answer_fails_clearly(start_llm: Any, client: Client, fake_llm: FakeOpenAIServer) -> None:
     """A chat completion that is not the API's JSON fails the task saying so, and the agent keeps serving."""
     fake_llm.script(Raw("{not json"), Raw('{"choices": [{"message": {"tool_calls": [{"function": 7}]}}]}'), "fine")
     await start_llm(llm={"max_http_retries": 0})
