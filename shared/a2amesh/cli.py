@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from a2amesh import logs
+from a2amesh import eventloop, logs
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, ConfigError, RpcError, StoreError, TransportError
 
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     if not logs_configured(args):
         logs.configure("WARNING", "console")
     try:
-        code = asyncio.run(args.func(args))
+        code = eventloop.run(args.func(args))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `a2amesh show RUN | head`: the reader left; not an error of ours

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, load_script
+from a2amesh.store.redis import Redis, Scripts, load_script
 
 __all__ = ["CommitResult", "CreateResult", "ExecutionStore", "now_ms"]
 
@@ -108,9 +108,8 @@ class ExecutionStore:
         self.retention = int(retention)
         self.lease_ttl_ms = int(lease_ttl * 1000)
         self._create = redis.register_script(load_script("exec_create"))
-        self._commit = redis.register_script(load_script("exec_commit"))
+        self._scripts = Scripts(redis, "exec_commit", "claim_renew")
         self._acquire = redis.register_script(load_script("lease_acquire"))
-        self._renew = redis.register_script(load_script("claim_renew"))
         self._release = redis.register_script(load_script("lease_release"))
         self._mark_cancel = redis.register_script(load_script("exec_mark_cancel"))
 
@@ -217,35 +216,35 @@ class ExecutionStore:
         """
         k = self.keys
         clear = list(clear_timers)
-        pipe = self.redis.pipeline(transaction=False)
-        await self._commit(
-            keys=[
-                *self._exec_keys(execution_id),
-                k.execution_applied(execution_id),
-                k.execution_timers(execution_id),
-                k.execution_state_nodes(execution_id),
-            ],
-            args=[
-                token,
-                now_ms(),
-                state_json,
-                _dumps(dict(nodes)),
-                _dumps(list(events)),
-                _dumps(list(applied)),
-                _dumps(dict(set_timers)),
-                _dumps(clear),
-                _dumps(dict(fields)),
-                "1" if final_status else "0",
-                self.retention,
-                EVENTS_MAXLEN,
-                "" if state_nodes is None else _dumps(dict(state_nodes)),
-                "1" if reset_state_nodes else "0",
-            ],
-            client=pipe,
-        )
-        if set_timers:
-            pipe.zadd(k.timers(), {execution_id: min(set_timers.values())}, lt=True)
-        raw = (await pipe.execute())[0]
+        keys = [
+            *self._exec_keys(execution_id),
+            k.execution_applied(execution_id),
+            k.execution_timers(execution_id),
+            k.execution_state_nodes(execution_id),
+        ]
+        args = [
+            token,
+            now_ms(),
+            state_json,
+            _dumps(dict(nodes)),
+            _dumps(list(events)),
+            _dumps(list(applied)),
+            _dumps(dict(set_timers)),
+            _dumps(clear),
+            _dumps(dict(fields)),
+            "1" if final_status else "0",
+            self.retention,
+            EVENTS_MAXLEN,
+            "" if state_nodes is None else _dumps(dict(state_nodes)),
+            "1" if reset_state_nodes else "0",
+        ]
+
+        def build(pipe: Any) -> None:
+            self._scripts.queue(pipe, "exec_commit", keys, args)
+            if set_timers:
+                pipe.zadd(k.timers(), {execution_id: min(set_timers.values())}, lt=True)
+
+        raw = (await self._scripts.run(build))[0]
         result = CommitResult(str(raw[0]), str(raw[1] or "") if len(raw) > 1 else "")
         if result.ok and final_status:
             done = self.redis.pipeline(transaction=False)
@@ -278,15 +277,17 @@ class ExecutionStore:
         """Renew leases in one round trip: execution id → still held."""
         if not tokens:
             return {}
-        pipe = self.redis.pipeline(transaction=False)
         ids = list(tokens)
         expiry = now_ms() + self.lease_ttl_ms
-        for execution_id in ids:
-            await self._renew(
-                keys=[self.keys.lease(execution_id)], args=[tokens[execution_id], self.lease_ttl_ms], client=pipe
-            )
-        pipe.zadd(self.keys.leases_index(), dict.fromkeys(ids, expiry))
-        results = await pipe.execute()
+
+        def build(pipe: Any) -> None:
+            for execution_id in ids:
+                self._scripts.queue(
+                    pipe, "claim_renew", [self.keys.lease(execution_id)], [tokens[execution_id], self.lease_ttl_ms]
+                )
+            pipe.zadd(self.keys.leases_index(), dict.fromkeys(ids, expiry))
+
+        results = await self._scripts.run(build)
         return {execution_id: bool(results[i]) for i, execution_id in enumerate(ids)}
 
     async def release(self, execution_id: str, token: str, *, handover: bool) -> None:
