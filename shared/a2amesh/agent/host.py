@@ -91,9 +91,14 @@ class _Run:
     attempt: int
     targets: list[_Target]
     seq: int = 0
-    cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel_requested: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     final_stored: bool = False  # the final is in Redis: new subscribers get it from there
+    working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
+
+    def request_cancel(self) -> None:
+        if not self.cancel_requested.done():
+            self.cancel_requested.set_result(None)
 
     def add_target(self, subject: str) -> bool:
         if any(t.subject == subject for t in self.targets):
@@ -161,6 +166,7 @@ class AgentHost(Worker):
         control = await self.bus.subscribe(self.bus.subjects.control(self.name), self._on_control)
         consumer = await self.bus.pull_consumer(self.bus.subjects.tasks_stream, self.bus.subjects.consumer(self.name))
         heartbeat = asyncio.create_task(publisher.heartbeat(), name=f"{self.name}-card-heartbeat")
+        task_beats = asyncio.create_task(self._heartbeat(), name=f"{self.name}-task-heartbeat")
         self.log.info("agent.ready", concurrency=self.concurrency)
         self.ready.set()
         try:
@@ -171,9 +177,10 @@ class AgentHost(Worker):
                 with contextlib.suppress(Exception):
                     await m.nak()
             await self._drain_workers()
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+            for beat in (heartbeat, task_beats):
+                beat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beat
             await control.unsubscribe()
             with contextlib.suppress(Exception):
                 await publisher.withdraw()
@@ -446,17 +453,18 @@ class AgentHost(Worker):
             inline_threshold=self.inline_threshold,
         )
         work = asyncio.create_task(self.runtime.run(ctx), name=f"task-{run.task.id}")
-        cancel_wait = asyncio.create_task(run.cancel_requested.wait())
-        beat = asyncio.create_task(self._heartbeat(run))
+        run.working = True
         timeout = None if ctx.deadline is None else max(ctx.deadline - time.time(), 0.001)
+        cancel = run.cancel_requested
         try:
-            done, _ = await asyncio.wait({work, cancel_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            waits: set[asyncio.Future[Any]] = {work, cancel}
+            done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             if work in done:
                 return work.result()
             work.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(work, 5)
-            if cancel_wait in done:
+            if cancel in done:
                 ctx.cancelled.set()
                 return TaskOutcome(TaskState.CANCELED, message="canceled by request")
             return TaskOutcome(TaskState.FAILED, message=f"{codes.DEADLINE_EXCEEDED}: the task ran past its deadline")
@@ -472,8 +480,7 @@ class AgentHost(Worker):
             self.log.exception("task.crashed", task_id=run.task.id)
             return TaskOutcome(TaskState.FAILED, message=f"internal error: {type(e).__name__}: {e}")
         finally:
-            cancel_wait.cancel()
-            beat.cancel()
+            run.working = False
 
     async def _hand_back(self, run: _Run) -> None:
         assert run.msg is not None
@@ -481,25 +488,39 @@ class AgentHost(Worker):
         await run.msg.nak()
         self.log.info("task.handed_back", task_id=run.task.id)
 
-    async def _heartbeat(self, run: _Run) -> None:
-        assert run.msg is not None
+    async def _heartbeat(self) -> None:
+        """Every ack_wait/3: in-progress acks for the running tasks, and their claims renewed in one round trip.
+
+        One loop for all tasks (not a task each): a host running thousands of tasks sends one pipeline.
+        """
         while True:
             await asyncio.sleep(self.settings.ack_wait / 3)
+            runs = [r for r in self._running.values() if r.working and r.msg is not None]
+            if not runs:
+                continue
             faults.crash_point("before_claim_renew")
+            for run in runs:
+                assert run.msg is not None
+                with contextlib.suppress(Exception):
+                    await run.msg.in_progress()
             try:
-                await run.msg.in_progress()
                 # bounded, so a paused Redis never delays the next in-progress ack past ack_wait
                 async with asyncio.timeout(self.settings.ack_wait / 3):
-                    if not await self.tasks.renew(run.task.id, self.instance, self._claim_ttl):
-                        self.log.warning("task.claim_lost", task_id=run.task.id)
-                    if await self.tasks.is_canceled(run.task.id):
-                        run.cancel_requested.set()
+                    lost, canceled = await self.tasks.renew([r.task.id for r in runs], self.instance, self._claim_ttl)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                self.log.warning("task.heartbeat_failed", task_id=run.task.id, error=str(e) or type(e).__name__)
+                self.log.warning("task.heartbeat_failed", running=len(runs), error=str(e) or type(e).__name__)
+                continue
+            for run in runs:
+                if run.task.id in lost:
+                    self.log.warning("task.claim_lost", task_id=run.task.id)
+                if run.task.id in canceled:
+                    run.request_cancel()
 
     async def _emit_progress(self, run: _Run, parts: list[Part], metadata: dict[str, Any] | None) -> None:
+        if not run.streaming and len(run.targets) == 1:
+            return  # a plain SendMessage gets only the final, and nobody subscribed: build nothing
         status = TaskStatus(
             state=TaskState.WORKING,
             timestamp=utc_now(),
@@ -538,7 +559,11 @@ class AgentHost(Worker):
         assert run.msg is not None
         outcome = await self._spill(run, outcome)
         run.task = self._final_task(run.task, outcome)
-        view = await asyncio.shield(self._write_final(run))
+        await asyncio.shield(self._store_and_answer(run))  # a shutdown must not cut the final off half way
+
+    async def _store_and_answer(self, run: _Run) -> None:
+        assert run.msg is not None
+        view = await self._write_final(run)
         run.final_stored = True
         if view.outcome == "terminal" and view.task is not None:
             run.task = view.task  # an earlier final stands: answer with it
@@ -546,7 +571,7 @@ class AgentHost(Worker):
             run.add_target(s)
         faults.crash_point("after_final_write")
         try:
-            await asyncio.shield(self._publish_final(run))
+            await self._publish_final(run)
         except TransportError as e:
             # NATS away: the final is stored, so the redelivery re-publishes it (never runs the work again)
             self.log.warning("task.final_publish_failed", task_id=run.task.id, error=str(e))
@@ -628,7 +653,7 @@ class AgentHost(Worker):
             raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
         run = self._running.get(task_id)
         if run is not None:
-            run.cancel_requested.set()
+            run.request_cancel()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(run.finished.wait(), 10)
             await self._answer(msg, request_id, run.task.to_json_dict())

@@ -113,22 +113,32 @@ class WorkMsg:
         """Send :meth:`in_progress` every ``interval`` seconds while the block runs.
 
         For steps that may wait on a slow or paused store: without it the message would be
-        redelivered meanwhile, and each redelivery counts towards ``max_deliver``.
+        redelivered meanwhile, and each redelivery counts towards ``max_deliver``. A timer, not a
+        task: a block that ends within ``interval`` (the usual case) costs no extra loop turns.
         """
+        loop = asyncio.get_running_loop()
+        beats: set[asyncio.Task[None]] = set()
+        handle: asyncio.TimerHandle | None = None
 
         async def beat() -> None:
-            while True:
-                await asyncio.sleep(interval)
-                with contextlib.suppress(Exception):
-                    await self.in_progress()
+            with contextlib.suppress(Exception):
+                await self.in_progress()
 
-        task = asyncio.create_task(beat())
+        def fire() -> None:
+            nonlocal handle
+            task = loop.create_task(beat())
+            beats.add(task)
+            task.add_done_callback(beats.discard)
+            handle = loop.call_later(interval, fire)
+
+        handle = loop.call_later(interval, fire)
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            if handle is not None:
+                handle.cancel()
+            for task in beats:
+                task.cancel()
 
 
 class PullConsumer:

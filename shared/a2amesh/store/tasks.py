@@ -56,10 +56,9 @@ class TaskStore:
         self._k = keys
         self._retention = int(retention)
         self._queued_ttl = int(queued_ttl)
-        self._scripts = Scripts(redis, "task_claim", "task_write")
+        self._scripts = Scripts(redis, "task_claim", "task_write", "claim_renew")
         self._cancel = redis.register_script(load_script("task_cancel"))
         self._subscribe = redis.register_script(load_script("task_subscribe"))
-        self._renew = redis.register_script(load_script("claim_renew"))
 
     def _task_keys(self, task_id: str) -> list[str]:
         return [self._k.task(task_id), self._k.claim(task_id), self._k.subscribers(task_id)]
@@ -83,9 +82,24 @@ class TaskStore:
         raw, _ = await self._scripts.run(build)
         return _view(raw)
 
-    async def renew(self, task_id: str, instance: str, claim_ttl: float) -> bool:
-        """Extend the claim; False when another instance took it over."""
-        return bool(await self._renew(keys=[self._k.claim(task_id)], args=[instance, int(claim_ttl * 1000)]))
+    async def renew(self, task_ids: list[str], instance: str, claim_ttl: float) -> tuple[set[str], set[str]]:
+        """Extend the claims of running tasks in one round trip.
+
+        Returns the tasks whose claim another instance took over, and the tasks that carry a cancel mark.
+        """
+        if not task_ids:
+            return set(), set()
+        ttl = int(claim_ttl * 1000)
+
+        def build(pipe: Any) -> None:
+            for task_id in task_ids:
+                self._scripts.queue(pipe, "claim_renew", [self._k.claim(task_id)], [instance, ttl])
+                pipe.hget(self._k.task(task_id), "cancel")
+
+        raw = await self._scripts.run(build)
+        lost = {t for i, t in enumerate(task_ids) if not raw[2 * i]}
+        canceled = {t for i, t in enumerate(task_ids) if raw[2 * i + 1] == "1"}
+        return lost, canceled
 
     async def write(self, task: Task, agent: str, instance: str, *, release: bool) -> TaskRecordView:
         """Store the task's current record; with ``release`` the claim is dropped (a final write).
