@@ -18,6 +18,7 @@ from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_error
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.logs import get_logger
+from a2amesh.mailbox import Mailbox
 from a2amesh.protocol import (
     AgentCard,
     Artifact,
@@ -84,7 +85,7 @@ class CallEvent:
 @dataclass
 class _Pending:
     agent: str
-    queue: asyncio.Queue[CallEvent] = field(default_factory=asyncio.Queue)
+    queue: Mailbox[CallEvent] = field(default_factory=Mailbox)
     attempt: int = 0
     seq: int = 0
     finished: bool = False

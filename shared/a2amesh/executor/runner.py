@@ -27,6 +27,7 @@ from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError
 from a2amesh.ids import nuid
 from a2amesh.logs import get_logger
+from a2amesh.mailbox import Mailbox
 from a2amesh.protocol import (
     Artifact,
     CancelTaskRequest,
@@ -130,6 +131,15 @@ class RunnerDeps:
     instance: str
 
 
+@dataclass(frozen=True, slots=True)
+class _CallRef:
+    """What a call's waiter needs of its dispatch."""
+
+    path: str
+    attempt: int
+    agent: str
+
+
 class ExecutionRunner:
     """Owns one execution while its lease holds.
 
@@ -152,10 +162,10 @@ class ExecutionRunner:
         self.reply = reply
         self.execution_id = state.execution_id
         self.task_id = state.task_id or state.execution_id
-        self.inbox: asyncio.Queue[Event] = asyncio.Queue()
+        self.inbox: Mailbox[Event] = Mailbox()
         self.targets: list[str] = []
         self.lost = False
-        self.finished = asyncio.Event()
+        self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.final_task: Task | None = None
         self._calls: dict[str, asyncio.Task[None]] = {}
         self._positions: dict[str, int] | None = None
@@ -164,7 +174,11 @@ class ExecutionRunner:
         self._publisher = ReplyPublisher(
             deps.bus, deps.settings, agent=state.workflow, task_id=self.task_id, attempt=epoch
         )
-        self.log = get_logger("executor.run", execution_id=self.execution_id, workflow=state.workflow)
+
+    @property
+    def log(self) -> Any:
+        """This execution's logger (made when used: a runner that waits for hours keeps none)."""
+        return get_logger("executor.run", execution_id=self.execution_id, workflow=self.state.workflow)
 
     # --- loop --------------------------------------------------------------------------------
 
@@ -174,10 +188,10 @@ class ExecutionRunner:
             for timer_id, due in self.state.timers.items():
                 self._arm(timer_id, due)
             await self._carry(list(commands), call_ids)
+            del commands, call_ids  # a runner may wait for hours: keep nothing it no longer needs
             while not self.state.finished and not self.lost and not (self.parked and self.inbox.empty()):
-                batch = [await self.inbox.get()]
-                while not self.inbox.empty():
-                    batch.append(self.inbox.get_nowait())
+                await self.inbox.wait()
+                batch = self.inbox.take_all()
                 try:
                     await self._apply(batch)
                 except UNAVAILABLE as e:
@@ -194,7 +208,8 @@ class ExecutionRunner:
                 handle.cancel()
             if self._calls:
                 await asyncio.wait(set(self._calls.values()), timeout=5)
-            self.finished.set()
+            if not self.finished.done():
+                self.finished.set_result(None)
 
     @property
     def parked(self) -> bool:
@@ -228,7 +243,10 @@ class ExecutionRunner:
             old.cancel()
         loop = asyncio.get_running_loop()
         delay = max(due - time.time(), 0.0)
-        self._timers[timer_id] = loop.call_later(delay, self.inbox.put_nowait, TimerFired(timer_id=timer_id))
+        self._timers[timer_id] = loop.call_later(delay, self._timer_fired, timer_id)
+
+    def _timer_fired(self, timer_id: str) -> None:
+        self.inbox.put_nowait(TimerFired(timer_id=timer_id))
 
     async def _apply(self, batch: list[Event]) -> None:
         state = self.state
@@ -491,15 +509,16 @@ class ExecutionRunner:
                 self.inbox.put_nowait(self._call_error(command, e))
                 return
         faults.crash_point("after_dispatch_publish")
-        self._follow(command, call)
+        self._follow(_CallRef(command.path, command.attempt, command.agent), call)
 
-    def _follow(self, command: AnyDispatch, call: Call) -> None:
-        old = self._calls.pop(command.path, None)
+    def _follow(self, ref: _CallRef, call: Call) -> None:
+        old = self._calls.pop(ref.path, None)
         if old is not None:
             old.cancel()
-        task = asyncio.create_task(self._await_result(command, call), name=f"call-{command.path}")
-        self._calls[command.path] = task
-        task.add_done_callback(functools.partial(self._call_done, command.path))
+        # the waiter keeps only the call's reference, not the dispatch (its input may be large)
+        task = asyncio.create_task(self._await_result(ref, call), name=f"call-{ref.path}")
+        self._calls[ref.path] = task
+        task.add_done_callback(functools.partial(self._call_done, ref.path))
 
     def _call_done(self, path: str, task: asyncio.Task[None]) -> None:
         if self._calls.get(path) is task:
@@ -507,15 +526,15 @@ class ExecutionRunner:
         if not task.cancelled() and task.exception() is not None:
             self.log.error("call.crashed", path=path, error=repr(task.exception()))
 
-    async def _await_result(self, command: AnyDispatch, call: Call) -> None:
+    async def _await_result(self, ref: _CallRef, call: Call) -> None:
         try:
             task = await call.result()
         except A2AMeshError as e:
-            self.inbox.put_nowait(self._call_error(command, e))
+            self.inbox.put_nowait(self._call_error(ref, e))
             return
-        self.inbox.put_nowait(await self.result_event(command.path, command.attempt, command.agent, task))
+        self.inbox.put_nowait(await self.result_event(ref.path, ref.attempt, ref.agent, task))
 
-    def _call_error(self, command: AnyDispatch, error: A2AMeshError) -> NodeFailed:
+    def _call_error(self, command: AnyDispatch | _CallRef, error: A2AMeshError) -> NodeFailed:
         if isinstance(error, TransportError):
             text = f"{error.reason}: {error}"
         elif isinstance(error, RpcError):

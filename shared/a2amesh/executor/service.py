@@ -806,11 +806,13 @@ class WorkflowExecutor(Worker):
         execution_id = runner.execution_id
         self.runners[execution_id] = runner
 
+        initial: list[Any] = [commands, call_ids]  # handed over once, not kept by this closure
+
         async def drive() -> None:
             try:
                 if before is not None:
                     await before()
-                await runner.run(commands, call_ids=call_ids)
+                await runner.run(initial.pop(0), call_ids=initial.pop(0))
             finally:
                 if self.runners.get(execution_id) is runner:
                     del self.runners[execution_id]
@@ -956,7 +958,7 @@ class WorkflowExecutor(Worker):
         if runner is not None:
             runner.cancel()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(runner.finished.wait(), 10)
+                await asyncio.wait_for(asyncio.shield(runner.finished), 10)
             task = runner.final_task or await self.tasks.get(task_id)
             if task is not None:
                 await self._answer(name, msg, request_id, task.to_json_dict())
@@ -1002,7 +1004,7 @@ class WorkflowExecutor(Worker):
         self.log.info("execution.cancel_paused", execution_id=task_id)
         self._launch(runner, [])
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(runner.finished.wait(), 10)
+            await asyncio.wait_for(asyncio.shield(runner.finished), 10)
         task = runner.final_task or await self.tasks.get(task_id)
         if task is not None:
             await self._answer(name, msg, request_id, task.to_json_dict())
