@@ -419,8 +419,11 @@ class ExecutionRunner:
                 await self._emit(command)
             elif isinstance(command, Finish):
                 finish = command
-        if dispatches:
-            ids = call_ids or {}
+        ids = call_ids or {}
+        if len(dispatches) == 1:
+            # in this loop turn, so the request leaves in the same socket write as the events above
+            await self._dispatch(dispatches[0], ids.get(dispatches[0].path))
+        elif dispatches:
             await asyncio.gather(*(self._dispatch(d, ids.get(d.path)) for d in dispatches))
         if finish is not None:
             await self.publish_final()
