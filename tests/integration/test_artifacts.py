@@ -172,17 +172,30 @@ async def test_ctx_artifact_api_in_an_agent(agent_host: Any, client: Client, sto
         first = await ctx.save_artifact("draft.json", {"v": 0})
         await ctx.save_artifact("draft.json", {"v": 1})
         old = await ctx.load_artifact("draft.json", version=0)
+        latest = await ctx.load_artifact("draft.json")
+        blob = await ctx.save_artifact("blob.bin", b"\x00\xff")
+        blob_back = await ctx.load_artifact("blob.bin")
         by_uri = await ctx.load_artifact(first.uri)
         names = [m.name for m in await ctx.list_artifacts()]
-        return {"old": old.value, "by_uri": by_uri.value, "names": names, "uri": first.uri, "task": ctx.task_id}
+        return {
+            "old": old.value,
+            "latest": [latest.value, latest.meta.version],
+            "blob": [blob_back.content == b"\x00\xff", blob_back.meta == blob],
+            "by_uri": by_uri.value,
+            "names": names,
+            "uri": first.uri,
+            "task": ctx.task_id,
+        }
 
     await agent_host("writer", writer)
     task = await client.send("writer", {"go": True}, headers={"A2A-User": "carol"})
     assert task.status.state == TaskState.COMPLETED
     out = task.output()
     assert out["old"] == {"v": 0}
+    assert out["latest"] == [{"v": 1}, 1]
+    assert out["blob"] == [True, True]
     assert out["by_uri"] == {"v": 0}
-    assert out["names"] == ["draft.json"]
+    assert out["names"] == ["blob.bin", "draft.json"]
     assert f"/{task.context_id}/{task.id}/draft.json?version=0" in out["uri"]
     assert (await store.load_uri(out["uri"], user="carol")).value == {"v": 0}
     with pytest.raises(ArtifactNotFound):

@@ -90,6 +90,8 @@ class TaskContext:
     feedback: str | None = None
     """Set by the node handler when a Python agent is called again after raising ``RetryWithFeedback``."""
     _input: Any = field(default=_UNSET, repr=False)
+    _saved: dict[str, StoredArtifact] = field(default_factory=dict, repr=False)
+    """The latest version of each artifact this invocation saved (its scope is this task's alone)."""
 
     @property
     def input(self) -> Any:
@@ -125,9 +127,11 @@ class TaskContext:
         Raises:
             ArtifactError: a bad name, content that cannot be stored, or content too large.
         """
-        return await self._artifact_store().save(
+        saved = await self._artifact_store().put(
             self.scope, name, content, media_type=media_type, metadata=metadata, user=self.user
         )
+        self._saved[name] = saved
+        return saved.meta
 
     async def load_artifact(self, name_or_uri: str, *, version: int | None = None) -> StoredArtifact:
         """Load an artifact of this task by name (latest unless ``version``), or any artifact by its URI.
@@ -138,6 +142,9 @@ class TaskContext:
         store = self._artifact_store()
         if name_or_uri.startswith("artifact://"):
             return await store.load_uri(name_or_uri, user=self.user)
+        saved = self._saved.get(name_or_uri)
+        if saved is not None and (version is None or version == saved.meta.version):
+            return saved  # written by this invocation: no round trip to read it back
         return await store.load(self.scope, name_or_uri, version, user=self.user)
 
     async def list_artifacts(self) -> list[ArtifactMeta]:

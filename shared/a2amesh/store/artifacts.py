@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.errors import ArtifactError, ArtifactNotFound
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, load_script
+from a2amesh.store.redis import Redis, Scripts, load_script
 
 __all__ = [
     "ARTIFACT_NAME_RE",
@@ -214,7 +214,7 @@ class ArtifactStore:
         self.namespace = keys.ns
         self._ttl = max(int(retention), 1)
         self._max_bytes = max_bytes
-        self._save = redis.register_script(load_script("artifact_save"))
+        self._scripts = Scripts(redis, "artifact_save")
         self._load = redis.register_script(load_script("artifact_load"))
         self._delete = redis.register_script(load_script("artifact_delete"))
 
@@ -240,6 +240,20 @@ class ArtifactStore:
         Raises:
             ArtifactError: a bad name, content that cannot be encoded, or content above ``max_bytes``.
         """
+        saved = await self.put(scope, name, content, media_type=media_type, metadata=metadata, user=user)
+        return saved.meta
+
+    async def put(
+        self,
+        scope: ArtifactScope,
+        name: str,
+        content: Any,
+        *,
+        media_type: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        user: str | None = None,
+    ) -> StoredArtifact:
+        """:meth:`save`, returning the version as :meth:`load` would read it back (one round trip)."""
         check_artifact_name(name)
         raw, stored, encoding, mt = _encode(content, media_type)
         if len(raw) > self._max_bytes:
@@ -256,18 +270,20 @@ class ArtifactStore:
             "encoding": encoding,
             "user": user,
         }
-        version = int(
-            await self._save(
-                keys=[self._k.artifact(str(scope), name), self._k.artifact_names(str(scope))],
-                args=[name, stored, json.dumps(meta), self._ttl],
-            )
-        )
         index = self._k.artifact_scopes(scope.context_id)
-        pipe = self._r.pipeline(transaction=False)
-        pipe.sadd(index, scope.task_id)
-        pipe.expire(index, self._ttl)
-        await pipe.execute()
-        return self._meta(scope, name, version, meta)
+
+        def build(pipe: Any) -> None:
+            self._scripts.queue(
+                pipe,
+                "artifact_save",
+                [self._k.artifact(str(scope), name), self._k.artifact_names(str(scope))],
+                [name, stored, json.dumps(meta), self._ttl],
+            )
+            pipe.sadd(index, scope.task_id)
+            pipe.expire(index, self._ttl)
+
+        version = int((await self._scripts.run(build))[0])
+        return StoredArtifact(self._meta(scope, name, version, meta), raw if encoding == "base64" else stored)
 
     async def load(
         self, scope: ArtifactScope, name: str, version: int | None = None, *, user: str | None = None
