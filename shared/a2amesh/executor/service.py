@@ -395,11 +395,11 @@ class WorkflowExecutor(Worker):
             node_request=_node_request(message),
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED},
         )
-        record = await self.store.record(task_id)
+        record, canceled = await asyncio.gather(self.store.record(task_id), self.tasks.is_canceled(task_id))
         if record is not None:
             await self._attach(name, task_id, record, reply, msg)
             return
-        if await self.tasks.is_canceled(task_id):
+        if canceled:
             await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
             return
         engine = self.catalog.engine_for(workflow)

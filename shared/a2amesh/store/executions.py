@@ -256,8 +256,10 @@ class ExecutionStore:
 
     async def mark_published(self, execution_id: str) -> None:
         """Record that the final answer went out (until then the lease index keeps it for a takeover)."""
-        await self.redis.hset(self.keys.execution(execution_id), "final_published", "1")
-        await self.redis.zrem(self.keys.leases_index(), execution_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(self.keys.execution(execution_id), "final_published", "1")
+        pipe.zrem(self.keys.leases_index(), execution_id)
+        await pipe.execute()
 
     # --- leases --------------------------------------------------------------------------------
 
