@@ -22,6 +22,7 @@ both are reported as warnings.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Collection, Mapping
@@ -77,9 +78,9 @@ class LoadedWorkflow:
     warnings: tuple[Issue, ...]
     source: Path | None
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
-        """The definition's content hash (see :meth:`WorkflowDefinition.digest`)."""
+        """The definition's content hash (see :meth:`WorkflowDefinition.digest`), computed once."""
         return self.definition.digest()
 
 
@@ -99,9 +100,9 @@ class LoadedGraph:
     warnings: tuple[Issue, ...]
     source: Path | None
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
-        """The definition's content hash (see :meth:`GraphDefinition.digest`)."""
+        """The definition's content hash (see :meth:`GraphDefinition.digest`), computed once."""
         return self.definition.digest()
 
 
