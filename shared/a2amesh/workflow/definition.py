@@ -685,7 +685,7 @@ class WorkflowDefinition(_Model):
 
     def has_node(self, node_id: str) -> bool:
         """Whether a node has this id."""
-        return node_id in self._by_id
+        return node_id in self.__pydantic_private__["_by_id"]  # type: ignore[index]
 
     def node(self, node_id: str) -> Node:
         """The node with this id.
@@ -694,7 +694,8 @@ class WorkflowDefinition(_Model):
             KeyError: no node has this id.
         """
         try:
-            return self._by_id[node_id]
+            # the private dict directly: ``self._by_id`` goes through BaseModel.__getattr__ (a hot path)
+            return self.__pydantic_private__["_by_id"][node_id]  # type: ignore[index,no-any-return]
         except KeyError:
             raise KeyError(f"workflow {self.name or ''} has no node {node_id!r}") from None
 

@@ -454,7 +454,7 @@ class _Step:
             progressed = False
             if self.state.phase == "dag":
                 for node_id in self.engine.order:
-                    if self.nodes.peek(node_id).status is NodeStatus.PENDING and self._try_start(self.nodes[node_id]):
+                    if self.nodes.peek(node_id).status is NodeStatus.PENDING and self._try_start(node_id):
                         progressed = True
                     if self.state.phase != "dag":
                         break
@@ -464,13 +464,14 @@ class _Step:
             elif self.state.phase == "exit":
                 progressed = self._advance_exit()
 
-    def _try_start(self, run: NodeRun) -> bool:
+    def _try_start(self, node_id: str) -> bool:
         """Decide a pending DAG node: wait (False), or skip / start / settle it (True)."""
-        node = self.definition.node(run.node_id)
+        node = self.definition.node(node_id)
         waited = [d for d in node.dependencies if not (isinstance(node, JoinNode) and d in node.wait_for)]
         deps = [self.nodes.peek(d) for d in waited if d in self.nodes]
         if any(not dep.final for dep in deps):
-            return False
+            return False  # still waiting: read only, so the node is neither copied nor written by this step
+        run = self.nodes[node_id]
         for dep in deps:
             router = self.definition.node(dep.node_id)
             targets = {target for _, target in router.branch_targets()}
