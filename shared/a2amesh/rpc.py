@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from a2amesh.errors import RpcError, TransportError, VersionNotSupported
+from a2amesh.jsontext import dumps_bytes
 from a2amesh.protocol import codes
 from a2amesh.protocol.base import A2AModel
 from a2amesh.protocol.jsonrpc import PARAMS_BY_METHOD, JsonRpcId, JsonRpcRequest, JsonRpcResponse, SendMessageRequest
@@ -15,7 +16,7 @@ from a2amesh.protocol.jsonrpc import PARAMS_BY_METHOD, JsonRpcId, JsonRpcRequest
 
 def dumps(value: Any) -> bytes:
     """Compact JSON bytes."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return dumps_bytes(value)
 
 
 def encode_request(method: str, params: A2AModel, request_id: JsonRpcId) -> bytes:

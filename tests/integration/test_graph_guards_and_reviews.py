@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 
 from a2amesh.client import Client, make_message
+from a2amesh.config import Settings
 from a2amesh.errors import RpcError
+from a2amesh.executor.service import TURN_START_GRACE
 from a2amesh.protocol import Task, TaskState
+from a2amesh.store.keys import Keys
+from a2amesh.store.redis import Redis
 from tests.support.waiting import eventually, within
 
 
@@ -202,6 +207,23 @@ async def test_concurrent_turns_on_one_context_are_serialised(agent_host: Any, e
     tasks = await within(asyncio.gather(*(c.result() for c in calls)), 30, "four serialised turns")
     assert all(t.status.state == TaskState.COMPLETED for t in tasks), [t.status for t in tasks]
     assert sorted(t.output()["turns"] for t in tasks) == [1, 2, 3, 4], "two turns started from the same state"
+
+
+async def test_turn_pointer_left_by_a_turn_that_never_started(
+    agent_host: Any, executor: Any, client: Client, redis: Redis, settings: Settings
+) -> None:
+    """A turn pointer naming a task that never wrote its state is taken over once it is older than the grace."""
+    await agent_host("counter", counter)
+    chat = _graph("chat", [("A", "AGENT", "counter")], [("A", None, "END")], isConversational=True)
+    await executor({"chat": chat})
+    await client.registry.wait_for("chat", 5)
+    key = Keys(settings.namespace).conversation_turn("chat", "ctx-ghost")
+    taken = int((time.time() - TURN_START_GRACE - 1) * 1000)
+    await redis.set(key, f"ghost-task  {taken}")
+    task = await within(client.send("chat", make_message("hi", context_id="ctx-ghost")), 15, "the turn after a ghost")
+    assert task.status.state == TaskState.COMPLETED
+    assert task.output()["turns"] == 1
+    assert str(await redis.get(key)).startswith(f"{task.id} ghost-task ")
 
 
 # --- tool routing ----------------------------------------------------------------------------

@@ -100,6 +100,20 @@ class _Served:
     intake: set[asyncio.Task[None]] = field(default_factory=set)
 
 
+TURN_START_GRACE = 5.0
+"""Seconds a conversation turn that took the turn pointer has to write its execution state; meanwhile the
+next turn waits for it (after that the pointer is taken as left by a turn that never started)."""
+
+
+def _parse_turn_pointer(pointer: str) -> tuple[str, str, int]:
+    """``"{task} {previous task} {taken ms}"`` → (task, previous task, ms); older pointers lack the last two."""
+    fields = pointer.split(" ")
+    current = fields[0]
+    before = fields[1] if len(fields) > 1 else ""
+    taken = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else 0
+    return current, before, taken
+
+
 class WorkflowExecutor(Worker):
     """Serves the workflows of a folder; ``run()`` returns when shutdown is done.
 
@@ -557,15 +571,18 @@ class WorkflowExecutor(Worker):
         key = self.store.keys.conversation_turn(name, context_id)
         while True:
             pointer = str(await self.store.redis.get(key) or "")
-            current, _, before = pointer.partition(" ")
+            current, before, taken_ms = _parse_turn_pointer(pointer)
             if current == task_id:
                 return await self._turn_state(before)
             previous = await self._turn_state(current)
-            if previous is not None and previous.status == "running":
+            # a turn that took the pointer a moment ago may not have written its state yet
+            starting = previous is None and current != "" and time.time() * 1000 - taken_ms < TURN_START_GRACE * 1000
+            if starting or (previous is not None and previous.status == "running"):
                 if deadline is not None and time.time() > deadline:
                     raise TransportError(
                         codes.DEADLINE_EXCEEDED,
-                        f"turn {previous.turn} of context {context_id} was still running at this request's deadline",
+                        f"turn {previous.turn if previous else 'of task ' + current} of context {context_id} "
+                        "was still running at this request's deadline",
                     )
                 await asyncio.sleep(0.2)  # the running turn finishes first; the caller's request stays alive
                 continue
@@ -575,7 +592,7 @@ class WorkflowExecutor(Worker):
                     f"turn {previous.turn} of context {context_id} (task {previous.task_id}) is paused for a human; "
                     "resume it first",
                 )
-            if await self._turn_script(keys=[key], args=[pointer, f"{task_id} {current}".rstrip()]):
+            if await self._turn_script(keys=[key], args=[pointer, f"{task_id} {current} {int(time.time() * 1000)}"]):
                 return previous
 
     async def _turn_state(self, task_id: str) -> GraphState | None:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from a2amesh.jsontext import dumps_text
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, Scripts, load_script
 
@@ -48,7 +49,7 @@ def _strs(values: Any) -> list[str]:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return dumps_text(value, default=str)
 
 
 _SPLIT_TAIL = ',"nodes":null}'
