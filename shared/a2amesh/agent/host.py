@@ -185,6 +185,7 @@ class AgentHost(Worker):
             with contextlib.suppress(Exception):
                 await publisher.withdraw()
             await self.client.close()
+            await self.tasks.aclose()
             self._stopped.set()
             self.log.info("agent.stopped")
 

@@ -231,6 +231,7 @@ class WorkflowExecutor(Worker):
                 await served.publisher.withdraw()
         self.served.clear()
         await self.client.close()
+        await self.store.aclose()
         self.log.info("executor.stopped")
 
     # --- serving workflows -------------------------------------------------------------------

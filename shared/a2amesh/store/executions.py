@@ -30,7 +30,7 @@ from typing import Any
 
 from a2amesh.jsontext import dumps_text
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, Scripts, load_script
+from a2amesh.store.redis import Redis, Scripts, dedicated_client, load_script
 
 __all__ = ["CommitResult", "CreateResult", "ExecutionStore", "now_ms"]
 
@@ -109,7 +109,9 @@ class ExecutionStore:
         self.retention = int(retention)
         self.lease_ttl_ms = int(lease_ttl * 1000)
         self._create = redis.register_script(load_script("exec_create"))
-        self._scripts = Scripts(redis, "exec_commit", "claim_renew")
+        self._scripts = Scripts(redis, "exec_commit")
+        self._lease_redis = dedicated_client(redis)
+        self._lease_scripts = Scripts(self._lease_redis, "claim_renew")
         self._acquire = redis.register_script(load_script("lease_acquire"))
         self._release = redis.register_script(load_script("lease_release"))
         self._mark_cancel = redis.register_script(load_script("exec_mark_cancel"))
@@ -255,6 +257,10 @@ class ExecutionStore:
             await done.execute()
         return result
 
+    async def aclose(self) -> None:
+        """Close the connections kept for lease renewals."""
+        await self._lease_redis.aclose()
+
     async def mark_published(self, execution_id: str) -> None:
         """Record that the final answer went out (until then the lease index keeps it for a takeover)."""
         pipe = self.redis.pipeline(transaction=False)
@@ -285,12 +291,13 @@ class ExecutionStore:
 
         def build(pipe: Any) -> None:
             for execution_id in ids:
-                self._scripts.queue(
+                self._lease_scripts.queue(
                     pipe, "claim_renew", [self.keys.lease(execution_id)], [tokens[execution_id], self.lease_ttl_ms]
                 )
             pipe.zadd(self.keys.leases_index(), dict.fromkeys(ids, expiry))
 
-        results = await self._scripts.run(build)
+        # on connections of their own: a burst of commits in the main pool must not let leases lapse
+        results = await self._lease_scripts.run(build)
         return {execution_id: bool(results[i]) for i, execution_id in enumerate(ids)}
 
     async def release(self, execution_id: str, token: str, *, handover: bool) -> None:

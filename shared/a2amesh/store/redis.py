@@ -43,11 +43,11 @@ async def connect_redis(settings: Settings, *, url: str | None = None, check: bo
     if settings.redis_password:
         kwargs["password"] = settings.redis_password.get_secret_value()
     try:
-        # A blocking pool: past MAX_CONNECTIONS commands wait for a free connection (up to the socket
-        # timeout) instead of failing with redis-py's MaxConnectionsError (its default pool holds 100).
-        pool = aioredis.BlockingConnectionPool.from_url(
-            dsn, max_connections=MAX_CONNECTIONS, timeout=kwargs["socket_timeout"], **kwargs
-        )
+        # A blocking pool: past MAX_CONNECTIONS commands wait for a free connection instead of failing
+        # with redis-py's MaxConnectionsError (its default pool holds 100). The wait has no limit: a
+        # busy pool is load, not an outage (a Redis that stops answering fails the commands holding
+        # connections at the socket timeout, which frees them).
+        pool = aioredis.BlockingConnectionPool.from_url(dsn, max_connections=MAX_CONNECTIONS, timeout=None, **kwargs)
         client: Redis = aioredis.Redis.from_pool(pool)
     except ValueError as e:
         raise StoreError(f"REDIS_URL is not a redis:// or rediss:// URL: {e}") from e
@@ -74,6 +74,17 @@ async def _maxmemory_policy(client: Redis) -> str | None:
         return None  # CONFIG disabled (managed Redis): cannot check, trust the operator
     value = cfg.get("maxmemory-policy")
     return str(value) if value is not None else None
+
+
+def dedicated_client(redis: Redis, connections: int = 2) -> Redis:
+    """A client with its own small pool to the same server, for commands that must never wait behind bulk
+    work in the main pool (lease and claim renewals under a burst of 10,000 commits). Close it with
+    ``aclose()``; it connects on first use."""
+    pool = redis.connection_pool
+    own = aioredis.BlockingConnectionPool(
+        connection_class=pool.connection_class, max_connections=connections, timeout=None, **pool.connection_kwargs
+    )
+    return aioredis.Redis.from_pool(own)
 
 
 def _redact(dsn: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from a2amesh.protocol import Task, TaskState
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, Scripts, load_script
+from a2amesh.store.redis import Redis, Scripts, dedicated_client, load_script
 
 
 def now_ms() -> int:
@@ -56,7 +56,9 @@ class TaskStore:
         self._k = keys
         self._retention = int(retention)
         self._queued_ttl = int(queued_ttl)
-        self._scripts = Scripts(redis, "task_claim", "task_write", "claim_renew")
+        self._scripts = Scripts(redis, "task_claim", "task_write")
+        self._renew_redis: Redis | None = None
+        self._renew_scripts: Scripts | None = None
         self._cancel = redis.register_script(load_script("task_cancel"))
         self._subscribe = redis.register_script(load_script("task_subscribe"))
 
@@ -90,16 +92,27 @@ class TaskStore:
         if not task_ids:
             return set(), set()
         ttl = int(claim_ttl * 1000)
+        if self._renew_scripts is None:
+            # connections of their own: renewals must not wait behind thousands of final writes
+            self._renew_redis = dedicated_client(self._r)
+            self._renew_scripts = Scripts(self._renew_redis, "claim_renew")
+        scripts = self._renew_scripts
 
         def build(pipe: Any) -> None:
             for task_id in task_ids:
-                self._scripts.queue(pipe, "claim_renew", [self._k.claim(task_id)], [instance, ttl])
+                scripts.queue(pipe, "claim_renew", [self._k.claim(task_id)], [instance, ttl])
                 pipe.hget(self._k.task(task_id), "cancel")
 
-        raw = await self._scripts.run(build)
+        raw = await scripts.run(build)
         lost = {t for i, t in enumerate(task_ids) if not raw[2 * i]}
         canceled = {t for i, t in enumerate(task_ids) if raw[2 * i + 1] == "1"}
         return lost, canceled
+
+    async def aclose(self) -> None:
+        """Close the connections kept for claim renewals, if any were opened."""
+        if self._renew_redis is not None:
+            await self._renew_redis.aclose()
+            self._renew_redis = self._renew_scripts = None
 
     async def write(self, task: Task, agent: str, instance: str, *, release: bool) -> TaskRecordView:
         """Store the task's current record; with ``release`` the claim is dropped (a final write).
