@@ -325,7 +325,8 @@ class LlmSession:
             )
         else:
             outcome = await invoke_tool(tool, call.arguments, self.ctx)
-        log.info("llm.tool", tool=call.name, ok=outcome.ok)
+        # a failed tool call is news; a successful one is routine (the task's own log line follows)
+        (log.debug if outcome.ok else log.info)("llm.tool", tool=call.name, ok=outcome.ok)
         await self._status({"type": "tool_end", "tool": call.name, "call_id": call.id, "ok": outcome.ok})
         return outcome
 

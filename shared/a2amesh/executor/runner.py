@@ -26,6 +26,7 @@ from a2amesh.client import Call, Client
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError
 from a2amesh.ids import nuid
+from a2amesh.jsontext import dumps_bytes
 from a2amesh.logs import get_logger
 from a2amesh.mailbox import Mailbox
 from a2amesh.protocol import (
@@ -614,7 +615,7 @@ class ExecutionRunner:
             subject = bus.subjects.node_event(self.state.workflow, name)
         try:
             if subject is not None:
-                await bus.publish(subject, json.dumps(payload, default=str).encode())
+                await bus.publish(subject, dumps_bytes(payload, default=str))
             targets = [*([self.reply.reply_to] if self.reply.streaming and self.reply.reply_to else []), *self.targets]
             if targets and (not event.event.startswith("execution.") or event.event == "execution.started"):
                 status = TaskStatusUpdateEvent(
