@@ -11,6 +11,7 @@ SPEC leaves open are listed in ``docs/executor.md``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
@@ -80,6 +81,12 @@ _EVENT_OF_STATUS = {
 }
 
 
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Draft202012Validator:
+    """A validator per distinct schema (a definition's schemas are checked on every execution)."""
+    return Draft202012Validator(json.loads(schema_json))
+
+
 def schema_errors(schema: Mapping[str, Any] | None, value: JsonValue, *, limit: int = 5) -> list[str]:
     """Every way ``value`` breaks a JSON Schema, each with its JSON path (``$.items[0].sku: ...``).
 
@@ -88,7 +95,7 @@ def schema_errors(schema: Mapping[str, Any] | None, value: JsonValue, *, limit: 
     if not schema:
         return []
     try:
-        validator = Draft202012Validator(dict(schema))
+        validator = _validator(json.dumps(schema, sort_keys=True, default=str))
         found = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
     except SchemaError as exc:
         return [f"the schema itself is invalid: {exc.message}"]
