@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -99,6 +102,99 @@ def load_script(name: str) -> str:
     return resources.files("a2amesh.store").joinpath("lua", f"{name}.lua").read_text()
 
 
+class AutoPipeline:
+    """Sends the pipelines of concurrent callers together: one write and one read for many of them.
+
+    A caller runs its pipeline at once while fewer than ``max_in_flight`` are out; past that it waits,
+    and everything that waited goes as one pipeline when one comes back. Sequential work never waits;
+    under load (thousands of commits and claims) the round trips, socket writes and pool hand-offs are
+    shared. Each caller's commands stay together and in order, and it gets only its own replies (the
+    first error among them is raised to it alone).
+    """
+
+    def __init__(self, redis: Redis, max_in_flight: int = 4) -> None:
+        self._r = redis
+        self._max = max_in_flight
+        self._in_flight = 0
+        self._waiting: list[tuple[Callable[[Any], None], asyncio.Future[list[Any]]]] = []
+        self._batches: set[asyncio.Task[None]] = set()
+
+    async def run(self, build: Callable[[Any], None]) -> list[Any]:
+        """Execute the commands ``build(pipe)`` queues; their replies, in order."""
+        if self._in_flight < self._max and not self._waiting:
+            self._in_flight += 1
+            try:
+                pipe = self._r.pipeline(transaction=False)
+                build(pipe)
+                return list(await pipe.execute())
+            finally:
+                self._in_flight -= 1
+                self._next_batch()
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._waiting.append((build, future))
+        return await future
+
+    def _next_batch(self) -> None:
+        if not self._waiting or self._in_flight >= self._max:
+            return
+        batch, self._waiting = self._waiting, []
+        self._in_flight += 1
+        task = asyncio.get_running_loop().create_task(self._send(batch))
+        self._batches.add(task)
+        task.add_done_callback(self._batch_done)
+
+    def _batch_done(self, task: asyncio.Task[None]) -> None:
+        self._batches.discard(task)
+        self._in_flight -= 1
+        self._next_batch()
+
+    async def _send(self, batch: list[tuple[Callable[[Any], None], asyncio.Future[list[Any]]]]) -> None:
+        pipe = self._r.pipeline(transaction=False)
+        spans: list[tuple[asyncio.Future[list[Any]], int, int]] = []
+        for build, future in batch:
+            if future.done():  # its caller was cancelled while waiting
+                continue
+            start = len(pipe.command_stack)
+            try:
+                build(pipe)
+            except Exception as e:
+                del pipe.command_stack[start:]
+                future.set_exception(e)
+                continue
+            spans.append((future, start, len(pipe.command_stack)))
+        if not spans:
+            return
+        try:
+            replies = await pipe.execute(raise_on_error=False)
+        except BaseException as e:
+            for future, _, _ in spans:
+                if not future.done():
+                    future.set_exception(e if isinstance(e, Exception) else ConnectionError("cancelled"))
+            if not isinstance(e, Exception):
+                raise
+            return
+        for future, start, end in spans:
+            if future.done():
+                continue
+            own = list(replies[start:end])
+            error = next((r for r in own if isinstance(r, Exception)), None)
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(own)
+
+
+_AUTO_PIPELINES: weakref.WeakKeyDictionary[Redis, AutoPipeline] = weakref.WeakKeyDictionary()
+
+
+def auto_pipeline(redis: Redis) -> AutoPipeline:
+    """The :class:`AutoPipeline` shared by everything of this process that uses ``redis``."""
+    found = _AUTO_PIPELINES.get(redis)
+    if found is None:
+        found = _AUTO_PIPELINES[redis] = AutoPipeline(redis)
+    return found
+
+
 class Scripts:
     """Lua scripts called by SHA inside pipelines, loaded once and reloaded if Redis lost them.
 
@@ -127,10 +223,8 @@ class Scripts:
                 for src in self._source.values():
                     await self._r.script_load(src)
                 self._loaded = True
-            pipe = self._r.pipeline(transaction=False)
-            build(pipe)
             try:
-                return list(await pipe.execute())
+                return await auto_pipeline(self._r).run(build)
             except NoScriptError:
                 if attempt:
                     raise
