@@ -96,6 +96,11 @@ class _Run:
     final_stored: bool = False  # the final is in Redis: new subscribers get it from there
     working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
 
+    @property
+    def has_progress_readers(self) -> bool:
+        """Whether a progress event reaches anyone: a streaming caller, or a subscriber (never a plain caller)."""
+        return self.streaming or any(not t.primary for t in self.targets)
+
     def request_cancel(self) -> None:
         if not self.cancel_requested.done():
             self.cancel_requested.set_result(None)
@@ -520,8 +525,8 @@ class AgentHost(Worker):
                     run.request_cancel()
 
     async def _emit_progress(self, run: _Run, parts: list[Part], metadata: dict[str, Any] | None) -> None:
-        if not run.streaming and len(run.targets) == 1:
-            return  # a plain SendMessage gets only the final, and nobody subscribed: build nothing
+        if not run.has_progress_readers:
+            return  # build nothing that _emit would drop
         status = TaskStatus(
             state=TaskState.WORKING,
             timestamp=utc_now(),

@@ -232,6 +232,7 @@ class WorkflowExecutor(Worker):
         self.served.clear()
         await self.client.close()
         await self.store.aclose()
+        await self.tasks.aclose()
         self.log.info("executor.stopped")
 
     # --- serving workflows -------------------------------------------------------------------

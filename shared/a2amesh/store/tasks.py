@@ -57,8 +57,9 @@ class TaskStore:
         self._retention = int(retention)
         self._queued_ttl = int(queued_ttl)
         self._scripts = Scripts(redis, "task_claim", "task_write")
-        self._renew_redis: Redis | None = None
-        self._renew_scripts: Scripts | None = None
+        # connections of their own: renewals must not wait behind thousands of final writes
+        self._renew_redis = dedicated_client(redis)
+        self._renew_scripts = Scripts(self._renew_redis, "claim_renew")
         self._cancel = redis.register_script(load_script("task_cancel"))
         self._subscribe = redis.register_script(load_script("task_subscribe"))
 
@@ -92,10 +93,6 @@ class TaskStore:
         if not task_ids:
             return set(), set()
         ttl = int(claim_ttl * 1000)
-        if self._renew_scripts is None:
-            # connections of their own: renewals must not wait behind thousands of final writes
-            self._renew_redis = dedicated_client(self._r)
-            self._renew_scripts = Scripts(self._renew_redis, "claim_renew")
         scripts = self._renew_scripts
 
         def build(pipe: Any) -> None:
@@ -109,10 +106,8 @@ class TaskStore:
         return lost, canceled
 
     async def aclose(self) -> None:
-        """Close the connections kept for claim renewals, if any were opened."""
-        if self._renew_redis is not None:
-            await self._renew_redis.aclose()
-            self._renew_redis = self._renew_scripts = None
+        """Close the connections kept for claim renewals."""
+        await self._renew_redis.aclose()
 
     async def write(self, task: Task, agent: str, instance: str, *, release: bool) -> TaskRecordView:
         """Store the task's current record; with ``release`` the claim is dropped (a final write).
