@@ -490,8 +490,10 @@ async def test_duplicate_and_out_of_order_replies(mesh: Mesh, tmp_path: Path, re
 # --- scenario 7: one deterministic run per fault-hook window -----------------------------------
 
 WINDOWS = [
-    # after the dispatch publish, before the next Redis write
+    # after the dispatch's PubAck (its step is written at the same time: it may or may not have landed)
     "after_dispatch_publish",
+    # a step's dispatch published, the step itself never written (the replica resumes from the step before)
+    "dispatched_before_checkpoint",
     # after the execution was created in Redis, before the request's ack
     "after_redis_commit_before_ack",
     # just before a lease renewal

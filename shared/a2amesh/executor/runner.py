@@ -344,7 +344,13 @@ class ExecutionRunner:
         extra: dict[str, Any] | None = None,
         touched: Iterable[str] | None = None,
     ) -> bool:
-        """Write a step (guarded by the lease epoch), then carry out its commands; False when refused.
+        """Write a step (guarded by the lease epoch) and carry out its commands; False when refused.
+
+        The step's dispatches are published while the step is written: a dispatch is fixed by the state
+        it comes from (its message id is derived from the execution, node path, iteration and attempt),
+        so a replica that resumes from the previous checkpoint publishes the same request again, which
+        JetStream drops as a duplicate and the caller follows (:meth:`Client.dispatch`). Everything else
+        (events, timers, the final answer) waits until the write has landed.
 
         ``touched``: the node paths the engine steps from ``self.state`` to ``state`` may have changed
         (:meth:`Engine.apply`), so only those records are compared; None compares every record.
@@ -365,20 +371,32 @@ class ExecutionRunner:
             )
         state_json, state_nodes, positions, reset = self.state_checkpoint(old, state, touched)
         self._positions = None  # until this write is known to have landed
-        result = await self.deps.store.commit(
-            self.execution_id,
-            self.token,
-            state_json=state_json,
-            state_nodes=state_nodes,
-            reset_state_nodes=reset,
-            nodes=changed,
-            events=[_event_json(c) for c in commands if isinstance(c, EmitEvent)],
-            applied=applied,
-            set_timers={c.timer_id: int(c.due * 1000) for c in commands if isinstance(c, SetTimer)},
-            clear_timers=[c.timer_id for c in commands if isinstance(c, ClearTimer)],
-            fields=fields,
-            final_status=str(state.status) if finishing else None,
-        )
+        dispatches = [c for c in commands if isinstance(c, DispatchNode | DispatchGraphNode)]
+        sending = asyncio.ensure_future(self._dispatch_all(dispatches, call_ids)) if dispatches else None
+        if sending is not None and faults.armed("dispatched_before_checkpoint"):
+            await sending
+            faults.crash_point("dispatched_before_checkpoint")
+        try:
+            result = await self.deps.store.commit(
+                self.execution_id,
+                self.token,
+                state_json=state_json,
+                state_nodes=state_nodes,
+                reset_state_nodes=reset,
+                nodes=changed,
+                events=[_event_json(c) for c in commands if isinstance(c, EmitEvent)],
+                applied=applied,
+                set_timers={c.timer_id: int(c.due * 1000) for c in commands if isinstance(c, SetTimer)},
+                clear_timers=[c.timer_id for c in commands if isinstance(c, ClearTimer)],
+                fields=fields,
+                final_status=str(state.status) if finishing else None,
+            )
+        except BaseException:
+            if sending is not None:
+                sending.cancel()  # the step is not known to be written: a resuming replica sends it again
+            raise
+        if sending is not None:
+            await sending
         if result.outcome == "stale":
             self.log.warning("execution.lease_lost", holder=result.detail)
             self.lost = True
@@ -394,7 +412,7 @@ class ExecutionRunner:
         self._positions = positions
         faults.crash_point("after_checkpoint")
         self.state = state
-        await self._carry(commands, call_ids)
+        await self._carry([c for c in commands if not isinstance(c, DispatchNode | DispatchGraphNode)])
         return True
 
     # --- commands ----------------------------------------------------------------------------
@@ -420,16 +438,18 @@ class ExecutionRunner:
                 await self._emit(command)
             elif isinstance(command, Finish):
                 finish = command
-        ids = call_ids or {}
-        if len(dispatches) == 1:
-            # in this loop turn, so the request leaves in the same socket write as the events above
-            await self._dispatch(dispatches[0], ids.get(dispatches[0].path))
-        elif dispatches:
-            await asyncio.gather(*(self._dispatch(d, ids.get(d.path)) for d in dispatches))
+        await self._dispatch_all(dispatches, call_ids)
         if finish is not None:
             await self.publish_final()
         elif review is not None:
             await self.publish_paused(review)
+
+    async def _dispatch_all(self, dispatches: list[AnyDispatch], call_ids: dict[str, str] | None) -> None:
+        ids = call_ids or {}
+        if len(dispatches) == 1:
+            await self._dispatch(dispatches[0], ids.get(dispatches[0].path))  # no task: one less loop turn
+        elif dispatches:
+            await asyncio.gather(*(self._dispatch(d, ids.get(d.path)) for d in dispatches))
 
     def _message(self, command: Any) -> Message:
         if command.resume is not None:
