@@ -115,6 +115,11 @@ def node_record(run: NodeRun) -> str:
     return run.model_dump_json(exclude=_RECORD_EXCLUDE)
 
 
+def without_dispatches(commands: list[Any]) -> list[Any]:
+    """The commands left once a step's dispatches went out (:meth:`ExecutionRunner.send_dispatches`)."""
+    return [c for c in commands if not isinstance(c, DispatchNode | DispatchGraphNode)]
+
+
 def _event_json(event: EmitEvent) -> str:
     return event.model_dump_json(exclude={"kind"})
 
@@ -211,6 +216,12 @@ class ExecutionRunner:
                 await asyncio.wait(set(self._calls.values()), timeout=5)
             if not self.finished.done():
                 self.finished.set_result(None)
+
+    def drop_calls(self) -> None:
+        """Stop following the calls of a runner that will not run (its start failed)."""
+        for task in self._calls.values():
+            task.cancel()
+        self._calls.clear()
 
     @property
     def parked(self) -> bool:
@@ -371,8 +382,7 @@ class ExecutionRunner:
             )
         state_json, state_nodes, positions, reset = self.state_checkpoint(old, state, touched)
         self._positions = None  # until this write is known to have landed
-        dispatches = [c for c in commands if isinstance(c, DispatchNode | DispatchGraphNode)]
-        sending = asyncio.ensure_future(self._dispatch_all(dispatches, call_ids)) if dispatches else None
+        sending = self.send_dispatches(commands, call_ids)
         if sending is not None and faults.armed("dispatched_before_checkpoint"):
             await sending
             faults.crash_point("dispatched_before_checkpoint")
@@ -412,8 +422,17 @@ class ExecutionRunner:
         self._positions = positions
         faults.crash_point("after_checkpoint")
         self.state = state
-        await self._carry([c for c in commands if not isinstance(c, DispatchNode | DispatchGraphNode)])
+        await self._carry(without_dispatches(commands))
         return True
+
+    def send_dispatches(self, commands: list[Any], call_ids: dict[str, str] | None) -> asyncio.Future[None] | None:
+        """Publish the dispatches among ``commands`` in the background (None when there are none).
+
+        For a step being written meanwhile (see :meth:`checkpoint`); the other commands are carried out
+        once it has landed (:func:`without_dispatches`).
+        """
+        dispatches = [c for c in commands if isinstance(c, DispatchNode | DispatchGraphNode)]
+        return asyncio.ensure_future(self._dispatch_all(dispatches, call_ids)) if dispatches else None
 
     # --- commands ----------------------------------------------------------------------------
 
@@ -731,7 +750,12 @@ class ExecutionRunner:
     async def publish_final(self) -> None:
         """Store the final Task, answer the caller and every subscriber, then mark it published."""
         task = await self.build_final_task()
-        view = await asyncio.shield(self.deps.tasks.write(task, self.state.workflow, self.deps.instance, release=True))
+        view, _ = await asyncio.shield(
+            asyncio.gather(
+                self.deps.tasks.write(task, self.state.workflow, self.deps.instance, release=True),
+                self.deps.store.index_finished(self.execution_id, str(self.state.status)),
+            )
+        )
         if view.outcome == "terminal" and view.task is not None and view.task.status.state != task.status.state:
             self.log.info("execution.earlier_final", state=view.task.status.state.value)
         self.final_task = task

@@ -40,7 +40,14 @@ from a2amesh.errors import (
 from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog
 from a2amesh.executor.graph_runner import load_state, make_runner
-from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, node_record, utc_now
+from a2amesh.executor.runner import (
+    CALL_CHAIN_KEY,
+    ExecutionRunner,
+    RunnerDeps,
+    node_record,
+    utc_now,
+    without_dispatches,
+)
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.lifecycle import Worker
@@ -446,6 +453,7 @@ class WorkflowExecutor(Worker):
             commands = list(dag_commands)
         runner = make_runner(self.deps, engine, state, epoch=1, reply=reply)
         call_ids = runner.prepare(commands)
+        timers = {timer_id: int(due * 1000) for timer_id, due in state.timers.items()}
         await self._save_definition(workflow.digest, workflow.definition)
         created = await self.store.create(
             task_id,
@@ -465,7 +473,8 @@ class WorkflowExecutor(Worker):
             },
             nodes=_initial_records(runner),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
-            timers={timer_id: int(due * 1000) for timer_id, due in state.timers.items()},
+            timers=timers,
+            index=False,
         )
         if not created.created:
             await self._attach(name, task_id, await self.store.record(task_id) or {}, reply, msg)
@@ -477,7 +486,21 @@ class WorkflowExecutor(Worker):
             history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
             metadata={"execution_id": task_id, "workflow": name},
         )
-        await self.tasks.write(working, name, self.instance, release=False)
+        # The first dispatches go out while the indexes and the task are written (as in a runner's step).
+        sending = runner.send_dispatches(commands, call_ids)
+        try:
+            await asyncio.gather(
+                self.store.index_created(task_id, workflow=name, status=created.status, timers=timers),
+                self.tasks.write(working, name, self.instance, release=False),
+            )
+            if sending is not None:
+                await sending
+        except BaseException:
+            if sending is not None:
+                sending.cancel()
+            runner.drop_calls()
+            raise
+        commands = without_dispatches(commands)
         faults.crash_point("after_redis_commit_before_ack")
         await msg.ack()
         if reply.streaming and reply.reply_to:

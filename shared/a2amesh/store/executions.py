@@ -150,8 +150,13 @@ class ExecutionStore:
         nodes: Mapping[str, str],
         events: Iterable[str],
         timers: Mapping[str, int],
+        index: bool = True,
     ) -> CreateResult:
-        """Create the execution unless it exists (NX), taking its lease at epoch 1."""
+        """Create the execution unless it exists (NX), taking its lease at epoch 1.
+
+        ``index=False`` leaves the listing, lease and timer indexes to :meth:`index_created`, for a caller
+        that writes them alongside other work (it must, before the request that made the execution is acked).
+        """
         k = self.keys
         now = now_ms()
         raw = await self._create(
@@ -172,6 +177,14 @@ class ExecutionStore:
         if raw[0] == "exists":
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
         status = str(fields.get("status", "running"))
+        if index:
+            await self.index_created(execution_id, workflow=workflow, status=status, timers=timers)
+        return CreateResult(True, status, 1)
+
+    async def index_created(self, execution_id: str, *, workflow: str, status: str, timers: Mapping[str, int]) -> None:
+        """Add a just-created execution to the listing, lease and timer indexes (see :meth:`create`)."""
+        k = self.keys
+        now = now_ms()
         pipe = self.redis.pipeline(transaction=False)
         pipe.zadd(k.executions_index(), {execution_id: now})
         pipe.zadd(k.executions_by_workflow(workflow), {execution_id: now})
@@ -181,7 +194,6 @@ class ExecutionStore:
         if timers and status == "running":
             pipe.zadd(k.timers(), {execution_id: min(timers.values())})
         await pipe.execute()
-        return CreateResult(True, status, 1)
 
     async def commit(
         self,
@@ -211,7 +223,8 @@ class ExecutionStore:
             set_timers: timers armed (id → due ms).
             clear_timers: timers disarmed.
             fields: record fields to set.
-            final_status: the execution's final status when this step finishes it.
+            final_status: the execution's final status when this step finishes it (the listing index
+                follows with :meth:`index_finished`).
             state_nodes: a split checkpoint: ``state_json`` is the state without its ``nodes``, and these
                 are the node instances changed (path → ``"ordinal JSON"``, ordinal = place in ``nodes``);
                 None: ``state_json`` is the whole state (any split instances are dropped).
@@ -248,14 +261,20 @@ class ExecutionStore:
                 pipe.zadd(k.timers(), {execution_id: min(set_timers.values())}, lt=True)
 
         raw = (await self._scripts.run(build))[0]
-        result = CommitResult(str(raw[0]), str(raw[1] or "") if len(raw) > 1 else "")
-        if result.ok and final_status:
-            done = self.redis.pipeline(transaction=False)
-            done.srem(k.executions_by_status("running"), execution_id)
-            done.sadd(k.executions_by_status(final_status), execution_id)
-            done.zrem(k.timers(), execution_id)
-            await done.execute()
-        return result
+        return CommitResult(str(raw[0]), str(raw[1] or "") if len(raw) > 1 else "")
+
+    async def index_finished(self, execution_id: str, status: str) -> None:
+        """Move a finished execution to its status in the listing index and out of the timer index.
+
+        Written with the final answer (``ExecutionRunner.publish_final``), which a replica repeats for an
+        execution that finished without answering, so a crash after the finishing commit loses nothing.
+        """
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.srem(k.executions_by_status("running"), execution_id)
+        pipe.sadd(k.executions_by_status(status), execution_id)
+        pipe.zrem(k.timers(), execution_id)
+        await pipe.execute()
 
     async def aclose(self) -> None:
         """Close the connections kept for lease renewals."""
