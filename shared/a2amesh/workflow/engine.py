@@ -214,6 +214,12 @@ class Engine:
         self.order = tuple(definition.topological_order())
         self.dag = frozenset(self.order)
         self.exit_handlers = definition.exit_handler_ids()
+        self.waits: dict[str, tuple[str, ...]] = {}
+        """What each DAG node waits for before it is decided (a join's ``wait_for`` is settled by the join)."""
+        for node_id in self.order:
+            node = definition.node(node_id)
+            joined = node.wait_for if isinstance(node, JoinNode) else ()
+            self.waits[node_id] = tuple(d for d in node.dependencies if d not in joined)
 
     def start(
         self,
@@ -461,7 +467,12 @@ class _Step:
             progressed = False
             if self.state.phase == "dag":
                 for node_id in self.engine.order:
-                    if self.nodes.peek(node_id).status is NodeStatus.PENDING and self._try_start(node_id):
+                    # only a node that became final can unblock others: a started one needs no second pass
+                    if (
+                        self.nodes.peek(node_id).status is NodeStatus.PENDING
+                        and self._try_start(node_id)
+                        and self.nodes.peek(node_id).final
+                    ):
                         progressed = True
                     if self.state.phase != "dag":
                         break
@@ -474,8 +485,7 @@ class _Step:
     def _try_start(self, node_id: str) -> bool:
         """Decide a pending DAG node: wait (False), or skip / start / settle it (True)."""
         node = self.definition.node(node_id)
-        waited = [d for d in node.dependencies if not (isinstance(node, JoinNode) and d in node.wait_for)]
-        deps = [self.nodes.peek(d) for d in waited if d in self.nodes]
+        deps = [self.nodes.peek(d) for d in self.engine.waits[node_id] if d in self.nodes]
         if any(not dep.final for dep in deps):
             return False  # still waiting: read only, so the node is neither copied nor written by this step
         run = self.nodes[node_id]
