@@ -10,8 +10,6 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, Received
 from a2amesh.config import Settings
@@ -38,7 +36,7 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.registry import Registry
-from a2amesh.rpc import decode_response, encode_request
+from a2amesh.rpc import decode_response, decode_stream_reply, encode_request
 
 log = get_logger("client")
 
@@ -310,15 +308,14 @@ class Client:
         final = msg.headers.get(h.FINAL) == "true"
         event = CallEvent(attempt, seq, final)
         try:
-            resp = decode_response(msg.data)
+            resp = decode_stream_reply(msg.data)
             if resp.error is not None:
                 event.error = from_rpc_error(resp.error.code, resp.error.message, resp.error.data)
                 event.final = True
             else:
-                # a SendMessageResponse ({task} | {message}) is also a valid StreamResponse
-                event.response = StreamResponse.model_validate(resp.result)
-        except (RpcError, ValidationError) as e:
-            event.error = e if isinstance(e, RpcError) else RpcError(codes.INVALID_AGENT_RESPONSE, str(e))
+                event.response = resp.result
+        except RpcError as e:
+            event.error = e
             event.final = True
         if event.final:
             pending.finished = True

@@ -11,7 +11,14 @@ from a2amesh.errors import RpcError, TransportError, VersionNotSupported
 from a2amesh.jsontext import dumps_bytes
 from a2amesh.protocol import codes
 from a2amesh.protocol.base import A2AModel
-from a2amesh.protocol.jsonrpc import PARAMS_BY_METHOD, JsonRpcId, JsonRpcRequest, JsonRpcResponse, SendMessageRequest
+from a2amesh.protocol.jsonrpc import (
+    PARAMS_BY_METHOD,
+    JsonRpcId,
+    JsonRpcRequest,
+    JsonRpcResponse,
+    SendMessageRequest,
+    StreamReply,
+)
 
 
 def dumps(value: Any) -> bytes:
@@ -100,6 +107,19 @@ def decode_response(data: bytes) -> JsonRpcResponse:
     """
     try:
         return JsonRpcResponse.model_validate_json(data)
+    except ValidationError as e:
+        raise RpcError(codes.INVALID_AGENT_RESPONSE, f"invalid response: {pydantic_problem(e, 'response')}") from e
+
+
+def decode_stream_reply(data: bytes) -> StreamReply:
+    """Validate a response on a reply subject (the envelope and its ``StreamResponse`` at once).
+
+    Raises:
+        RpcError: -32006 (InvalidAgentResponse) when it is not a valid JSON-RPC response carrying a
+            ``StreamResponse`` or an error.
+    """
+    try:
+        return StreamReply.model_validate_json(data)
     except ValidationError as e:
         raise RpcError(codes.INVALID_AGENT_RESPONSE, f"invalid response: {pydantic_problem(e, 'response')}") from e
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
 
 from a2amesh.protocol.base import A2AModel, Timestamp
+from a2amesh.protocol.events import StreamResponse
 from a2amesh.protocol.parts import Message
 from a2amesh.protocol.task import Task, TaskState
 
@@ -126,6 +127,26 @@ class JsonRpcResponse(BaseModel):
 
     @model_validator(mode="after")
     def _result_or_error(self) -> JsonRpcResponse:
+        if (self.result is None) == (self.error is None):
+            raise ValueError("a JSON-RPC response holds exactly one of result and error")
+        return self
+
+
+class StreamReply(BaseModel):
+    """A response on a caller's reply subject: the envelope and its ``StreamResponse`` validated in one pass.
+
+    A ``SendMessageResponse`` (``{task}`` or ``{message}``) is also a valid ``StreamResponse``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    jsonrpc: Literal["2.0"] = "2.0"
+    id: JsonRpcId = None
+    result: StreamResponse | None = None
+    error: JsonRpcErrorObject | None = None
+
+    @model_validator(mode="after")
+    def _result_or_error(self) -> StreamReply:
         if (self.result is None) == (self.error is None):
             raise ValueError("a JSON-RPC response holds exactly one of result and error")
         return self
