@@ -45,7 +45,7 @@ from a2amesh.protocol import (
 from a2amesh.replies import ReplyInfo, ReplyPublisher
 from a2amesh.rpc import decode_response, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
-from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.redis import UNAVAILABLE
 from a2amesh.store.tasks import TaskStore
 from a2amesh.workflow.engine import Engine
@@ -367,40 +367,17 @@ class ExecutionRunner:
         (:meth:`Engine.apply`), so only those records are compared; None compares every record.
         """
         call_ids = self.prepare(commands, state)
-        old = self.state
-        changed = self.node_records(old, state) if touched is None else self.touched_records(old, state, touched)
-        finishing = state.finished and not old.finished
-        fields: dict[str, Any] = {"status": str(state.status), "usage": json.dumps(state.usage), **(extra or {})}
-        reviews = [c for c in commands if isinstance(c, RequestReview)]
-        if reviews:
-            fields["review"] = json.dumps(reviews[-1].review, default=str)
-        if finishing:
-            fields.update(
-                error=state.error or "",
-                output=json.dumps(state.output, default=str),
-                finished=int((state.finished_at or time.time()) * 1000),
-            )
-        state_json, state_nodes, positions, reset = self.state_checkpoint(old, state, touched)
-        self._positions = None  # until this write is known to have landed
         sending = self.send_dispatches(commands, call_ids)
-        if sending is not None and faults.armed("dispatched_before_checkpoint"):
-            await sending
-            faults.crash_point("dispatched_before_checkpoint")
         try:
-            result = await self.deps.store.commit(
-                self.execution_id,
-                self.token,
-                state_json=state_json,
-                state_nodes=state_nodes,
-                reset_state_nodes=reset,
-                nodes=changed,
-                events=[_event_json(c) for c in commands if isinstance(c, EmitEvent)],
-                applied=applied,
-                set_timers={c.timer_id: int(c.due * 1000) for c in commands if isinstance(c, SetTimer)},
-                clear_timers=[c.timer_id for c in commands if isinstance(c, ClearTimer)],
-                fields=fields,
-                final_status=str(state.status) if finishing else None,
-            )
+            if sending is not None:
+                # two loop turns: the dispatch builds and queues its request, the NATS client's flusher
+                # writes it; the callee starts on it while this step is serialised and written
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+                if faults.armed("dispatched_before_checkpoint"):
+                    await sending
+                    faults.crash_point("dispatched_before_checkpoint")
+            result, positions = await self._write_step(state, commands, applied, extra, touched)
         except BaseException:
             if sending is not None:
                 sending.cancel()  # the step is not known to be written: a resuming replica sends it again
@@ -424,6 +401,46 @@ class ExecutionRunner:
         self.state = state
         await self._carry(without_dispatches(commands))
         return True
+
+    async def _write_step(
+        self,
+        state: Any,
+        commands: list[Any],
+        applied: list[str],
+        extra: dict[str, Any] | None,
+        touched: Iterable[str] | None,
+    ) -> tuple[CommitResult, dict[str, int] | None]:
+        """The epoch-guarded commit of one step; returns its result and the split checkpoint's ordinals."""
+        old = self.state
+        changed = self.node_records(old, state) if touched is None else self.touched_records(old, state, touched)
+        finishing = state.finished and not old.finished
+        fields: dict[str, Any] = {"status": str(state.status), "usage": json.dumps(state.usage), **(extra or {})}
+        reviews = [c for c in commands if isinstance(c, RequestReview)]
+        if reviews:
+            fields["review"] = json.dumps(reviews[-1].review, default=str)
+        if finishing:
+            fields.update(
+                error=state.error or "",
+                output=json.dumps(state.output, default=str),
+                finished=int((state.finished_at or time.time()) * 1000),
+            )
+        state_json, state_nodes, positions, reset = self.state_checkpoint(old, state, touched)
+        self._positions = None  # until this write is known to have landed
+        result = await self.deps.store.commit(
+            self.execution_id,
+            self.token,
+            state_json=state_json,
+            state_nodes=state_nodes,
+            reset_state_nodes=reset,
+            nodes=changed,
+            events=[_event_json(c) for c in commands if isinstance(c, EmitEvent)],
+            applied=applied,
+            set_timers={c.timer_id: int(c.due * 1000) for c in commands if isinstance(c, SetTimer)},
+            clear_timers=[c.timer_id for c in commands if isinstance(c, ClearTimer)],
+            fields=fields,
+            final_status=str(state.status) if finishing else None,
+        )
+        return result, positions
 
     def send_dispatches(self, commands: list[Any], call_ids: dict[str, str] | None) -> asyncio.Future[None] | None:
         """Publish the dispatches among ``commands`` in the background (None when there are none).
