@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import uuid
@@ -21,14 +22,26 @@ def nuid() -> str:
     return "".join(out)
 
 
+_NAMESPACE_BYTES = TASK_NAMESPACE.bytes
+
+
+def uuid5_text(name: str) -> str:
+    """``str(uuid.uuid5(TASK_NAMESPACE, name))``, without building a ``UUID`` (called on every node step)."""
+    raw = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode()).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    x = raw.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+
+
 def task_id_for(agent: str, message_id: str) -> str:
     """The task id a callee derives from its name and the request's messageId."""
-    return str(uuid.uuid5(TASK_NAMESPACE, f"{agent}:{message_id}"))
+    return uuid5_text(f"{agent}:{message_id}")
 
 
 def node_message_id(execution_id: str, node_path: str, iteration: int, attempt: int) -> str:
     """The deterministic messageId of one attempt of one workflow node."""
-    return str(uuid.uuid5(TASK_NAMESPACE, f"{execution_id}/{node_path}#{iteration}@{attempt}"))
+    return uuid5_text(f"{execution_id}/{node_path}#{iteration}@{attempt}")
 
 
 def check_name(name: str, what: str = "agent name") -> str:

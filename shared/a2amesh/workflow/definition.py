@@ -634,6 +634,7 @@ class WorkflowDefinition(_Model):
     schedule_input: JsonValue = Field(None, description="The input of every scheduled run. Omitted: an empty object.")
 
     _by_id: dict[str, Node] = PrivateAttr(default_factory=dict)
+    _ids: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     @field_validator("version", mode="before")
     @classmethod
@@ -666,6 +667,7 @@ class WorkflowDefinition(_Model):
     def model_post_init(self, context: Any, /) -> None:
         for node in self.nodes:
             self._by_id.setdefault(node.id, node)
+        self._ids = frozenset(self._by_id)
 
     @classmethod
     def parse(cls, data: Any, *, source: str = "<definition>") -> WorkflowDefinition:
@@ -773,7 +775,8 @@ class WorkflowDefinition(_Model):
             workflow_input: the execution's input.
             outputs: the outputs of the nodes that completed so far, by node id.
         """
-        return TemplateScope(workflow_input=workflow_input, outputs=outputs or {}, node_ids=frozenset(self._by_id))
+        ids: frozenset[str] = self.__pydantic_private__["_ids"]  # type: ignore[index]
+        return TemplateScope(workflow_input=workflow_input, outputs=outputs or {}, node_ids=ids)
 
     def to_data(self) -> dict[str, JsonValue]:
         """The definition as canonical plain data (snake_case, durations in seconds, nulls left out)."""

@@ -22,6 +22,7 @@ combine values. Dict keys are never templated.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -427,8 +428,15 @@ class TemplateScope:
 
     def _parse(self, expression: str) -> Reference:
         if self.node_ids:
-            return parse_reference(expression, self.node_ids.union(self.outputs))
+            known = self.node_ids if self.outputs.keys() <= self.node_ids else self.node_ids.union(self.outputs)
+            return _parse_known(expression, known)
         return parse_reference(expression, _AliasOnly(self.outputs.keys()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_known(expression: str, node_ids: frozenset[str]) -> Reference:
+    """:func:`parse_reference` of a definition's template, parsed once (a node's input is resolved every attempt)."""
+    return parse_reference(expression, node_ids)
 
 
 def to_text(value: JsonValue) -> str:
