@@ -11,6 +11,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from a2amesh.jsontext import dumps_text
+
 
 class TurnBufferedStream:
     """A log stream that writes the lines of one event-loop turn together, in one system call.
@@ -71,7 +73,7 @@ def configure(level: str = "INFO", fmt: str = "auto") -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     if use_json:
-        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer(serializer=_json_line)]
     else:
         processors.append(structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
     structlog.configure(
@@ -81,6 +83,10 @@ def configure(level: str = "INFO", fmt: str = "auto") -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+
+
+def _json_line(event: Any, **_: Any) -> str:
+    return dumps_text(event, default=str)
 
 
 def get_logger(name: str, **bound: Any) -> Any:

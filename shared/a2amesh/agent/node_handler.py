@@ -219,12 +219,12 @@ class NodeHandler:
             inv.issues = issues
             return self._failure(inv, "the input does not match the input schema:\n" + format_issues(issues))
         runtime = self.runtime
+        if isinstance(runtime, PythonAgent):  # a class check first: isinstance of a Protocol is slow
+            return await self._run_python(inv, runtime)
         if isinstance(runtime, SessionRuntime):
             if inv.node is not None:
                 return await self._run_model_node(inv, runtime)
             return await self._run_model_plain(inv, runtime)
-        if isinstance(runtime, PythonAgent):
-            return await self._run_python(inv, runtime)
         return await self._run_generic(inv, runtime)
 
     # Python agents and other runtimes
