@@ -523,8 +523,7 @@ class ExecutionRunner:
         for i, part in enumerate(parts):
             if part.data is None or (isinstance(part.data, dict) and part.data.get("type") == NODE_REQUEST):
                 continue
-            size = len(json.dumps(part.data, default=str).encode())
-            if size <= self.deps.settings.inline_threshold:
+            if len(dumps_bytes(part.data, default=str)) <= self.deps.settings.inline_threshold:
                 continue
             meta = await self.deps.artifacts.save(
                 ArtifactScope(self.state.context_id or self.task_id, self.task_id),

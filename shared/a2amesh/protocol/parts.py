@@ -42,12 +42,16 @@ class Part(A2AModel):
     @classmethod
     def of_text(cls, text: str) -> Part:
         """A text part."""
-        return cls(text=text)
+        if not isinstance(text, str):
+            return cls(text=text)  # validated: the precise error for what is not text
+        return cls.model_construct(text=text)  # valid by construction (built on every message)
 
     @classmethod
     def of_data(cls, data: Any) -> Part:
         """A JSON data part."""
-        return cls(data=data, media_type="application/json")
+        if data is None:
+            return cls(data=data, media_type="application/json")  # validated: a part must hold something
+        return cls.model_construct(data=data, media_type="application/json")
 
 
 class Message(A2AModel):
