@@ -9,9 +9,11 @@ import pytest
 
 from a2amesh.client import Client, make_message
 from a2amesh.errors import RpcError
+from a2amesh.ids import task_id_for
 from a2amesh.protocol import TaskState, codes
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
+from a2amesh.store.tasks import TaskStore
 from tests.support.waiting import eventually, within
 
 
@@ -180,6 +182,34 @@ async def test_get_cancel_and_list_on_workflow(agent_host: Any, executor: Any, c
         await client.cancel_task("w", call.task_id)
     assert e.value.code == codes.TASK_NOT_CANCELABLE
     await eventually(lambda: not started.is_set() or True, timeout=1, what="noop")
+
+
+async def test_a_workflow_task_canceled_before_it_started_is_answered_canceled(
+    agent_host: Any, executor: Any, client: Client, redis: Any, settings: Any
+) -> None:
+    """A cancel mark set before the request is taken: no execution is created, the caller gets CANCELED."""
+    ran: list[Any] = []
+
+    async def work(input: Any, ctx: Any) -> Any:
+        ran.append(input)
+        return {}
+
+    await agent_host("work", work)
+    await executor({"early": "name: early\nnodes:\n  - {id: a, type: agent, agent_name: work}\n"})
+    await client.registry.wait_for("early", 5)
+    message = make_message(data={})
+    task_id = task_id_for("early", message.message_id)
+    tasks = TaskStore(redis, Keys(settings.namespace), retention=60, queued_ttl=60)
+    await tasks.mark_canceled(task_id)  # as CancelTask does for a task not started yet
+    final = await within(client.send("early", message), 10, "the answer to a canceled request")
+    assert final.id == task_id
+    assert final.status.state == TaskState.CANCELED
+    assert await ExecutionStore(redis, Keys(settings.namespace), retention=60, lease_ttl=5).record(task_id) is None
+    assert ran == []
+    # the next request runs normally
+    done = await within(client.send("early", make_message(data={})), 10, "a normal run")
+    assert done.status.state == TaskState.COMPLETED
+    assert len(ran) == 1
 
 
 LARGE = """

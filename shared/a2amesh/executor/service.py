@@ -418,14 +418,18 @@ class WorkflowExecutor(Worker):
             node_request=_node_request(message),
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED},
         )
-        record, canceled = await asyncio.gather(self.store.record(task_id), self.tasks.is_canceled(task_id))
-        if record is not None:
-            await self._attach(name, task_id, record, reply, msg)
-            return
-        if canceled:
-            await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
-            return
         engine = self.catalog.engine_for(workflow)
+        retry = None if isinstance(engine, GraphEngine) else control_part(message, RETRY_PART)
+        if isinstance(engine, GraphEngine) or retry is not None:
+            # starting takes a conversation turn or reads an earlier execution: look before starting. A plain
+            # DAG start leaves both checks to the create script (one round trip fewer).
+            record, canceled = await asyncio.gather(self.store.record(task_id), self.tasks.is_canceled(task_id))
+            if record is not None:
+                await self._attach(name, task_id, record, reply, msg)
+                return
+            if canceled:
+                await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
+                return
         chain = (message.metadata or {}).get(CALL_CHAIN_KEY)
         common: dict[str, Any] = {
             "execution_id": task_id,
@@ -445,7 +449,6 @@ class WorkflowExecutor(Worker):
             commands: list[Any] = list(graph_commands)
         else:
             reuse: dict[str, Any] | None = None
-            retry = control_part(message, RETRY_PART)
             if retry is not None:
                 reuse = await self._reuse(engine, retry)
             reused_from = str(retry.get("execution_id")) if retry else None
@@ -476,6 +479,9 @@ class WorkflowExecutor(Worker):
             timers=timers,
             index=False,
         )
+        if created.canceled:
+            await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
+            return
         if not created.created:
             await self._attach(name, task_id, await self.store.record(task_id) or {}, reply, msg)
             return
@@ -486,20 +492,19 @@ class WorkflowExecutor(Worker):
             history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
             metadata={"execution_id": task_id, "workflow": name},
         )
-        # The first dispatches go out while the indexes and the task are written (as in a runner's step).
+        # The indexes and the WORKING task together; the first dispatches only once the task can be read
+        # (a callee may be asked about its caller at once), then the ack.
+        await asyncio.gather(
+            self.store.index_created(task_id, workflow=name, status=created.status, timers=timers),
+            self.tasks.write(working, name, self.instance, release=False),
+        )
         sending = runner.send_dispatches(commands, call_ids)
-        try:
-            await asyncio.gather(
-                self.store.index_created(task_id, workflow=name, status=created.status, timers=timers),
-                self.tasks.write(working, name, self.instance, release=False),
-            )
-            if sending is not None:
+        if sending is not None:
+            try:
                 await sending
-        except BaseException:
-            if sending is not None:
-                sending.cancel()
-            runner.drop_calls()
-            raise
+            except BaseException:
+                runner.drop_calls()
+                raise
         commands = without_dispatches(commands)
         faults.crash_point("after_redis_commit_before_ack")
         await msg.ack()

@@ -71,6 +71,7 @@ class CreateResult:
         epoch: the lease epoch.
         lease: the current lease value (``owner:epoch``), if any.
         final_published: whether the existing execution's final answer was published.
+        canceled: not created because its task was canceled before it started.
     """
 
     created: bool
@@ -78,6 +79,7 @@ class CreateResult:
     epoch: int
     lease: str = ""
     final_published: bool = False
+    canceled: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ class ExecutionStore:
         timers: Mapping[str, int],
         index: bool = True,
     ) -> CreateResult:
-        """Create the execution unless it exists (NX), taking its lease at epoch 1.
+        """Create the execution unless it exists (NX) or its task was canceled first, taking its lease at epoch 1.
 
         ``index=False`` leaves the listing, lease and timer indexes to :meth:`index_created`, for a caller
         that writes them alongside other work (it must, before the request that made the execution is acked).
@@ -160,7 +162,7 @@ class ExecutionStore:
         k = self.keys
         now = now_ms()
         raw = await self._create(
-            keys=[*self._exec_keys(execution_id), k.execution_timers(execution_id)],
+            keys=[*self._exec_keys(execution_id), k.execution_timers(execution_id), k.task(execution_id)],
             args=[
                 owner,
                 self.lease_ttl_ms,
@@ -176,6 +178,8 @@ class ExecutionStore:
         )
         if raw[0] == "exists":
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
+        if raw[0] == "canceled":
+            return CreateResult(False, "", 0, canceled=True)
         status = str(fields.get("status", "running"))
         if index:
             await self.index_created(execution_id, workflow=workflow, status=status, timers=timers)

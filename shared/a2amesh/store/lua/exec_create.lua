@@ -1,13 +1,17 @@
 -- Create an execution record with NX semantics before its request is acked (SPEC §3.3, §7).
--- KEYS: exec, state, lease, events, nodes, timers
+-- KEYS: exec, state, lease, events, nodes, timers, task (the workflow task's record: its cancel mark)
 -- ARGV: owner, lease_ttl_ms, now_ms, state_json, fields_json (object), nodes_json (object path -> json),
 --       events_json (array of JSON texts), timers_json (object id -> due_ms), events_maxlen, retention_s
 -- An execution created already finished (e.g. its input was refused) gets no lease and its retention TTL.
--- Returns {'created', epoch} or {'exists', status, epoch, lease_value, final_published}
+-- Returns {'created', epoch}, {'exists', status, epoch, lease_value, final_published}, or {'canceled'}
+-- when the task was canceled before its execution existed (nothing is written then).
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local status = redis.call('HGET', KEYS[1], 'status') or ''
   local epoch = redis.call('HGET', KEYS[1], 'epoch') or '0'
   return {'exists', status, epoch, redis.call('GET', KEYS[3]) or '', redis.call('HGET', KEYS[1], 'final_published') or ''}
+end
+if KEYS[7] and redis.call('HGET', KEYS[7], 'cancel') == '1' then
+  return {'canceled'}
 end
 local fields = cjson.decode(ARGV[5])
 redis.call('HSET', KEYS[1], 'status', 'running', 'epoch', '1', 'created', ARGV[3], 'updated', ARGV[3])
