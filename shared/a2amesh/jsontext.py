@@ -1,4 +1,4 @@
-"""Compact JSON encoding for the hot paths (request and reply bodies, execution commits).
+"""Compact JSON for the hot paths (request and reply bodies, execution commits), encoded and parsed.
 
 orjson where it can (several times faster than the standard library); the standard encoder for what
 orjson refuses (integers beyond 64 bits, non-string keys), so the output is the same JSON either way.
@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps_bytes", "dumps_text"]
+__all__ = ["dumps_bytes", "dumps_text", "loads"]
 
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 """Dates and dataclasses go to ``default`` as they do with the standard encoder."""
@@ -29,3 +29,12 @@ def dumps_bytes(value: Any, *, default: Callable[[Any], Any] | None = None) -> b
 def dumps_text(value: Any, *, default: Callable[[Any], Any] | None = None) -> str:
     """:func:`dumps_bytes` as text."""
     return dumps_bytes(value, default=default).decode()
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON: orjson, else the standard parser for what orjson refuses (integers beyond 64 bits,
+    ``NaN``), which also raises the error for what is not JSON at all (a ``ValueError``)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
 
 from a2amesh.errors import RpcError, TransportError, VersionNotSupported
-from a2amesh.jsontext import dumps_bytes
+from a2amesh.jsontext import dumps_bytes, loads
 from a2amesh.protocol import codes
 from a2amesh.protocol.base import A2AModel
 from a2amesh.protocol.jsonrpc import (
@@ -58,7 +57,7 @@ def pydantic_problem(e: ValidationError, prefix: str = "params") -> str:
 def request_id_of(data: bytes) -> JsonRpcId:
     """The ``id`` of a request, as far as it can be read (for error replies to bad requests)."""
     try:
-        obj = json.loads(data)
+        obj = loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
     if isinstance(obj, dict) and isinstance(obj.get("id"), str | int):
@@ -75,7 +74,7 @@ def decode_request(
         RpcError: -32700, -32600, -32601, -32009 or -32602, saying what is wrong and where.
     """
     try:
-        obj = json.loads(data)
+        obj = loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise RpcError(codes.PARSE_ERROR, f"request body is not valid JSON: {e}") from e
     if not isinstance(obj, dict):

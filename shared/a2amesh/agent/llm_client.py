@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 import openai
 
 from a2amesh.errors import LlmError
+from a2amesh.jsontext import loads
 from a2amesh.logs import get_logger
 
 __all__ = ["DELTA_INTERVAL", "ChatModel", "Completion", "DeltaCoalescer", "ToolCallRequest"]
@@ -190,7 +190,7 @@ class ChatModel:
     def _completion_of(self, body: bytes) -> Completion:
         """Read a chat-completion response body (the JSON is read directly, without the client's typed models)."""
         try:
-            data = json.loads(body)
+            data = loads(body)
             choices = data.get("choices") or []
             msg = (choices[0].get("message") or {}) if choices else {}
             calls = [
