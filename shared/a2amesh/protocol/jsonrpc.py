@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
 
@@ -115,38 +115,32 @@ class JsonRpcErrorObject(BaseModel):
     data: list[dict[str, Any]] | None = None
 
 
-class JsonRpcResponse(BaseModel):
-    """A JSON-RPC 2.0 response envelope: exactly one of ``result`` and ``error``."""
+class _ResponseEnvelope(BaseModel):
+    """What every JSON-RPC 2.0 response holds besides its ``result``: exactly one of ``result`` and ``error``."""
 
     model_config = ConfigDict(extra="forbid")
 
     jsonrpc: Literal["2.0"] = "2.0"
     id: JsonRpcId = None
-    result: dict[str, Any] | None = None
     error: JsonRpcErrorObject | None = None
 
     @model_validator(mode="after")
-    def _result_or_error(self) -> JsonRpcResponse:
-        if (self.result is None) == (self.error is None):
+    def _result_or_error(self) -> Self:
+        if (getattr(self, "result", None) is None) == (self.error is None):
             raise ValueError("a JSON-RPC response holds exactly one of result and error")
         return self
 
 
-class StreamReply(BaseModel):
+class JsonRpcResponse(_ResponseEnvelope):
+    """A JSON-RPC 2.0 response envelope, its ``result`` left as JSON."""
+
+    result: dict[str, Any] | None = None
+
+
+class StreamReply(_ResponseEnvelope):
     """A response on a caller's reply subject: the envelope and its ``StreamResponse`` validated in one pass.
 
     A ``SendMessageResponse`` (``{task}`` or ``{message}``) is also a valid ``StreamResponse``.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
-    jsonrpc: Literal["2.0"] = "2.0"
-    id: JsonRpcId = None
     result: StreamResponse | None = None
-    error: JsonRpcErrorObject | None = None
-
-    @model_validator(mode="after")
-    def _result_or_error(self) -> StreamReply:
-        if (self.result is None) == (self.error is None):
-            raise ValueError("a JSON-RPC response holds exactly one of result and error")
-        return self
