@@ -27,6 +27,7 @@ from a2amesh.protocol import (
     Message,
     Part,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
@@ -344,11 +345,14 @@ class Client:
         call_depth: int = 0,
         request_id: str | int | None = None,
         call_id: str | None = None,
+        history_length: int | None = None,
     ) -> Call:
         """Publish a SendMessage / SendStreamingMessage and return the call in flight.
 
         ``call_id`` (the reply-subject token) is minted here unless the caller minted it first, as the
-        workflow executor does to checkpoint the reply subject before publishing.
+        workflow executor does to checkpoint the reply subject before publishing. ``history_length``: how
+        many of the task's latest messages its answers carry (A2A ``historyLength``; 0: none, as the
+        workflow executor asks, since it reads only the status and artifacts).
 
         Raises:
             TransportError: ``AGENT_NOT_FOUND`` (no live card), ``PAYLOAD_TOO_LARGE``, ``UNAVAILABLE``.
@@ -359,7 +363,8 @@ class Client:
         call_id = call_id or nuid()
         pending = _Pending(agent=agent)
         method = codes.SEND_STREAMING_MESSAGE if stream else codes.SEND_MESSAGE
-        body = encode_request(method, SendMessageRequest(message=message), request_id or call_id)
+        config = None if history_length is None else SendMessageConfiguration(history_length=history_length)
+        body = encode_request(method, SendMessageRequest(message=message, configuration=config), request_id or call_id)
         if len(body) > self.bus.max_payload:
             raise TransportError(
                 codes.PAYLOAD_TOO_LARGE,

@@ -10,7 +10,7 @@ import pytest
 
 from a2amesh.client import Client, make_message
 from a2amesh.errors import TransportError
-from a2amesh.protocol import SendMessageRequest, TaskState, codes
+from a2amesh.protocol import ListTasksRequest, SendMessageRequest, TaskState, codes
 from tests.support.inbox import Inbox
 from tests.support.waiting import eventually, within
 
@@ -27,6 +27,26 @@ async def test_send_message_returns_result_artifact(agent_host: Any, client: Cli
     assert task.artifacts is not None
     assert task.artifacts[0].name == "result"
     assert task.output() == {"x": 1}
+
+
+async def test_history_length_bounds_the_history_an_answer_carries(agent_host: Any, client: Client) -> None:
+    """SendMessage's historyLength: 0 leaves the history out of the answer (the record keeps it); unset sends it all."""
+    await agent_host("echo", echo)
+    whole = await within(client.send("echo", {"x": 1}), 10, "an answer with history")
+    assert whole.history is not None
+    assert [m.role.value for m in whole.history][-1:] == ["ROLE_USER"]
+    bare = await within(client.send("echo", {"x": 2}, history_length=0), 10, "an answer without history")
+    assert bare.status.state == TaskState.COMPLETED
+    assert bare.output() == {"x": 2}
+    assert bare.history is None
+    stored = await client.get_task("echo", bare.id)
+    assert stored.history is not None
+    assert len(stored.history) == len(whole.history)
+    listed = await client.list_tasks("echo", ListTasksRequest(history_length=0))
+    assert listed.tasks
+    assert all(t.history is None for t in listed.tasks)
+    one = await client.list_tasks("echo", ListTasksRequest(history_length=1))
+    assert all(t.history is not None and len(t.history) == 1 for t in one.tasks)
 
 
 async def test_text_input_becomes_text_object(agent_host: Any, client: Client) -> None:

@@ -94,6 +94,7 @@ class _Run:
     cancel_requested: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     final_stored: bool = False  # the final is in Redis: new subscribers get it from there
+    history_length: int | None = None  # the caller's historyLength: how much history its answers carry
     working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
 
     @property
@@ -270,7 +271,7 @@ class AgentHost(Worker):
             if target.primary and not run.streaming:
                 if not final:
                     continue  # SendMessage gets only the final response
-                body = encode_result(run.request_id, {"task": run.task.to_json_dict()})
+                body = encode_result(run.request_id, {"task": run.task.with_history(run.history_length).to_json_dict()})
             elif final and not target.primary:
                 body = encode_result(run.task.id, {"task": run.task.to_json_dict()})
             else:
@@ -318,7 +319,8 @@ class AgentHost(Worker):
                 max_call_depth=self.settings.max_call_depth,
                 now=time.time(),
             )
-            await self._execute(msg, envelope.id, envelope.method, params.message, reply_to or "")
+            history_length = params.configuration.history_length if params.configuration else None
+            await self._execute(msg, envelope.id, envelope.method, params.message, reply_to or "", history_length)
         except A2AMeshError as e:
             err = to_rpc_error(e)
             self.log.info("request.rejected", code=err.code, error=str(err), seq=msg.stream_seq)
@@ -336,7 +338,15 @@ class AgentHost(Worker):
             await self._send_error(reply_to, request_id, to_rpc_error(e), attempt)
             await msg.term()
 
-    async def _execute(self, msg: WorkMsg, request_id: JsonRpcId, method: str, message: Message, reply_to: str) -> None:
+    async def _execute(
+        self,
+        msg: WorkMsg,
+        request_id: JsonRpcId,
+        method: str,
+        message: Message,
+        reply_to: str,
+        history_length: int | None = None,
+    ) -> None:
         attempt = msg.num_delivered
         history: list[Message] = []
         if message.task_id:
@@ -368,6 +378,7 @@ class AgentHost(Worker):
             streaming=method == codes.SEND_STREAMING_MESSAGE,
             attempt=attempt,
             targets=[_Target(reply_to, primary=True)],
+            history_length=history_length,
         )
         self._running[task_id] = run
         try:
@@ -418,7 +429,8 @@ class AgentHost(Worker):
             return
         faults.crash_point("after_claim")
         if run.streaming:
-            await self._emit(run, StreamResponse(task=run.task), final=False, durable=True)
+            snapshot = StreamResponse(task=run.task.with_history(run.history_length))
+            await self._emit(run, snapshot, final=False, durable=True)
         outcome = await self._work(run, history)
         if outcome is None:
             return  # shutdown: handed back
@@ -710,7 +722,6 @@ class AgentHost(Worker):
         )
         if not req.include_artifacts:
             tasks = [t.model_copy(update={"artifacts": None}) for t in tasks]
-        if req.history_length is not None:
-            tasks = [t.model_copy(update={"history": (t.history or [])[-req.history_length :] or None}) for t in tasks]
+        tasks = [t.with_history(req.history_length) for t in tasks]
         nxt = str(offset + size) if offset + size < total else ""
         return ListTasksResponse(tasks=tasks, next_page_token=nxt, page_size=len(tasks), total_size=total)

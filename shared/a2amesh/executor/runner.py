@@ -554,6 +554,7 @@ class ExecutionRunner:
                     call_depth=command.call_depth,
                     request_id=command.message_id,
                     call_id=call_id,
+                    history_length=0,
                 )
                 break
             except TransportError as e:

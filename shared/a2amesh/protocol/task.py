@@ -71,6 +71,13 @@ class Task(A2AModel):
     history: list[Message] | None = None
     metadata: dict[str, Any] | None = None
 
+    def with_history(self, history_length: int | None) -> Task:
+        """This task with at most its ``history_length`` latest messages (A2A ``historyLength``; None: all)."""
+        if history_length is None or len(self.history or ()) <= history_length:
+            return self
+        kept = self.history[-history_length:] if history_length and self.history else None
+        return self.model_copy(update={"history": kept})
+
     def result_part(self) -> Part | None:
         """The first part of ``artifacts[0]`` (the result contract of docs/protocol.md), if any."""
         if self.artifacts and self.artifacts[0].parts:
