@@ -35,7 +35,6 @@ from a2amesh.protocol import (
     Message,
     Part,
     Role,
-    StreamResponse,
     Task,
     TaskState,
     TaskStatus,
@@ -43,7 +42,7 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.replies import ReplyInfo, ReplyPublisher
-from a2amesh.rpc import decode_response, encode_request
+from a2amesh.rpc import decode_stream_reply, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.redis import UNAVAILABLE
@@ -873,7 +872,7 @@ class ExecutionRunner:
         if stored is None or stored.headers.get(h.FINAL) != "true" or run.agent is None:
             return None
         try:
-            response = decode_response(stored.data)
+            response = decode_stream_reply(stored.data)  # as the client reads a live reply
         except RpcError:
             return None
         if response.error is not None:
@@ -883,13 +882,9 @@ class ExecutionRunner:
                 error=f"{run.agent} answered JSON-RPC error {response.error.code}: {response.error.message}",
                 error_kind="error",
             )
-        try:
-            parsed = StreamResponse.model_validate(response.result)
-        except ValueError:
+        if response.result is None or response.result.task is None:
             return None
-        if parsed.task is None:
-            return None
-        return await self.result_event(run.path, run.attempt, run.agent, parsed.task)
+        return await self.result_event(run.path, run.attempt, run.agent, response.result.task)
 
 
 def _review_part(task: Task) -> dict[str, Any] | None:
