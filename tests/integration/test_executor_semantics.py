@@ -83,13 +83,19 @@ output_mapping: {r: {coalesce: ["{{many.output.r}}", "{{few.output.r}}"]}}
 
 
 async def test_join_any_cancels_losers_on_the_agent(agent_host: Any, executor: Any, client: Client) -> None:
-    """join any completes on the first success and the losers' tasks end TASK_STATE_CANCELED at their agent."""
+    """join any completes on the first success and the losers' tasks end TASK_STATE_CANCELED at their agent.
+
+    A loser whose cancel reaches the agent before its task is pulled never runs its handler; one that was
+    running has its handler cancelled. Either way no handler is left sleeping and both tasks end canceled.
+    """
+    started: list[str] = []
     cancelled: list[str] = []
 
     async def fast(input: Any, ctx: Any) -> Any:
         return {"who": "fast"}
 
     async def slow(input: Any, ctx: Any) -> Any:
+        started.append(ctx.task_id)
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -115,8 +121,16 @@ output_mapping: "{{first.output}}"
     await client.registry.wait_for("j", 5)
     task = await within(client.send("j", {}), 10, "the join")
     assert task.output() == {"results": {"a": None, "b": {"who": "fast"}, "c": None}, "completed": ["b"]}
-    await eventually(lambda: len(cancelled) == 2, timeout=3, what="both slow callees to be cancelled")
-    for task_id in cancelled:
+
+    async def losers_canceled() -> bool:
+        tasks = (await client.list_tasks("slow")).tasks
+        return len(tasks) == 2 and all(t.status.state == TaskState.CANCELED for t in tasks)
+
+    await eventually(losers_canceled, timeout=5, what="both slow tasks to end TASK_STATE_CANCELED at the agent")
+    await eventually(
+        lambda: sorted(cancelled) == sorted(started), timeout=3, what="every started slow handler to be cancelled"
+    )
+    for task_id in started:
         got = await client.get_task("slow", task_id)
         assert got.status.state == TaskState.CANCELED
 
