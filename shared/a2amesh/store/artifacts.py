@@ -214,8 +214,7 @@ class ArtifactStore:
         self.namespace = keys.ns
         self._ttl = max(int(retention), 1)
         self._max_bytes = max_bytes
-        self._scripts = Scripts(redis, "artifact_save")
-        self._load = redis.register_script(load_script("artifact_load"))
+        self._scripts = Scripts(redis, "artifact_save", "artifact_load")
         self._delete = redis.register_script(load_script("artifact_delete"))
 
     def uri(self, scope: ArtifactScope, name: str, version: int | None = None) -> str:
@@ -295,7 +294,8 @@ class ArtifactStore:
             ArtifactError: a bad name.
         """
         check_artifact_name(name)
-        got = await self._load(keys=[self._k.artifact(str(scope), name)], args=["" if version is None else version])
+        keys, args = [self._k.artifact(str(scope), name)], ["" if version is None else version]
+        got = (await self._scripts.run(lambda pipe: self._scripts.queue(pipe, "artifact_load", keys, args)))[0]
         if not got:
             raise ArtifactNotFound(name, version, str(scope))
         v, stored, meta_json = int(got[0]), str(got[1]), json.loads(got[2])

@@ -30,7 +30,7 @@ from typing import Any
 
 from a2amesh.jsontext import dumps_text
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, Scripts, dedicated_client, load_script
+from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script
 
 __all__ = ["CommitResult", "CreateResult", "ExecutionStore", "now_ms"]
 
@@ -110,8 +110,7 @@ class ExecutionStore:
         self.keys = keys
         self.retention = int(retention)
         self.lease_ttl_ms = int(lease_ttl * 1000)
-        self._create = redis.register_script(load_script("exec_create"))
-        self._scripts = Scripts(redis, "exec_commit")
+        self._scripts = Scripts(redis, "exec_create", "exec_commit")
         self._lease_redis = dedicated_client(redis)
         self._lease_scripts = Scripts(self._lease_redis, "claim_renew")
         self._acquire = redis.register_script(load_script("lease_acquire"))
@@ -161,21 +160,20 @@ class ExecutionStore:
         """
         k = self.keys
         now = now_ms()
-        raw = await self._create(
-            keys=[*self._exec_keys(execution_id), k.execution_timers(execution_id), k.task(execution_id)],
-            args=[
-                owner,
-                self.lease_ttl_ms,
-                now,
-                state_json,
-                _dumps(dict(fields)),
-                _dumps(dict(nodes)),
-                _dumps(list(events)),
-                _dumps(dict(timers)),
-                EVENTS_MAXLEN,
-                self.retention,
-            ],
-        )
+        keys = [*self._exec_keys(execution_id), k.execution_timers(execution_id), k.task(execution_id)]
+        args = [
+            owner,
+            self.lease_ttl_ms,
+            now,
+            state_json,
+            _dumps(dict(fields)),
+            _dumps(dict(nodes)),
+            _dumps(list(events)),
+            _dumps(dict(timers)),
+            EVENTS_MAXLEN,
+            self.retention,
+        ]
+        raw = (await self._scripts.run(lambda pipe: self._scripts.queue(pipe, "exec_create", keys, args)))[0]
         if raw[0] == "exists":
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
         if raw[0] == "canceled":
@@ -189,15 +187,17 @@ class ExecutionStore:
         """Add a just-created execution to the listing, lease and timer indexes (see :meth:`create`)."""
         k = self.keys
         now = now_ms()
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zadd(k.executions_index(), {execution_id: now})
-        pipe.zadd(k.executions_by_workflow(workflow), {execution_id: now})
-        pipe.sadd(k.executions_by_status(status), execution_id)
-        # a finished one stays in the lease index until its answer is published (see mark_published)
-        pipe.zadd(k.leases_index(), {execution_id: now + self.lease_ttl_ms})
-        if timers and status == "running":
-            pipe.zadd(k.timers(), {execution_id: min(timers.values())})
-        await pipe.execute()
+
+        def build(pipe: Any) -> None:
+            pipe.zadd(k.executions_index(), {execution_id: now})
+            pipe.zadd(k.executions_by_workflow(workflow), {execution_id: now})
+            pipe.sadd(k.executions_by_status(status), execution_id)
+            # a finished one stays in the lease index until its answer is published (see mark_published)
+            pipe.zadd(k.leases_index(), {execution_id: now + self.lease_ttl_ms})
+            if timers and status == "running":
+                pipe.zadd(k.timers(), {execution_id: min(timers.values())})
+
+        await auto_pipeline(self.redis).run(build)
 
     async def commit(
         self,
@@ -274,11 +274,13 @@ class ExecutionStore:
         execution that finished without answering, so a crash after the finishing commit loses nothing.
         """
         k = self.keys
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.srem(k.executions_by_status("running"), execution_id)
-        pipe.sadd(k.executions_by_status(status), execution_id)
-        pipe.zrem(k.timers(), execution_id)
-        await pipe.execute()
+
+        def build(pipe: Any) -> None:
+            pipe.srem(k.executions_by_status("running"), execution_id)
+            pipe.sadd(k.executions_by_status(status), execution_id)
+            pipe.zrem(k.timers(), execution_id)
+
+        await auto_pipeline(self.redis).run(build)
 
     async def aclose(self) -> None:
         """Close the connections kept for lease renewals."""
@@ -286,10 +288,12 @@ class ExecutionStore:
 
     async def mark_published(self, execution_id: str) -> None:
         """Record that the final answer went out (until then the lease index keeps it for a takeover)."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hset(self.keys.execution(execution_id), "final_published", "1")
-        pipe.zrem(self.keys.leases_index(), execution_id)
-        await pipe.execute()
+
+        def build(pipe: Any) -> None:
+            pipe.hset(self.keys.execution(execution_id), "final_published", "1")
+            pipe.zrem(self.keys.leases_index(), execution_id)
+
+        await auto_pipeline(self.redis).run(build)
 
     # --- leases --------------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ from importlib import resources
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.client import EMPTY_RESPONSE, NEVER_DECODE
+from redis.commands.core import AsyncCoreCommands
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -16,6 +18,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from a2amesh.config import Settings
 from a2amesh.errors import StoreError
 from a2amesh.logs import get_logger
+from a2amesh.store.wire import SharedConnection, endpoint_of
 
 log = get_logger("store")
 
@@ -24,9 +27,32 @@ Redis = aioredis.Redis
 MAX_CONNECTIONS = 512
 """Connections of a process's pool; more concurrent commands wait for one instead of failing."""
 
+_NOT_CALLBACK_OPTIONS = frozenset({"keys", EMPTY_RESPONSE, NEVER_DECODE})
+
 UNAVAILABLE: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
 """Errors meaning Redis/Valkey cannot be reached for now (restart, pause, network, AOF loading):
 the work is handed back and retried later, never failed."""
+
+
+class MeshConnectionPool(aioredis.BlockingConnectionPool):
+    """redis-py's blocking pool, plus one :class:`SharedConnection` to the same server for the hot path."""
+
+    _shared: SharedConnection | None = None
+    _shared_checked = False
+
+    def shared_connection(self) -> SharedConnection | None:
+        """The pool's shared pipelining connection (made on first use), or None where the pool's settings
+        need redis-py's own connections (TLS)."""
+        if not self._shared_checked:
+            self._shared_checked = True
+            endpoint = endpoint_of(self.connection_class, self.connection_kwargs)
+            self._shared = SharedConnection(endpoint) if endpoint is not None else None
+        return self._shared
+
+    async def disconnect(self, inuse_connections: bool = True) -> None:
+        await super().disconnect(inuse_connections)
+        if self._shared is not None:
+            await self._shared.aclose()
 
 
 async def connect_redis(settings: Settings, *, url: str | None = None, check: bool = True) -> Redis:
@@ -50,7 +76,7 @@ async def connect_redis(settings: Settings, *, url: str | None = None, check: bo
         # with redis-py's MaxConnectionsError (its default pool holds 100). The wait has no limit: a
         # busy pool is load, not an outage (a Redis that stops answering fails the commands holding
         # connections at the socket timeout, which frees them).
-        pool = aioredis.BlockingConnectionPool.from_url(dsn, max_connections=MAX_CONNECTIONS, timeout=None, **kwargs)
+        pool = MeshConnectionPool.from_url(dsn, max_connections=MAX_CONNECTIONS, timeout=None, **kwargs)
         client: Redis = aioredis.Redis.from_pool(pool)
     except ValueError as e:
         raise StoreError(f"REDIS_URL is not a redis:// or rediss:// URL: {e}") from e
@@ -84,7 +110,7 @@ def dedicated_client(redis: Redis, connections: int = 2) -> Redis:
     work in the main pool (lease and claim renewals under a burst of 10,000 commits). Close it with
     ``aclose()``; it connects on first use."""
     pool = redis.connection_pool
-    own = aioredis.BlockingConnectionPool(
+    own = MeshConnectionPool(
         connection_class=pool.connection_class, max_connections=connections, timeout=None, **pool.connection_kwargs
     )
     return aioredis.Redis.from_pool(own)
@@ -102,25 +128,49 @@ def load_script(name: str) -> str:
     return resources.files("a2amesh.store").joinpath("lua", f"{name}.lua").read_text()
 
 
+class _Recorder(AsyncCoreCommands):
+    """Takes the commands a build function queues, as a redis-py pipeline would, without running them."""
+
+    _event_dispatcher: Any = None
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> _Recorder:
+        self.commands.append((args, options))
+        return self
+
+
 class AutoPipeline:
     """Sends the pipelines of concurrent callers together: one write and one read for many of them.
 
-    A caller runs its pipeline at once while fewer than ``max_in_flight`` are out; past that it waits,
-    and everything that waited goes as one pipeline when one comes back. Sequential work never waits;
-    under load (thousands of commits and claims) the round trips, socket writes and pool hand-offs are
-    shared. Each caller's commands stay together and in order, and it gets only its own replies (the
-    first error among them is raised to it alone).
+    On a pool of :func:`connect_redis` the commands go through the pool's :class:`SharedConnection`: each
+    caller's commands are appended to the one connection's output, everything queued in an event-loop
+    turn leaves in one write, and replies come back in order, parsed once by hiredis. On another pool
+    (TLS, or a client made elsewhere) redis-py pipelines are used: a caller runs its pipeline at once
+    while fewer than ``max_in_flight`` are out; past that it waits, and everything that waited goes as
+    one pipeline when one comes back. Either way each caller's commands stay together and in order, and
+    it gets only its own replies (the first error among them is raised to it alone).
     """
 
-    def __init__(self, redis: Redis, max_in_flight: int = 4) -> None:
+    def __init__(self, redis: Redis, max_in_flight: int = 4, *, shared: bool = True) -> None:
         self._r = redis
         self._max = max_in_flight
         self._in_flight = 0
         self._waiting: list[tuple[Callable[[Any], None], asyncio.Future[list[Any]]]] = []
         self._batches: set[asyncio.Task[None]] = set()
+        pool = redis.connection_pool
+        self._shared = pool.shared_connection() if shared and isinstance(pool, MeshConnectionPool) else None
 
     async def run(self, build: Callable[[Any], None]) -> list[Any]:
         """Execute the commands ``build(pipe)`` queues; their replies, in order."""
+        if self._shared is not None:
+            recorder = _Recorder()
+            build(recorder)
+            commands = recorder.commands
+            if not any(NEVER_DECODE in options for _, options in commands):
+                return self._replies(commands, await self._shared.execute([args for args, _ in commands]))
+            build = _replay(commands)  # a command whose reply must stay bytes: redis-py's own pipeline
         if self._in_flight < self._max and not self._waiting:
             self._in_flight += 1
             try:
@@ -133,6 +183,22 @@ class AutoPipeline:
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._waiting.append((build, future))
         return await future
+
+    def _replies(self, commands: list[tuple[tuple[Any, ...], dict[str, Any]]], raw: list[Any]) -> list[Any]:
+        """``raw`` replies as redis-py's pipeline would return them (its response callbacks applied)."""
+        callbacks = self._r.response_callbacks
+        out: list[Any] = []
+        for (args, options), reply in zip(commands, raw, strict=True):
+            if isinstance(reply, Exception):
+                if EMPTY_RESPONSE not in options:
+                    raise reply
+                reply = options[EMPTY_RESPONSE]
+            else:
+                callback = callbacks.get(args[0])
+                if callback is not None:
+                    reply = callback(reply, **{k: v for k, v in options.items() if k not in _NOT_CALLBACK_OPTIONS})
+            out.append(reply)
+        return out
 
     def _next_batch(self) -> None:
         if not self._waiting or self._in_flight >= self._max:
@@ -185,6 +251,14 @@ class AutoPipeline:
 
 
 _AUTO_PIPELINES: weakref.WeakKeyDictionary[Redis, AutoPipeline] = weakref.WeakKeyDictionary()
+
+
+def _replay(commands: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Callable[[Any], None]:
+    def build(pipe: Any) -> None:
+        for args, options in commands:
+            pipe.execute_command(*args, **options)
+
+    return build
 
 
 def auto_pipeline(redis: Redis) -> AutoPipeline:

@@ -8,7 +8,7 @@ from typing import Any
 
 from a2amesh.protocol import Task, TaskState
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, Scripts, dedicated_client, load_script
+from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script
 
 
 def now_ms() -> int:
@@ -164,7 +164,7 @@ class TaskStore:
 
     async def save_checkpoint(self, task_id: str, data: str) -> None:
         """Store a task's resumable progress (e.g. LLM tool-loop rounds)."""
-        await self._r.hset(self._k.task(task_id), "checkpoint", data)
+        await auto_pipeline(self._r).run(lambda pipe: pipe.hset(self._k.task(task_id), "checkpoint", data))
 
     async def checkpoint(self, task_id: str) -> str | None:
         """The task's last checkpoint."""
