@@ -25,6 +25,7 @@ from nats.js.kv import KeyValue
 from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
 from a2amesh.errors import TransportError
+from a2amesh.jsontext import loads
 from a2amesh.logs import get_logger
 from a2amesh.protocol import codes
 
@@ -146,6 +147,9 @@ class PullConsumer:
 
     The owner grants credit (its free slots) with :meth:`want`; outstanding pull requests never ask for
     more than that, so a replica holds at most as many un-acked messages as it can work on at once.
+    A request the server expires unfilled (its ``408``, every ``EXPIRES`` seconds on an idle replica) is
+    renewed at once for what it had left: otherwise a message arriving before the owner's next
+    :meth:`want` (up to its poll interval later) would wait for it.
     """
 
     EXPIRES = 5.0
@@ -160,6 +164,8 @@ class PullConsumer:
         self._last_request = 0.0
         self._sub: Any = None
         self._inbox = ""
+        self._stopped = False
+        self.renewals = 0  # expired requests renewed (for tests and diagnostics)
 
     async def start(self) -> None:
         """Open the inbox the server delivers pulled messages to."""
@@ -187,9 +193,12 @@ class PullConsumer:
         deficit = slots - covered
         if deficit <= 0 or (covered > 0 and covered * 2 >= slots) or not self._nc.is_connected:
             return
-        self._outstanding += deficit
+        await self._request(deficit)
+
+    async def _request(self, batch: int) -> None:
+        self._outstanding += batch
         self._last_request = time.monotonic()
-        req = {"batch": deficit, "expires": int(self.EXPIRES * 1e9)}
+        req = {"batch": batch, "expires": int(self.EXPIRES * 1e9)}
         await self._nc.publish(self._next_subject, json.dumps(req).encode(), reply=self._inbox)
 
     async def _on_msg(self, msg: NatsMsg) -> None:
@@ -199,7 +208,12 @@ class PullConsumer:
             if status in ("404", "408", "409"):
                 pending = headers.get("Nats-Pending-Messages")
                 if pending and pending.isdigit():
-                    self._outstanding = max(0, self._outstanding - int(pending))
+                    unfilled = int(pending)
+                    self._outstanding = max(0, self._outstanding - unfilled)
+                    if status == "408" and unfilled and not self._stopped and self._nc.is_connected:
+                        self.renewals += 1
+                        with contextlib.suppress(Exception):  # the owner's next want() asks again
+                            await self._request(unfilled)
                 elif status == "409":
                     self.reset()
             return
@@ -208,6 +222,8 @@ class PullConsumer:
 
     async def next(self, timeout: float) -> WorkMsg | None:
         """The next pulled message, or None after ``timeout`` seconds."""
+        if not self._queue.empty():
+            return self._queue.get_nowait()  # under load: no timer to arm and cancel
         try:
             async with asyncio.timeout(timeout):
                 return await self._queue.get()
@@ -222,7 +238,8 @@ class PullConsumer:
         return out
 
     async def stop(self) -> None:
-        """Stop receiving."""
+        """Stop receiving (and renewing requests)."""
+        self._stopped = True
         with contextlib.suppress(Exception):
             if self._sub is not None:
                 await self._sub.unsubscribe()
@@ -318,12 +335,81 @@ def _created(value: Any) -> dt.datetime | None:
     return None
 
 
+class _PubAcks:
+    """JetStream publish acks of one connection, awaited on one wildcard inbox subscription.
+
+    nats-py's ``JetStreamContext.publish`` pays per publish for a random token (a system call), an
+    ``asyncio.wait_for`` (a second future and a timer) and a JSON parse into its dataclass. Here a
+    publish gets a counter token and one future; one sweep timer fails whatever is past its deadline.
+    """
+
+    SWEEP = 0.25
+
+    def __init__(self, nc: NatsClient) -> None:
+        self._nc = nc
+        self._prefix = ""
+        self._waiting: dict[str, tuple[asyncio.Future[NatsMsg], float]] = {}
+        self._count = 0
+        self._sub: Any = None
+        self._starting: asyncio.Lock | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    async def publish(self, subject: str, data: bytes, headers: Headers | None, timeout: float) -> NatsMsg:
+        """Publish with a reply inbox of ours; the stream's answer (raises ``TimeoutError`` after ``timeout``)."""
+        if self._sub is None:
+            await self._start()
+        loop = asyncio.get_running_loop()
+        self._count += 1
+        token = str(self._count)
+        future: asyncio.Future[NatsMsg] = loop.create_future()
+        self._waiting[token] = (future, loop.time() + timeout)
+        try:
+            await self._nc.publish(subject, data, reply=self._prefix + token, headers=headers or None)
+            if self._sweeper is None:
+                self._sweeper = loop.call_later(self.SWEEP, self._sweep)
+            return await future
+        finally:
+            self._waiting.pop(token, None)
+
+    def fail_all(self, error: Exception) -> None:
+        """Fail every publish still waiting (the connection is closing)."""
+        for future, _ in self._waiting.values():
+            if not future.done():
+                future.set_exception(error)
+        self._waiting.clear()
+
+    async def _start(self) -> None:
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._sub is None:
+                inbox = self._nc.new_inbox()
+                self._prefix = inbox + "."
+                self._sub = await self._nc.subscribe(inbox + ".*", cb=self._on_ack)
+
+    async def _on_ack(self, msg: NatsMsg) -> None:
+        entry = self._waiting.pop(msg.subject[len(self._prefix) :], None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_result(msg)
+
+    def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        expired = [token for token, (_, deadline) in self._waiting.items() if deadline <= now]
+        for token in expired:
+            future, _ = self._waiting.pop(token)
+            if not future.done():
+                future.set_exception(TimeoutError())
+        self._sweeper = loop.call_later(self.SWEEP, self._sweep) if self._waiting else None
+
+
 class Bus:
     """A process's NATS connection (core + JetStream) in the namespace's terms."""
 
     def __init__(self, nc: NatsClient, subjects: Subjects, reconnect_listeners: list[Callable[[], None]] | None = None):
         self._nc = nc
         self._js = nc.jetstream()
+        self._acks = _PubAcks(nc)
         self.subjects = subjects
         self._reconnect_listeners = reconnect_listeners if reconnect_listeners is not None else []
         self._conn_state: dict[str, bool] = {"closing": False}
@@ -415,6 +501,7 @@ class Bus:
         except Exception:
             with contextlib.suppress(Exception):
                 await self._nc.close()
+        self._acks.fail_all(nats.errors.ConnectionClosedError())
 
     # core NATS
     async def publish(self, subject: str, data: bytes, headers: Headers | None = None) -> None:
@@ -457,16 +544,22 @@ class Bus:
             TransportError: ``UNAVAILABLE`` when no stream acknowledged it in time.
         """
         try:
-            ack = await self._js.publish(subject, data, timeout=timeout, headers=headers or None)
-        except nats.errors.NoRespondersError as e:
-            raise TransportError(codes.UNAVAILABLE, f"no stream captures {subject} (run `a2amesh init`)") from e
-        except (TimeoutError, nats.errors.TimeoutError) as e:
+            msg = await self._acks.publish(subject, data, headers, timeout)
+        except TimeoutError as e:
             raise TransportError(codes.UNAVAILABLE, f"JetStream did not acknowledge {subject} in {timeout:g}s") from e
-        except nats.js.errors.APIError as e:
-            raise TransportError(codes.UNAVAILABLE, f"JetStream refused {subject}: {e.description}") from e
         except nats.errors.Error as e:  # reconnecting, connection closed, buffer full
             raise TransportError(codes.UNAVAILABLE, f"cannot publish {subject}: {e}") from e
-        return PubAck(ack.stream, int(ack.seq), bool(ack.duplicate))
+        if msg.headers and msg.headers.get("Status") == "503":
+            raise TransportError(codes.UNAVAILABLE, f"no stream captures {subject} (run `a2amesh init`)")
+        try:
+            ack = loads(msg.data)
+            if "error" in ack:
+                raise TransportError(
+                    codes.UNAVAILABLE, f"JetStream refused {subject}: {ack['error'].get('description', ack['error'])}"
+                )
+            return PubAck(str(ack["stream"]), int(ack["seq"]), bool(ack.get("duplicate", False)))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise TransportError(codes.UNAVAILABLE, f"JetStream answered {subject} with {msg.data[:200]!r}") from e
 
     async def direct_get_last(self, stream: str, subject: str) -> StoredMsg | None:
         """The last message stored on ``subject`` (direct get), or None."""
