@@ -50,6 +50,7 @@ from a2amesh.protocol import (
     TaskStatusUpdateEvent,
     codes,
 )
+from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
 from a2amesh.replies import publish_durable, reply_headers, settle_rejected, valid_reply_subject
@@ -59,12 +60,6 @@ from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import UNAVAILABLE, Redis
 from a2amesh.store.tasks import TaskRecordView, TaskStore
-
-
-def utc_now() -> str:
-    """RFC 3339 UTC timestamp with milliseconds."""
-    t = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
 
 
 def result_artifact(output: Any, part: Part | None = None) -> Artifact:
@@ -368,7 +363,7 @@ class AgentHost(Worker):
         initial = Task(
             id=task_id,
             context_id=context_id,
-            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_now()),
+            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp()),
             history=[*history, message],
         )
         run = _Run(
@@ -472,17 +467,33 @@ class AgentHost(Worker):
         )
         work = asyncio.create_task(self.runtime.run(ctx), name=f"task-{run.task.id}")
         run.working = True
-        timeout = None if ctx.deadline is None else max(ctx.deadline - time.time(), 0.001)
-        cancel = run.cancel_requested
+        # The first of: the work ends, a cancel request, the deadline. Callbacks on one future rather than
+        # asyncio.wait (which builds a waiter, a callback per awaitable and a timer for every task).
+        loop = asyncio.get_running_loop()
+        settled: asyncio.Future[str] = loop.create_future()
+
+        def settle(why: str) -> None:
+            if not settled.done():
+                settled.set_result(why)
+
+        def on_cancel(_: Any) -> None:
+            settle("cancel")
+
+        work.add_done_callback(lambda _: settle("done"))
+        run.cancel_requested.add_done_callback(on_cancel)
+        timer = (
+            None
+            if ctx.deadline is None
+            else loop.call_at(loop.time() + max(ctx.deadline - time.time(), 0.001), settle, "deadline")
+        )
         try:
-            waits: set[asyncio.Future[Any]] = {work, cancel}
-            done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            if work in done:
+            why = await settled
+            if why == "done" or (work.done() and not work.cancelled()):
                 return work.result()
             work.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(work, 5)
-            if cancel in done:
+            if why == "cancel":
                 ctx.cancelled.set()
                 return TaskOutcome(TaskState.CANCELED, message="canceled by request")
             return TaskOutcome(TaskState.FAILED, message=f"{codes.DEADLINE_EXCEEDED}: the task ran past its deadline")
@@ -499,6 +510,9 @@ class AgentHost(Worker):
             return TaskOutcome(TaskState.FAILED, message=f"internal error: {type(e).__name__}: {e}")
         finally:
             run.working = False
+            run.cancel_requested.remove_done_callback(on_cancel)
+            if timer is not None:
+                timer.cancel()
 
     async def _hand_back(self, run: _Run) -> None:
         assert run.msg is not None
@@ -541,7 +555,7 @@ class AgentHost(Worker):
             return  # build nothing that _emit would drop
         status = TaskStatus(
             state=TaskState.WORKING,
-            timestamp=utc_now(),
+            timestamp=utc_timestamp(),
             message=Message(
                 message_id=nuid(), role=Role.AGENT, parts=parts, task_id=run.task.id, context_id=run.task.context_id
             )
@@ -560,7 +574,7 @@ class AgentHost(Worker):
         parts.extend(outcome.status_parts)
         status = TaskStatus(
             state=outcome.state,
-            timestamp=utc_now(),
+            timestamp=utc_timestamp(),
             message=Message(
                 message_id=nuid(), role=Role.AGENT, parts=parts, task_id=task.id, context_id=task.context_id
             )
@@ -679,7 +693,7 @@ class AgentHost(Worker):
         if view.owner and view.owner != self.instance:
             return  # the owning replica answers
         task = view.task or Task(id=task_id, status=TaskStatus(state=TaskState.SUBMITTED))
-        task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_now())})
+        task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
         await self._answer(msg, request_id, task.to_json_dict())
 
     async def _subscribe(self, msg: Received, task_id: str) -> None:

@@ -41,6 +41,7 @@ from a2amesh.protocol import (
     TaskStatusUpdateEvent,
     codes,
 )
+from a2amesh.protocol.base import utc_timestamp
 from a2amesh.replies import ReplyInfo, ReplyPublisher
 from a2amesh.rpc import decode_stream_reply, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
@@ -72,7 +73,7 @@ from a2amesh.workflow.graph_execution import DispatchGraphNode
 
 AnyDispatch = DispatchNode | DispatchGraphNode
 
-__all__ = ["CALL_CHAIN_KEY", "REVIEW_REQUEST", "ExecutionRunner", "RunnerDeps", "node_record", "utc_now"]
+__all__ = ["CALL_CHAIN_KEY", "REVIEW_REQUEST", "ExecutionRunner", "RunnerDeps", "node_record"]
 
 CALL_CHAIN_KEY = "a2amesh.call_chain"
 """Message metadata key holding the workflows above a call (to refuse indirect recursion)."""
@@ -103,20 +104,18 @@ _TASK_STATE = {
 }
 
 
-def utc_now(at: float | None = None) -> str:
-    """RFC 3339 UTC timestamp with milliseconds."""
-    t = time.time() if at is None else at
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
-
-
 def node_record(run: NodeRun) -> str:
     """The JSON record of a node instance kept for ``a2amesh show`` (container bookkeeping left out)."""
     return run.model_dump_json(exclude=_RECORD_EXCLUDE)
 
 
-def without_dispatches(commands: list[Any]) -> list[Any]:
-    """The commands left once a step's dispatches went out (:meth:`ExecutionRunner.send_dispatches`)."""
-    return [c for c in commands if not isinstance(c, DispatchNode | DispatchGraphNode)]
+def without_sent(commands: list[Any], *, events: bool = True) -> list[Any]:
+    """The commands left once a step's dispatches, and with them its events unless ``events=False``, went
+    out (:meth:`ExecutionRunner.send_dispatches`); all of them when the step dispatches nothing."""
+    if not any(isinstance(c, DispatchNode | DispatchGraphNode) for c in commands):
+        return commands
+    sent = DispatchNode | DispatchGraphNode | EmitEvent if events else DispatchNode | DispatchGraphNode
+    return [c for c in commands if not isinstance(c, sent)]
 
 
 def _event_json(event: EmitEvent) -> str:
@@ -398,7 +397,7 @@ class ExecutionRunner:
         self._positions = positions
         faults.crash_point("after_checkpoint")
         self.state = state
-        await self._carry(without_dispatches(commands))
+        await self._carry(without_sent(commands))
         return True
 
     async def _write_step(
@@ -441,14 +440,30 @@ class ExecutionRunner:
         )
         return result, positions
 
-    def send_dispatches(self, commands: list[Any], call_ids: dict[str, str] | None) -> asyncio.Future[None] | None:
-        """Publish the dispatches among ``commands`` in the background (None when there are none).
+    def send_dispatches(
+        self, commands: list[Any], call_ids: dict[str, str] | None, *, events: bool = True
+    ) -> asyncio.Future[None] | None:
+        """Publish the dispatches among ``commands``, and the step's events with them unless ``events=False``
+        (a start, whose streaming caller gets the task first), in the background (None when there are no
+        dispatches).
 
         For a step being written meanwhile (see :meth:`checkpoint`); the other commands are carried out
-        once it has landed (:func:`without_dispatches`).
+        once it has landed (:func:`without_sent`). The events go in the same loop turn as the requests,
+        so they leave in the same socket write; a replica that resumes from the previous checkpoint
+        publishes them again with the same ``Nats-Msg-Id``, which the events stream drops.
         """
         dispatches = [c for c in commands if isinstance(c, DispatchNode | DispatchGraphNode)]
-        return asyncio.ensure_future(self._dispatch_all(dispatches, call_ids)) if dispatches else None
+        if not dispatches:
+            return None
+        emitted = [c for c in commands if isinstance(c, EmitEvent)] if events else []
+        return asyncio.ensure_future(self._send_step(emitted, dispatches, call_ids))
+
+    async def _send_step(
+        self, events: list[EmitEvent], dispatches: list[AnyDispatch], call_ids: dict[str, str] | None
+    ) -> None:
+        for event in events:
+            await self._emit(event)
+        await self._dispatch_all(dispatches, call_ids)
 
     # --- commands ----------------------------------------------------------------------------
 
@@ -658,7 +673,7 @@ class ExecutionRunner:
             "node_id": event.node_id,
             "path": event.path,
             "status": event.status,
-            "timestamp": utc_now(event.at),
+            "timestamp": utc_timestamp(event.at),
             "seq": event.seq,
             **event.data,
         }
@@ -670,7 +685,8 @@ class ExecutionRunner:
             subject = bus.subjects.node_event(self.state.workflow, name)
         try:
             if subject is not None:
-                await bus.publish(subject, dumps_bytes(payload, default=str))
+                msg_id = {h.MSG_ID: f"{self.execution_id}:{event.seq}"}  # a step sent again is one event
+                await bus.publish(subject, dumps_bytes(payload, default=str), msg_id)
             targets = [*([self.reply.reply_to] if self.reply.streaming and self.reply.reply_to else []), *self.targets]
             if targets and (not event.event.startswith("execution.") or event.event == "execution.started"):
                 status = TaskStatusUpdateEvent(
@@ -678,7 +694,7 @@ class ExecutionRunner:
                     context_id=self.state.context_id,
                     status=TaskStatus(
                         state=TaskState.WORKING,
-                        timestamp=utc_now(event.at),
+                        timestamp=utc_timestamp(event.at),
                         message=Message(
                             message_id=nuid(),
                             role=Role.AGENT,
@@ -750,7 +766,7 @@ class ExecutionRunner:
             context_id=state.context_id,
             status=TaskStatus(
                 state=task_state,
-                timestamp=utc_now(state.finished_at),
+                timestamp=utc_timestamp(state.finished_at),
                 message=Message(
                     message_id=f"{self.task_id}-final",
                     role=Role.AGENT,
@@ -801,7 +817,7 @@ class ExecutionRunner:
             context_id=state.context_id,
             status=TaskStatus(
                 state=TaskState.INPUT_REQUIRED,
-                timestamp=utc_now(),
+                timestamp=utc_timestamp(),
                 message=Message(
                     message_id=f"{self.task_id}-review-{state.seq}",
                     role=Role.AGENT,

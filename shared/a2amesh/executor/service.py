@@ -45,8 +45,7 @@ from a2amesh.executor.runner import (
     ExecutionRunner,
     RunnerDeps,
     node_record,
-    utc_now,
-    without_dispatches,
+    without_sent,
 )
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
@@ -66,6 +65,7 @@ from a2amesh.protocol import (
     TaskStatus,
     codes,
 )
+from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
 from a2amesh.replies import ReplyInfo, ReplyPublisher, settle_rejected, valid_reply_subject
@@ -488,7 +488,7 @@ class WorkflowExecutor(Worker):
         working = Task(
             id=task_id,
             context_id=context_id,
-            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_now()),
+            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp()),
             history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
             metadata={"execution_id": task_id, "workflow": name},
         )
@@ -498,14 +498,14 @@ class WorkflowExecutor(Worker):
             self.store.index_created(task_id, workflow=name, status=created.status, timers=timers),
             self.tasks.write(working, name, self.instance, release=False),
         )
-        sending = runner.send_dispatches(commands, call_ids)
+        sending = runner.send_dispatches(commands, call_ids, events=False)
         if sending is not None:
             try:
                 await sending
             except BaseException:
                 runner.drop_calls()
                 raise
-        commands = without_dispatches(commands)
+        commands = without_sent(commands, events=False)
         faults.crash_point("after_redis_commit_before_ack")
         await msg.ack()
         if reply.streaming and reply.reply_to:
@@ -579,7 +579,7 @@ class WorkflowExecutor(Worker):
         working = Task(
             id=execution_id,
             context_id=context_id,
-            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_now()),
+            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp()),
             metadata={"execution_id": execution_id, "workflow": graph.workflow, "schedule": graph.id},
         )
         await self.tasks.write(working, graph.workflow, self.instance, release=False)
@@ -783,7 +783,7 @@ class WorkflowExecutor(Worker):
         task = Task(
             id=task_id,
             context_id=context_id,
-            status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_now()),
+            status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp()),
             metadata={"workflow": name},
         )
         view = await self.tasks.write(task, name, self.instance, release=True)
@@ -1015,7 +1015,7 @@ class WorkflowExecutor(Worker):
             view = await self.tasks.mark_canceled(task_id)
             if view.outcome == "terminal":
                 raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
-            task = Task(id=task_id, status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_now()))
+            task = Task(id=task_id, status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp()))
             await self._answer(name, msg, request_id, task.to_json_dict())
             return
         if status == "paused":
@@ -1027,7 +1027,7 @@ class WorkflowExecutor(Worker):
         if lease:
             return  # its owner answers once the cancellation is applied
         task = await self.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
-        task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_now())})
+        task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
         await self._answer(name, msg, request_id, task.to_json_dict())
 
     async def _cancel_parked(self, name: str, msg: Received, request_id: JsonRpcId, task_id: str) -> None:

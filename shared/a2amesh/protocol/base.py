@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import time
 from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
@@ -30,6 +31,18 @@ def _check_base64(value: str) -> str:
     if not _BASE64.fullmatch(value) or (padded and len(value) % 4) or (not padded and len(value) % 4 == 1):
         raise ValueError("not valid base64 (standard or URL-safe alphabet, padding optional)")
     return value
+
+
+_second_text: list[Any] = [None, ""]  # the last whole second formatted, and its text
+
+
+def utc_timestamp(at: float | None = None) -> str:
+    """An RFC 3339 UTC timestamp with milliseconds for ``at`` (epoch seconds; now when None)."""
+    t = time.time() if at is None else at
+    second = int(t)
+    if _second_text[0] != second:  # strftime costs more than the rest: once per second, not per call
+        _second_text[0], _second_text[1] = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    return f"{_second_text[1]}.{int(t * 1000) % 1000:03d}Z"
 
 
 Timestamp = Annotated[str, AfterValidator(_check_timestamp)]

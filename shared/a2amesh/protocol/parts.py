@@ -31,8 +31,9 @@ class Part(A2AModel):
 
     @model_validator(mode="after")
     def _exactly_one_content(self) -> Part:
-        present = [k for k in ("text", "data", "url", "raw") if getattr(self, k) is not None]
-        if len(present) != 1:
+        held = (self.text is not None) + (self.data is not None) + (self.url is not None) + (self.raw is not None)
+        if held != 1:
+            present = [k for k in ("text", "data", "url", "raw") if getattr(self, k) is not None]
             raise ValueError(
                 "a part must hold exactly one of text, data, url, raw"
                 + (f" (it holds {', '.join(present)})" if present else " (it holds none)")
