@@ -14,7 +14,7 @@ from a2amesh.protocol import TaskState, codes
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.tasks import TaskStore
-from tests.support.waiting import eventually, within
+from tests.support.waiting import within
 
 
 async def double(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -159,10 +159,15 @@ async def test_jsonrpc_error_fails_node_at_once(executor: Any, client: Client, b
 async def test_get_cancel_and_list_on_workflow(agent_host: Any, executor: Any, client: Client) -> None:
     """CancelTask on a running workflow cancels its running callee; GetTask and ListTasks answer."""
     started = asyncio.Event()
+    stopped = asyncio.Event()
 
     async def slow(input: Any, ctx: Any) -> Any:
         started.set()
-        await asyncio.sleep(60)
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
         return {}
 
     await agent_host("slow", slow)
@@ -181,7 +186,7 @@ async def test_get_cancel_and_list_on_workflow(agent_host: Any, executor: Any, c
     with pytest.raises(RpcError) as e:
         await client.cancel_task("w", call.task_id)
     assert e.value.code == codes.TASK_NOT_CANCELABLE
-    await eventually(lambda: not started.is_set() or True, timeout=1, what="noop")
+    await within(stopped.wait(), 5, "the running callee's handler to be cancelled")
 
 
 async def test_a_workflow_task_canceled_before_it_started_is_answered_canceled(

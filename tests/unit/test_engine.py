@@ -583,7 +583,8 @@ def test_results_applied_once() -> None:
     assert len(sim.dispatched) == dispatched
     stale = sim.feed(NodeSucceeded(path="a", attempt=7, output={"value": 99}))
     assert stale.nodes["a"].output == {"value": 2}
-    assert state is not again or True
+    assert again.model_dump() == state.model_dump(), "a duplicate result changed the state"
+    assert stale.model_dump() == state.model_dump(), "a stale result changed the state"
 
 
 def test_step_does_not_mutate_input_state_and_is_json() -> None:
