@@ -78,6 +78,7 @@ class _Server:
         self.port = port or free_port()
         self.data_dir = Path(data_dir)
         self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
         self._output: list[str] = []
         self._lock = threading.Lock()
 
@@ -106,7 +107,8 @@ class _Server:
                 raise ServerError(f"{self.name}: cannot start: {e}") from e
             self._proc = proc
             ready = threading.Event()
-            threading.Thread(target=self._read_output, args=(proc, ready), daemon=True).start()
+            self._reader = threading.Thread(target=self._read_output, args=(proc, ready), daemon=True)
+            self._reader.start()
             deadline = time.monotonic() + START_TIMEOUT
             while not ready.wait(0.05):
                 if proc.poll() is not None:
@@ -117,13 +119,16 @@ class _Server:
                     raise ServerError(f"{self.name} not ready within {START_TIMEOUT:.0f}s: {self._tail()}")
 
     def _read_output(self, proc: subprocess.Popen[bytes], ready: threading.Event) -> None:
+        # The pipe is closed here, by its only reader, once the server's end closes: closing it from the
+        # stopping thread while this one reads fails the read inside the io module.
         assert proc.stdout is not None
-        for line in proc.stdout:
-            text = line.decode(errors="replace").rstrip()
-            self._output.append(text)
-            del self._output[:-200]
-            if self.ready_pattern.search(text):
-                ready.set()
+        with proc.stdout:
+            for line in proc.stdout:
+                text = line.decode(errors="replace").rstrip()
+                self._output.append(text)
+                del self._output[:-200]
+                if self.ready_pattern.search(text):
+                    ready.set()
 
     def _tail(self) -> str:
         return " | ".join(self._output[-8:]) or "(no output)"
@@ -135,6 +140,7 @@ class _Server:
 
     def _stop_locked(self) -> None:
         proc, self._proc = self._proc, None
+        reader = self._reader
         if proc is None:
             return
         if proc.poll() is None:
@@ -146,8 +152,13 @@ class _Server:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        if reader is not None:
+            reader.join(STOP_TIMEOUT)  # it reads to the end of the output and closes the pipe
+
+    @property
+    def reading_output(self) -> bool:
+        """Whether a thread still reads the output of the server this object started last."""
+        return self._reader is not None and self._reader.is_alive()
 
     def kill_sync(self) -> None:
         """SIGKILL the server (a crash), keeping its port and data for a later start."""
