@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from typing import Any
 
 import yaml
+from redis.asyncio import Redis
 
 from a2amesh.client import Client, make_message
+from a2amesh.config import Settings
 from a2amesh.protocol import TaskState, codes
+from a2amesh.store.keys import Keys
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, ToolCall, Usage
 from tests.support.nodes import node_message, node_result
 from tests.support.processes import Proc, ProcessFactory
@@ -71,9 +75,18 @@ async def test_llm_agent_process_answers_a_node_call(
 
 
 async def test_redelivered_task_resumes_from_its_checkpoint(
-    processes: ProcessFactory, client: Client, fake_llm: FakeOpenAIServer, tmp_path: Path
+    processes: ProcessFactory,
+    client: Client,
+    fake_llm: FakeOpenAIServer,
+    tmp_path: Path,
+    redis: Redis,
+    settings: Settings,
 ) -> None:
-    """SIGKILL after a tool ran: the redelivered task resumes from the checkpointed round; the tool runs once."""
+    """SIGKILL after a tool ran: the redelivered task resumes from the checkpointed round; the tool runs once.
+
+    The round's checkpoint is stored before the next model call goes out, so it is there as soon as the
+    fake model sees that call (before the kill, however loaded the machine).
+    """
     (tmp_path / "record_tool.py").write_text(RECORD_TOOL)
     path = write_llm_agent(tmp_path, "resumer", tools=["record_tool:record"])
     fake_llm.script(
@@ -84,6 +97,10 @@ async def test_redelivered_task_resumes_from_its_checkpoint(
     first = await start_agent(processes, client, path, "resumer", fake_llm.base_url)
     call = await client.dispatch("resumer", make_message("do it"), timeout=60)
     await within(fake_llm.wait_for_requests_async(2), 20, "the model call after the tool round")
+    first.signal(signal.SIGSTOP)
+    raw = await redis.hget(Keys(settings.namespace).task(call.task_id), "checkpoint")
+    assert raw, "the tool round was not checkpointed before the next model call"
+    assert json.loads(raw)["messages"][-1]["content"] == "recorded once"
     first.signal(signal.SIGKILL)
     await first.wait(10)
     await start_agent(processes, client, path, "resumer", fake_llm.base_url)

@@ -217,14 +217,14 @@ class LlmSession:
         self.ctx.usage.restore(Usage.from_json(data.get("usage")))
         return True
 
-    async def _checkpoint(self, messages: list[dict[str, Any]] | None = None) -> None:
+    async def _checkpoint(self) -> None:
         await self.ctx.save_checkpoint(
             {
                 "v": CHECKPOINT_VERSION,
                 "message_id": self.ctx.message.message_id,
                 "turn": self.turn,
                 "rounds": self.rounds,
-                "messages": self.messages if messages is None else messages,
+                "messages": self.messages,
                 "usage": self.ctx.usage.to_json(),
             }
         )
@@ -279,29 +279,21 @@ class LlmSession:
         specs = [t.spec() for t in self.tools.values()]
         on_delta = self.ctx.emit_delta if self.ctx.delta is not None else None
         last_tools: list[str] = []
-        saving: asyncio.Task[None] | None = None
-        try:
-            while self.rounds < limit:
-                c = await self.agent.model.complete(self.messages, tools=specs or None, on_delta=on_delta)
-                if saving is not None:
-                    await saving  # checkpoints land in order, each before the round after it goes on
-                    saving = None
-                self._record(c, "chat")
-                self.rounds += 1
-                self.messages.append(c.message())
-                if not c.tool_calls:
-                    self.final_text = c.content or ""
-                    return self.final_text
-                last_tools = [call.name for call in c.tool_calls]
-                outcomes = await asyncio.gather(*(self._run_tool(call) for call in c.tool_calls))
-                for call, outcome in zip(c.tool_calls, outcomes, strict=True):
-                    self.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
-                # written while the model works on the next round (a snapshot: the list grows meanwhile)
-                saving = asyncio.create_task(self._checkpoint(list(self.messages)))
-        finally:
-            if saving is not None:
-                with contextlib.suppress(Exception):
-                    await saving
+        while self.rounds < limit:
+            c = await self.agent.model.complete(self.messages, tools=specs or None, on_delta=on_delta)
+            self._record(c, "chat")
+            self.rounds += 1
+            self.messages.append(c.message())
+            if not c.tool_calls:
+                self.final_text = c.content or ""
+                return self.final_text
+            last_tools = [call.name for call in c.tool_calls]
+            outcomes = await asyncio.gather(*(self._run_tool(call) for call in c.tool_calls))
+            for call, outcome in zip(c.tool_calls, outcomes, strict=True):
+                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
+            # stored before the next model call: a task redelivered after a crash from here on resumes
+            # with these tool results instead of running the tools again
+            await self._checkpoint()
         raise LlmError(
             f"the model gave no final answer within max_iterations={limit} rounds of tool calls"
             + (f" (last tools: {', '.join(last_tools)})" if last_tools else "")
