@@ -56,7 +56,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
     try:
         for n in SIZES:
             await client.registry.wait_for(f"chain{n}", 30)
-        reps = {1: ctx.scale(400, 10), 10: ctx.scale(100, 3), 50: ctx.scale(25, 1)}
+        reps = {1: ctx.scale(400, 10), 10: ctx.scale(300, 3), 50: ctx.scale(60, 1)}  # enough runs for a p99
         for n in SIZES:  # warm-up
             for i in range(ctx.scale(max(2, 20 // n), 1)):
                 await run_chain(client, f"chain{n}", i)
