@@ -53,7 +53,7 @@ from a2amesh.protocol import (
     TaskStatusUpdateEvent,
     codes,
 )
-from a2amesh.protocol.base import A2AModel, now_timestamp
+from a2amesh.protocol.base import A2AModel, utc_timestamp
 from a2amesh.protocol.jsonrpc import PARAMS_BY_METHOD
 
 # Well-known types are printed as plain JSON (object, value, string): compare them as they are.
@@ -552,7 +552,7 @@ def test_timestamps_accepted_exactly_when_proto_accepts(timestamp: str) -> None:
 
 def test_now_timestamp_is_canonical() -> None:
     """The timestamps we write are printed back by protobuf unchanged."""
-    stamp = now_timestamp()
+    stamp = utc_timestamp()
     parsed = timestamp_pb2.Timestamp()
     parsed.FromJsonString(stamp)
     assert parsed.ToJsonString() == stamp

@@ -37,7 +37,8 @@ _second_text: list[Any] = [None, ""]  # the last whole second formatted, and its
 
 
 def utc_timestamp(at: float | None = None) -> str:
-    """An RFC 3339 UTC timestamp with milliseconds for ``at`` (epoch seconds; now when None)."""
+    """The canonical ProtoJSON timestamp (RFC 3339, UTC, milliseconds, ``Z``) of ``at`` (epoch seconds; now
+    when None)."""
     t = time.time() if at is None else at
     second = int(t)
     if _second_text[0] != second:  # strftime costs more than the rest: once per second, not per call
@@ -50,11 +51,6 @@ Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
 
 Base64 = Annotated[str, AfterValidator(_check_base64)]
 """Base64-encoded bytes (``bytes`` in ProtoJSON)."""
-
-
-def now_timestamp() -> str:
-    """The current time as the canonical ProtoJSON timestamp (UTC, milliseconds, ``Z``)."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class A2AModel(BaseModel):

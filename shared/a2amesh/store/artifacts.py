@@ -294,8 +294,9 @@ class ArtifactStore:
             ArtifactError: a bad name.
         """
         check_artifact_name(name)
-        keys, args = [self._k.artifact(str(scope), name)], ["" if version is None else version]
-        got = (await self._scripts.run(lambda pipe: self._scripts.queue(pipe, "artifact_load", keys, args)))[0]
+        got = await self._scripts.call(
+            "artifact_load", [self._k.artifact(str(scope), name)], ["" if version is None else version]
+        )
         if not got:
             raise ArtifactNotFound(name, version, str(scope))
         v, stored, meta_json = int(got[0]), str(got[1]), json.loads(got[2])

@@ -173,7 +173,7 @@ class ExecutionStore:
             EVENTS_MAXLEN,
             self.retention,
         ]
-        raw = (await self._scripts.run(lambda pipe: self._scripts.queue(pipe, "exec_create", keys, args)))[0]
+        raw = await self._scripts.call("exec_create", keys, args)
         if raw[0] == "exists":
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
         if raw[0] == "canceled":

@@ -288,6 +288,10 @@ class Scripts:
         """Add a call of script ``name`` to ``pipe``."""
         pipe.evalsha(self.sha[name], len(keys), *keys, *args)
 
+    async def call(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        """Run script ``name`` alone; its reply."""
+        return (await self.run(lambda pipe: self.queue(pipe, name, keys, args)))[0]
+
     async def run(self, build: Any) -> list[Any]:
         """Build a fresh pipeline with ``build(pipe)`` and execute it, loading the scripts when needed."""
         from redis.exceptions import NoScriptError
