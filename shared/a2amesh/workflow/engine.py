@@ -216,10 +216,13 @@ class Engine:
         self.exit_handlers = definition.exit_handler_ids()
         self.waits: dict[str, tuple[str, ...]] = {}
         """What each DAG node waits for before it is decided (a join's ``wait_for`` is settled by the join)."""
+        self.watches: dict[str, frozenset[str]] = {}
+        """Every node whose change can decide a pending DAG node (its ``depends_on`` and ``wait_for``)."""
         for node_id in self.order:
             node = definition.node(node_id)
             joined = node.wait_for if isinstance(node, JoinNode) else ()
             self.waits[node_id] = tuple(d for d in node.dependencies if d not in joined)
+            self.watches[node_id] = frozenset(node.dependencies)
 
     def start(
         self,
@@ -334,7 +337,7 @@ class Engine:
             run.on_timer(event.timer_id)
         elif isinstance(event, CancelRequested):
             run.on_cancel(event.reason)
-        run.advance()
+        run.advance(incremental=isinstance(event, NodeSucceeded | NodeFailed))
         # a pause is announced again after an answer or a timer that changed the waiting reviews
         armed = isinstance(event, TimerFired) and event.timer_id in state.timers
         run.settle_pause(announce=isinstance(event, ReviewAnswered) or armed)
@@ -460,23 +463,31 @@ class _Step:
 
     # --- scheduling --------------------------------------------------------------------------
 
-    def advance(self) -> None:
-        """Start, skip or finish whatever became possible, until nothing changes."""
+    def advance(self, *, incremental: bool = False) -> None:
+        """Start, skip or finish whatever became possible, until nothing changes.
+
+        ``incremental``: the state came from a finished step, so every pending DAG node was blocked by a
+        node it watches; only those whose watched nodes (or themselves) this step touched are decided
+        again, which keeps a step on a long chain from costing a pass over every node.
+        """
         progressed = True
+        touched = self.nodes.touched
+        watches = self.engine.watches
         while progressed and not self.state.finished:
             progressed = False
             if self.state.phase == "dag":
                 for node_id in self.engine.order:
-                    # only a node that became final can unblock others: a started one needs no second pass
-                    if (
-                        self.nodes.peek(node_id).status is NodeStatus.PENDING
-                        and self._try_start(node_id)
-                        and self.nodes.peek(node_id).final
+                    if (incremental and node_id not in touched and touched.isdisjoint(watches[node_id])) or (
+                        dict.__getitem__(self.nodes, node_id).status is not NodeStatus.PENDING
                     ):
+                        continue
+                    # only a node that became final can unblock others: a started one needs no second pass
+                    if self._try_start(node_id) and self.nodes.peek(node_id).final:
                         progressed = True
                     if self.state.phase != "dag":
                         break
-                if self.state.phase == "dag" and all(self.nodes.peek(i).final for i in self.engine.order):
+                # the last nodes in order are the likeliest to be open: look at them first
+                if self.state.phase == "dag" and all(self.nodes.peek(i).final for i in reversed(self.engine.order)):
                     self._end_dag()
                     progressed = True
             elif self.state.phase == "exit":
