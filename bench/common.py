@@ -333,6 +333,25 @@ async def redis_facts(redis_url: str) -> dict[str, Any]:
         await r.aclose()
 
 
+async def settle(redis_url: str, timeout: float = 60.0) -> float:
+    """Wait until Valkey has no background save or AOF rewrite running (a heavy section can leave one that
+    would take a core from the next); returns the seconds waited."""
+    import redis.asyncio as aioredis
+
+    r = aioredis.from_url(redis_url, decode_responses=True)
+    t0 = time.perf_counter()
+    try:
+        while time.perf_counter() - t0 < timeout:
+            info = await r.info("persistence")
+            busy = ("aof_rewrite_in_progress", "aof_rewrite_scheduled", "rdb_bgsave_in_progress")
+            if not any(int(info.get(k, 0) or 0) for k in busy):
+                break
+            await asyncio.sleep(0.2)
+    finally:
+        await r.aclose()
+    return time.perf_counter() - t0
+
+
 def calibration() -> dict[str, Any] | None:
     """SAM's fixed pure-Python workload (``shared/bench/sam/calib.py``), to normalise figures taken at other times."""
     if not SAM_CALIB.is_file():
@@ -637,7 +656,10 @@ async def run_sections(sections: Sequence[Section], args: argparse.Namespace, na
                     print(f"!!! section {section.name} failed: {errors[section.name]}", file=sys.stderr, flush=True)
                 finally:
                     await ctx.stop_children()
+                waited = await settle(srv.redis_url)
                 print(f"  ({time.perf_counter() - t0:.1f}s)", flush=True)
+                if waited >= 0.2:
+                    print(f"  (then {waited:.1f}s waiting for Valkey's background rewrite to end)", flush=True)
             if not args.quick and not args.no_calib:
                 machine["calib_sam_ms_after"] = calibration()
             machine["loadavg_after"] = list(os.getloadavg())

@@ -5,7 +5,8 @@
     python bench/run_all.py --only floors,roundtrip
 
 A benchmark is a module exposing ``SECTION`` (see ``bench/common.py``); add it to ``SECTIONS``. Order
-matters: later sections read earlier figures (the round trip reports its ratio to the floors).
+matters: later sections read earlier figures (the round trip reports its ratio to the floors), and the
+latency sections run before the load sections.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ SECTIONS: list[Section] = [
     roundtrip.SECTION,
     peers.SECTION,
     workflows.SECTION,
+    llm_node.SECTION,
+    # the load sections last: they leave the servers and the kernel (write-back of the file store) busy
+    # for a while, which the latency sections above would measure
     throughput.SECTION,
     fanout.SECTION,
     concurrency.SECTION,
     recovery.SECTION,
-    llm_node.SECTION,
 ]
 
 if __name__ == "__main__":
