@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
+import gc
 import importlib.metadata
 import json
 import math
@@ -36,6 +37,7 @@ from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
+from a2amesh.eventloop import tune_gc
 from a2amesh.registry import Registry
 from a2amesh.servers import NatsServer, ValkeyServer, free_port, nats_server_binary
 
@@ -541,6 +543,10 @@ class Section:
     name: str
     title: str
     run: Callable[[BenchContext], Awaitable[list[Figure]]]
+    latency: bool = False
+    """Timed call by call: the bench process's own garbage collector is paused meanwhile (as ``timeit``
+    does), since the bench is the caller, not the system measured, and a collection of its heap lands in
+    whatever call is being timed."""
 
 
 def _fmt(v: float | None, unit: str) -> str:
@@ -646,6 +652,10 @@ async def run_sections(sections: Sequence[Section], args: argparse.Namespace, na
             ctx = BenchContext(srv=srv, quick=args.quick, tmp=tmp)
             for section in chosen:
                 print(f"\n… {section.title}", flush=True)
+                gc.collect()
+                tune_gc()  # the library's collector tuning, with what is alive now frozen out of collections
+                if section.latency:
+                    gc.disable()
                 t0 = time.perf_counter()
                 try:
                     got = await section.run(ctx)
@@ -655,6 +665,7 @@ async def run_sections(sections: Sequence[Section], args: argparse.Namespace, na
                     traceback.print_exc()
                     print(f"!!! section {section.name} failed: {errors[section.name]}", file=sys.stderr, flush=True)
                 finally:
+                    gc.enable()
                     await ctx.stop_children()
                 waited = await settle(srv.redis_url)
                 print(f"  ({time.perf_counter() - t0:.1f}s)", flush=True)

@@ -219,7 +219,9 @@ async def run(ctx: BenchContext) -> list[Figure]:
     ]
 
 
-SECTION = Section("floors", "floors: core (request-reply + Redis tx) and durable (JetStream + Redis tx)", run)
+SECTION = Section(
+    "floors", "floors: core (request-reply + Redis tx) and durable (JetStream + Redis tx)", run, latency=True
+)
 
 if __name__ == "__main__":
     raise SystemExit(main([SECTION], "floors", __doc__ or ""))

@@ -136,7 +136,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
     return figures
 
 
-SECTION = Section("llm", "llm: workflows of 1 and 3 LLM-agent nodes on a local fake model (vs SAM)", run)
+SECTION = Section("llm", "llm: workflows of 1 and 3 LLM-agent nodes on a local fake model (vs SAM)", run, latency=True)
 
 if __name__ == "__main__":
     raise SystemExit(main([SECTION], "llm_node", __doc__ or ""))

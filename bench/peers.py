@@ -215,7 +215,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
     return [*(await celery_figures(ctx, sizes)), *(await langgraph_figures(ctx, sizes))]
 
 
-SECTION = Section("peers", "peers: Celery chain/chord and LangGraph chain, per node", run)
+SECTION = Section("peers", "peers: Celery chain/chord and LangGraph chain, per node", run, latency=True)
 
 if __name__ == "__main__":
     raise SystemExit(main([SECTION], "peers", __doc__ or ""))

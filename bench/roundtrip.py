@@ -183,7 +183,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
     return figures
 
 
-SECTION = Section("roundtrip", "roundtrip: Client.send to a no-op agent process vs raw NATS", run)
+SECTION = Section("roundtrip", "roundtrip: Client.send to a no-op agent process vs raw NATS", run, latency=True)
 
 if __name__ == "__main__":
     raise SystemExit(main([SECTION], "roundtrip", __doc__ or ""))

@@ -58,7 +58,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
             await client.registry.wait_for(f"chain{n}", 30)
         reps = {1: ctx.scale(400, 10), 10: ctx.scale(300, 3), 50: ctx.scale(60, 1)}  # enough runs for a p99
         for n in SIZES:  # warm-up
-            for i in range(ctx.scale(max(2, 20 // n), 1)):
+            for i in range(ctx.scale(max(10, 100 // n), 1)):
                 await run_chain(client, f"chain{n}", i)
         totals: dict[int, list[float]] = {}
         for n in SIZES:
@@ -113,7 +113,9 @@ async def run(ctx: BenchContext) -> list[Figure]:
     return figures
 
 
-SECTION = Section("workflow", "workflow: per-node overhead of sequential workflows (1, 10, 50 echo nodes)", run)
+SECTION = Section(
+    "workflow", "workflow: per-node overhead of sequential workflows (1, 10, 50 echo nodes)", run, latency=True
+)
 
 if __name__ == "__main__":
     from bench import floors
