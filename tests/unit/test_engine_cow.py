@@ -1,4 +1,5 @@
-"""The engine's copy-on-write steps: pure from the caller's view, ``touched`` covers every change, counters hold.
+"""The engine's copy-on-write steps: pure from the caller's view, ``touched`` covers every change, counters hold,
+and deciding only the nodes a step may have unblocked gives what a pass over every pending node gives.
 
 Every scenario of ``test_engine`` (those without parameters) runs again with each step checked.
 """
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from a2amesh.errors import InvalidTransition
-from a2amesh.workflow.engine import Engine, StepResult
+from a2amesh.workflow.engine import Engine, StepResult, _Step
 from a2amesh.workflow.execution import Event, ExecutionState, NodeStatus, NodeSucceeded, ReviewAnswered
 from tests.support.enginesim import HANG, Sim, definition
 from tests.unit import test_engine
@@ -66,6 +67,39 @@ def checked_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(Engine, "apply", apply)
     return steps
+
+
+@pytest.fixture
+def full_scan_agrees(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Check every ``Engine.apply`` of a node result: the same step with every pending DAG node decided again
+    (``advance(incremental=False)``) gives the same state and the same commands, in the same order."""
+    original_apply: Callable[..., StepResult] = Engine.apply
+    original_advance = _Step.advance
+    compared = [0]
+
+    def full_advance(step: _Step, *, incremental: bool = False) -> None:
+        original_advance(step, incremental=False)
+
+    def apply(self: Engine, state: ExecutionState, event: Event, now: float) -> StepResult:
+        result = original_apply(self, state, event, now)
+        with monkeypatch.context() as m:
+            m.setattr(_Step, "advance", full_advance)
+            full = original_apply(self, state, event, now)
+        assert full.state.model_dump_json() == result.state.model_dump_json(), "the states differ"
+        assert [c.model_dump_json() for c in full.commands] == [c.model_dump_json() for c in result.commands]
+        compared[0] += 1
+        return result
+
+    monkeypatch.setattr(Engine, "apply", apply)
+    return compared
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[fn.__name__ for fn in SCENARIOS])
+def test_scenario_steps_decide_what_a_full_pass_decides(
+    scenario: Callable[[], None], full_scan_agrees: list[int]
+) -> None:
+    scenario()
+    assert full_scan_agrees[0] > 0 or scenario.__name__ in NO_STEPS
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[fn.__name__ for fn in SCENARIOS])
