@@ -194,6 +194,10 @@ class MonitoredNatsServer(NatsServer):
     def _argv(self) -> list[str]:
         return [*super()._argv(), "-m", str(self.http_port)]
 
+    def _choose_ports(self) -> None:
+        super()._choose_ports()
+        self.http_port = free_port()
+
     @property
     def monitor_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"

@@ -27,6 +27,9 @@ from a2amesh.errors import ServerError
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
+PORT_TRIES = 5
+"""Starts on a fresh port when the one picked was taken before the server bound it."""
+_PORT_TAKEN = re.compile(r"address already in use", re.IGNORECASE)
 
 
 def free_port() -> int:
@@ -76,6 +79,7 @@ class _Server:
 
     def __init__(self, *, port: int = 0, data_dir: str | Path) -> None:
         self.port = port or free_port()
+        self._port_ours = not port  # picked here, and nobody knows it before the first start: may change
         self.data_dir = Path(data_dir)
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
@@ -95,28 +99,50 @@ class _Server:
         return self._proc.pid if self._proc and self._proc.poll() is None else None
 
     def start_sync(self) -> None:
-        """Start the server and block until it accepts connections."""
+        """Start the server and block until it accepts connections.
+
+        A port this object picked itself can be taken by another process before the server binds it (a
+        client's outgoing connection draws from the same range); the first start then moves to a fresh
+        port, up to ``PORT_TRIES`` times. A restart keeps its port: clients know it by then.
+        """
         with self._lock:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            self._output = []
-            try:
-                proc = subprocess.Popen(
-                    self._argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            except OSError as e:
-                raise ServerError(f"{self.name}: cannot start: {e}") from e
-            self._proc = proc
-            ready = threading.Event()
-            self._reader = threading.Thread(target=self._read_output, args=(proc, ready), daemon=True)
-            self._reader.start()
-            deadline = time.monotonic() + START_TIMEOUT
-            while not ready.wait(0.05):
-                if proc.poll() is not None:
-                    self._proc = None
-                    raise ServerError(f"{self.name} exited before it was ready: {self._tail()}")
-                if time.monotonic() > deadline:
-                    self._stop_locked()
-                    raise ServerError(f"{self.name} not ready within {START_TIMEOUT:.0f}s: {self._tail()}")
+            for tries_left in range(PORT_TRIES - 1, -1, -1):
+                try:
+                    self._start_locked()
+                except ServerError:
+                    if not (self._port_ours and tries_left and _PORT_TAKEN.search(" ".join(self._output))):
+                        raise
+                    self._choose_ports()
+                    continue
+                self._port_ours = False
+                return
+
+    def _choose_ports(self) -> None:
+        """Pick fresh ports for a server whose picked port was taken."""
+        self.port = free_port()
+
+    def _start_locked(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._output = []
+        try:
+            proc = subprocess.Popen(
+                self._argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        except OSError as e:
+            raise ServerError(f"{self.name}: cannot start: {e}") from e
+        self._proc = proc
+        ready = threading.Event()
+        self._reader = threading.Thread(target=self._read_output, args=(proc, ready), daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not ready.wait(0.05):
+            if proc.poll() is not None:
+                self._proc = None
+                self._reader.join(STOP_TIMEOUT)  # the last lines say why
+                raise ServerError(f"{self.name} exited before it was ready: {self._tail()}")
+            if time.monotonic() > deadline:
+                self._stop_locked()
+                raise ServerError(f"{self.name} not ready within {START_TIMEOUT:.0f}s: {self._tail()}")
 
     def _read_output(self, proc: subprocess.Popen[bytes], ready: threading.Event) -> None:
         # The pipe is closed here, by its only reader, once the server's end closes: closing it from the

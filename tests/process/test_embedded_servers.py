@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from a2amesh.errors import ServerError
 from a2amesh.servers import NatsServer, ValkeyServer
 
 
@@ -45,3 +47,46 @@ def test_stop_and_kill_end_the_output_reader_cleanly(
         assert [str(e.exc_value) for e in thread_errors] == []
     finally:
         server.stop_sync()  # a failed assertion leaves no server behind
+
+
+@pytest.mark.parametrize("kind", [NatsServer, ValkeyServer])
+def test_a_picked_port_taken_before_the_server_binds_it_is_replaced(
+    kind: type[NatsServer] | type[ValkeyServer], tmp_path: Path
+) -> None:
+    """Another process can take the free port picked for a server before the server binds it (a client's
+    outgoing connection draws from the same range): the first start moves to a fresh port, and a restart
+    keeps the port it got."""
+    server = kind(data_dir=tmp_path / "data")
+    taken = server.port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        try:
+            server.start_sync()
+            assert server.port != taken
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5):
+                pass
+            got = server.port
+            server.stop_sync()
+            server.start_sync()
+            assert server.port == got, "a restart must keep the port its clients know"
+        finally:
+            server.stop_sync()
+
+
+@pytest.mark.parametrize("kind", [NatsServer, ValkeyServer])
+def test_a_port_given_by_the_caller_is_kept_and_a_taken_one_is_a_clear_error(
+    kind: type[NatsServer] | type[ValkeyServer], tmp_path: Path
+) -> None:
+    """A port the caller chose is never changed: when it is taken the start fails and says why."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        server = kind(port=taken, data_dir=tmp_path / "data")
+        try:
+            with pytest.raises(ServerError, match="(?i)address already in use"):
+                server.start_sync()
+            assert server.port == taken
+        finally:
+            server.stop_sync()
