@@ -42,3 +42,30 @@ def test_run_all_quick_writes_results(tmp_path: Path) -> None:
         "recovery.takeover",
         "llm.chain.n3",
     } <= keys
+
+
+@pytest.mark.timeout(120)
+def test_ab_quick_compares_two_trees(tmp_path: Path) -> None:
+    """`python bench/ab.py --before DIR --quick` (this tree against itself) exits 0 with both sides' figures."""
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "ab.py"),
+            "--before",
+            str(REPO / "shared"),
+            "--quick",
+            "--only",
+            "ab",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert proc.returncode == 0, f"ab --quick exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    (results,) = out.glob("ab-*.json")
+    keys = {f["key"] for f in json.loads(results.read_text())["figures"]}
+    assert {f"ab.{m}.{s}" for m in ("call", "chain10", "chain50") for s in ("before", "after")} <= keys
