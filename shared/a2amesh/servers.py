@@ -106,16 +106,16 @@ class _Server:
         port, up to ``PORT_TRIES`` times. A restart keeps its port: clients know it by then.
         """
         with self._lock:
-            for tries_left in range(PORT_TRIES - 1, -1, -1):
+            tries = PORT_TRIES if self._port_ours else 1
+            for attempt in range(1, tries + 1):
                 try:
                     self._start_locked()
+                    break
                 except ServerError:
-                    if not (self._port_ours and tries_left and _PORT_TAKEN.search(" ".join(self._output))):
+                    if attempt == tries or not _PORT_TAKEN.search(" ".join(self._output)):
                         raise
                     self._choose_ports()
-                    continue
-                self._port_ours = False
-                return
+            self._port_ours = False
 
     def _choose_ports(self) -> None:
         """Pick fresh ports for a server whose picked port was taken."""
