@@ -110,6 +110,45 @@ async def test_subscribe_to_running_task(agent_host: Any, client: Client) -> Non
     assert (await call.result()).output() == {"done": True}
 
 
+async def test_subscribe_to_queued_task_gets_the_task_first(agent_host: Any, client: Client) -> None:
+    """SubscribeToTask on a task still queued: once a replica takes it, the subscriber's first event is the
+    task, then its progress and its final state (the subscription reached the agent before the task did)."""
+    release = asyncio.Event()
+    started: list[Any] = []
+
+    async def one_at_a_time(input: Any, ctx: Any) -> Any:
+        started.append(input)
+        if input == {"n": 1}:
+            await release.wait()
+        else:
+            await ctx.emit_status("working on it")
+        return input
+
+    host = await agent_host("single", one_at_a_time, max_concurrency=1)
+    first = await client.dispatch("single", make_message(data={"n": 1}))
+    await eventually(lambda: started, timeout=10, what="the first task to start")
+    queued = await client.dispatch("single", make_message(data={"n": 2}))
+    seen: list[Any] = []
+
+    async def follow() -> None:
+        async for ev in client.subscribe("single", queued.task_id, timeout=15):
+            seen.append(ev)
+
+    follower = asyncio.create_task(follow())
+    await eventually(
+        lambda: host.tasks.subscribers(queued.task_id), timeout=5, what="the subscription registered in Redis"
+    )
+    assert started == [{"n": 1}], "the second task must still be queued"
+    release.set()
+    await within(follower, 15, "the subscription to end")
+    assert seen, "the subscriber got nothing"
+    assert seen[0].task is not None, f"the first event must be the task, got {seen[0]!r}"
+    last = seen[-1].task.status if seen[-1].task else seen[-1].status_update.status
+    assert last.state == TaskState.COMPLETED
+    assert (await first.result()).status.state == TaskState.COMPLETED
+    assert (await queued.result()).output() == {"n": 2}
+
+
 async def test_subscribe_to_finished_task_gets_final(agent_host: Any, client: Client) -> None:
     """SubscribeToTask on a finished task answers its final task at once."""
     await agent_host("echo", echo)

@@ -426,6 +426,12 @@ class AgentHost(Worker):
         if run.streaming:
             snapshot = StreamResponse(task=run.task.with_history(run.history_length))
             await self._emit(run, snapshot, final=False, durable=True)
+        else:
+            for target in run.targets[1:]:  # subscribed while the task was queued: the task comes first
+                try:
+                    await self._send_snapshot(run, target.subject)
+                except TransportError:
+                    self.log.warning("reply.subscriber_failed", subject=target.subject)
         outcome = await self._work(run, history)
         if outcome is None:
             return  # shutdown: handed back
@@ -704,16 +710,7 @@ class AgentHost(Worker):
         run = self._running.get(task_id)
         if run is not None and run.msg is not None and not run.final_stored:
             if run.add_target(reply_to):
-                token = reply_to.rsplit(".", 1)[-1]
-                await self._send(
-                    reply_to,
-                    encode_result(task_id, StreamResponse(task=run.task)),
-                    attempt=run.attempt,
-                    seq=run.seq,
-                    final=False,
-                    msg_id=f"{task_id}:snapshot:{token}",
-                    durable=True,
-                )
+                await self._send_snapshot(run, reply_to)
             return
         view = await self.tasks.add_subscriber(task_id, reply_to)
         if view.outcome == "terminal" and view.task is not None:
@@ -727,6 +724,19 @@ class AgentHost(Worker):
                 msg_id=f"{task_id}:final:{token}",
                 durable=True,
             )
+
+    async def _send_snapshot(self, run: _Run, subject: str) -> None:
+        """A subscriber's first event: the task as it stands (one per subscriber, whoever sends it)."""
+        token = subject.rsplit(".", 1)[-1]
+        await self._send(
+            subject,
+            encode_result(run.task.id, StreamResponse(task=run.task)),
+            attempt=run.attempt,
+            seq=run.seq,
+            final=False,
+            msg_id=f"{run.task.id}:snapshot:{token}",
+            durable=True,
+        )
 
     async def _list(self, req: ListTasksRequest) -> ListTasksResponse:
         offset = int(req.page_token) if req.page_token and req.page_token.isdigit() else 0
