@@ -3,15 +3,22 @@
 - **core floor**: one raw nats-py request-reply (the responder is another process, ``responder.py``)
   plus one Redis transaction of two writes (MULTI/EXEC pipeline);
 - **durable floor**: one JetStream publish awaited for its ack, one pull (``fetch(1)``), one ack,
-  plus the same Redis transaction.
+  plus the same Redis transaction;
+- **node floor** (not in SPEC §11; what the per-node overhead can reach at best): what SPEC §3 asks of one
+  workflow node, in raw clients with no other work. The bench plays the executor: it publishes the
+  request to a work-queue stream while it writes its checkpoint, then waits for the final on its reply
+  subject. The agent is ``node_agent.py`` in its own process: pull, claim, final write, final
+  published (stored by a stream, PubAck awaited), ack. Two JetStream hops and three Redis transactions,
+  two of them one after the other.
 
-Both are timed step by step in one loop, interleaved, so machine drift hits them alike. The probes
+All three are timed in one loop, interleaved, so machine drift hits them alike. The probes
 here are reused by ``roundtrip.py`` as the raw references beside the mesh.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,7 +31,7 @@ import nats.errors
 import redis.asyncio as aioredis
 from nats.js import api
 
-from bench.common import BenchContext, Child, Figure, Section, main, ms_since
+from bench.common import BenchContext, Child, Figure, Section, main, ms_since, ratio
 
 PAYLOAD = b'{"jsonrpc":"2.0","id":"x","method":"SendMessage","params":{"message":{"data":{"n":1}}}}'.ljust(400, b" ")
 REDIS_KEYS = 64  # the transaction cycles through this many key pairs, so memory stays flat
@@ -45,6 +52,10 @@ class Probes:
         self.rr_subject = f"{namespace}.floor.rr"
         self.work_stream, self.work_subject = f"{up}_FLOOR_WORK", f"{namespace}.floor.work"
         self.pub_stream, self.pub_subject = f"{up}_FLOOR_PUB", f"{namespace}.floor.pub"
+        self.node_stream, self.node_subject = f"{up}_FLOOR_NODE", f"{namespace}.floor.node"
+        self.node_replies, self.node_reply_prefix = f"{up}_FLOOR_NODE_REPLIES", f"{namespace}.floor.node_reply"
+        self.node_agent: Child | None = None
+        self._node_reply: asyncio.Future[bytes] | None = None
         self.nc: Any = None
         self.js: Any = None
         self.psub: Any = None
@@ -53,8 +64,9 @@ class Probes:
         self._i = 0
 
     @classmethod
-    async def open(cls, ctx: BenchContext, namespace: str) -> Probes:
-        """Start the responder, create the streams and the consumer, connect to Redis."""
+    async def open(cls, ctx: BenchContext, namespace: str, *, node: bool = False) -> Probes:
+        """Start the responder, create the streams and the consumer, connect to Redis; with ``node``, the
+        node floor's streams and agent process too."""
         p = cls(ctx, namespace)
         p.responder = await ctx.spawn(
             f"responder-{namespace}",
@@ -90,7 +102,57 @@ class Probes:
         p.redis = aioredis.from_url(ctx.srv.redis_url)
         await p.redis.ping()
         await p._wait_for_responder()
+        if node:
+            await p._open_node()
         return p
+
+    async def _open_node(self) -> None:
+        """The node floor's streams (requests: work queue; replies: limits), its consumer and its agent process."""
+        await self.js.add_stream(
+            api.StreamConfig(
+                name=self.node_stream,
+                subjects=[self.node_subject],
+                retention=api.RetentionPolicy.WORK_QUEUE,
+                storage=api.StorageType.FILE,
+            )
+        )
+        await self.js.add_stream(
+            api.StreamConfig(
+                name=self.node_replies,
+                subjects=[f"{self.node_reply_prefix}.>"],
+                retention=api.RetentionPolicy.LIMITS,
+                storage=api.StorageType.FILE,
+                max_msgs=10_000,
+                discard=api.DiscardPolicy.OLD,
+            )
+        )
+        await self.js.add_consumer(
+            self.node_stream,
+            api.ConsumerConfig(
+                durable_name="node", ack_policy=api.AckPolicy.EXPLICIT, ack_wait=30, max_ack_pending=1024
+            ),
+        )
+
+        async def on_reply(msg: Any) -> None:
+            if self._node_reply is not None and not self._node_reply.done():
+                self._node_reply.set_result(msg.data)
+
+        await self.nc.subscribe(f"{self.node_reply_prefix}.bench.>", cb=on_reply)
+        self.node_agent = await self.ctx.spawn(
+            f"node-agent-{self.ns}",
+            [
+                sys.executable,
+                str(Path(__file__).with_name("node_agent.py")),
+                self.node_stream,
+                "node",
+                f"{self.ns}:floor:node",
+            ],
+            self.ctx.child_env(self.ns),
+        )
+        try:
+            await self.node_floor(timeout=20)
+        except TimeoutError:
+            raise RuntimeError(f"the node agent did not answer:\n{self.node_agent.tail()}") from None
 
     async def _wait_for_responder(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
@@ -105,9 +167,14 @@ class Probes:
                 await asyncio.sleep(0.05)
 
     async def close(self) -> None:
-        """Delete the streams and keys, close the connections, stop the responder."""
+        """Stop the node agent, delete the streams and keys, close the connections, stop the responder."""
+        if self.node_agent is not None:
+            await self.node_agent.stop()
         if self.js is not None:
-            for stream in (self.work_stream, self.pub_stream):
+            streams = [self.work_stream, self.pub_stream]
+            if self.node_agent is not None:
+                streams += [self.node_stream, self.node_replies]
+            for stream in streams:
                 try:
                     await self.js.delete_stream(stream)
                 except Exception as e:  # cleanup must not hide the measurement
@@ -172,22 +239,38 @@ class Probes:
         steps["total"] = sum(steps.values())
         return steps
 
+    async def node_floor(self, timeout: float = 5) -> float:
+        """One node at its floor: the request published while the checkpoint is written, then its final back."""
+        self._i += 1
+        self._node_reply = asyncio.get_running_loop().create_future()
+        headers = {"Nats-Msg-Id": f"{self.ns}-{self._i}", "A2A-Reply-To": f"{self.node_reply_prefix}.bench.{self._i}"}
+        t0 = time.perf_counter()
+        await asyncio.gather(
+            self.js.publish(self.node_subject, PAYLOAD, timeout=timeout, headers=headers), self.redis_tx()
+        )
+        await asyncio.wait_for(self._node_reply, timeout)
+        return ms_since(t0)
+
 
 async def run(ctx: BenchContext) -> list[Figure]:
-    """Measure both floors, interleaved, after a warm-up."""
+    """Measure the three floors, interleaved, after a warm-up."""
     n = ctx.scale(2000, 100)
-    probes = await Probes.open(ctx, ctx.new_namespace("floor"))
+    probes = await Probes.open(ctx, ctx.new_namespace("floor"), node=True)
     try:
         for _ in range(ctx.scale(200, 20)):
             await probes.core_floor()
             await probes.durable_floor()
+            await probes.node_floor()
         core: list[dict[str, float]] = []
         durable: list[dict[str, float]] = []
+        node: list[float] = []
         for i in range(n):
             if i % 2:
                 core.append(await probes.core_floor())
                 durable.append(await probes.durable_floor())
+                node.append(await probes.node_floor())
             else:
+                node.append(await probes.node_floor())
                 durable.append(await probes.durable_floor())
                 core.append(await probes.core_floor())
     finally:
@@ -216,11 +299,20 @@ async def run(ctx: BenchContext) -> list[Figure]:
         Figure.from_samples("floors.durable.pull", "  pull (fetch 1)", col(durable, "pull")),
         Figure.from_samples("floors.durable.ack", "  ack (no wait)", col(durable, "ack")),
         Figure.from_samples("floors.durable.redis_tx", "  Redis MULTI/EXEC, 2 writes", col(durable, "redis_tx")),
+        Figure.from_samples(
+            "floors.node",
+            "node floor: one workflow node of SPEC §3, raw clients",
+            node,
+            note=f"{ratio(statistics.median(node), statistics.median(col(durable, 'total')))} the durable floor",
+        ),
     ]
 
 
 SECTION = Section(
-    "floors", "floors: core (request-reply + Redis tx) and durable (JetStream + Redis tx)", run, latency=True
+    "floors",
+    "floors: core (request-reply + Redis tx), durable (JetStream + Redis tx) and node (SPEC §3 in raw clients)",
+    run,
+    latency=True,
 )
 
 if __name__ == "__main__":

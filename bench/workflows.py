@@ -51,7 +51,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
     executor, _ = await start_executor(ctx, folder, ns)
     client = await Client.connect(ctx.settings(ns), name="bench-workflows")
     figures: list[Figure] = []
-    core, durable = ctx.figure("floors.core"), ctx.figure("floors.durable")
+    core, durable, node = ctx.figure("floors.core"), ctx.figure("floors.durable"), ctx.figure("floors.node")
     pids = {"executor": executor.pid, "agent": agent.pid, **ctx.srv.pids()}
     try:
         for n in SIZES:
@@ -74,6 +74,8 @@ async def run(ctx: BenchContext) -> list[Figure]:
                     f"p50 {ratio(f.value, durable.value)} / p99 {ratio(f.p99 or 0, durable.value)} durable floor",
                     f"p50 {ratio(f.value, core.value)} core floor",
                 ]
+            if node is not None:
+                notes.append(f"p50 {ratio(f.value, node.value)} node floor")
             celery = ctx.figure(f"peers.celery_chain.n{n}")
             if celery is not None and celery.value == celery.value:
                 notes.append(f"Celery chain {celery.value:.2f} ms/node ({ratio(celery.value, f.value)} ours)")
@@ -88,6 +90,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
                 "ratio_p99_durable": (f.p99 or 0) / durable.value if durable else None,
                 "ratio_p50_core": f.value / core.value if core else None,
                 "ratio_p99_core": (f.p99 or 0) / core.value if core else None,
+                "ratio_p50_node": f.value / node.value if node else None,
                 "celery_per_node_ms": celery.value if celery else None,
             }
             figures.append(f)

@@ -32,7 +32,7 @@ def test_run_all_quick_writes_results(tmp_path: Path) -> None:
     assert result["errors"] == {}
     assert result["machine"]["jetstream_sync"]["setting"]
     keys = {f["key"] for f in result["figures"]}
-    assert {"floors.core", "floors.durable", "roundtrip.mesh", "roundtrip.mesh_throughput"} <= keys
+    assert {"floors.core", "floors.durable", "floors.node", "roundtrip.mesh", "roundtrip.mesh_throughput"} <= keys
     assert {
         "workflow.chain.n10",
         "throughput.r2",
