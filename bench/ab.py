@@ -6,10 +6,10 @@
 Each side gets its own namespace, its own echo agent process and its own executor process; the
 "before" side's processes import ``a2amesh`` from ``--before`` (a folder holding the package), the
 "after" side's from this tree. The bench then alternates between the sides, swapping which goes first
-every round: one plain call (``Client.send("echo")``), one run of a 10-node chain and, every fifth round,
-one run of a 50-node chain. Alternating keeps both meshes' caches colder than a single mesh's, so the
-absolute figures are higher than ``workflows.py``'s; the pairs are what count. The client is this tree's
-on both sides.
+every round: one plain call (``Client.send("echo")``), one run of a 1-node and one of a 10-node chain
+and, every fifth round, one run of a 50-node chain. Alternating keeps both meshes' caches colder than a
+single mesh's, so the absolute figures are higher than ``workflows.py``'s; the pairs are what count. The
+client is this tree's on both sides.
 """
 
 from __future__ import annotations
@@ -27,7 +27,12 @@ from bench.wfkit import ECHO, chain_workflow, prepare_namespace, start_agents, s
 from bench.workflows import run_chain
 
 SIDES = ("before", "after")
-MEASURES = {"call": "plain call", "chain10": "10-node chain, per node", "chain50": "50-node chain, per node"}
+MEASURES = {
+    "call": "plain call",
+    "chain1": "1-node workflow",
+    "chain10": "10-node chain, per node",
+    "chain50": "50-node chain, per node",
+}
 
 
 def section(before: Path, rounds: int) -> Section:
@@ -39,14 +44,12 @@ def section(before: Path, rounds: int) -> Section:
             for side in SIDES:
                 ns = ctx.new_namespace(side)
                 env = {"PYTHONPATH": str(before)} if side == "before" else {}
-                folder = write_workflows(
-                    ctx.tmp / f"wf-{ns}", [chain_workflow("chain10", 10), chain_workflow("chain50", 50)]
-                )
+                folder = write_workflows(ctx.tmp / f"wf-{ns}", [chain_workflow(f"chain{n}", n) for n in (1, 10, 50)])
                 await prepare_namespace(ctx, ns)
                 await start_agents(ctx, ECHO, ns, env=env)
                 await start_executor(ctx, folder, ns, env=env)
                 clients[side] = await Client.connect(ctx.settings(ns), name=f"bench-ab-{side}")
-                for name in ("echo", "chain10", "chain50"):
+                for name in ("echo", "chain1", "chain10", "chain50"):
                     await clients[side].registry.wait_for(name, 30)
             samples: dict[str, dict[str, list[float]]] = {s: {m: [] for m in MEASURES} for s in SIDES}
             for i in range(ctx.scale(30, 1)):  # warm-up
@@ -60,6 +63,8 @@ def section(before: Path, rounds: int) -> Section:
                     t0 = time.perf_counter()
                     await clients[side].send("echo", {"i": i})
                     samples[side]["call"].append(ms_since(t0))
+                for side in order:
+                    samples[side]["chain1"].append(await run_chain(clients[side], "chain1", i))
                 for side in order:
                     samples[side]["chain10"].append(await run_chain(clients[side], "chain10", i) / 10)
                 if i % 5 == 0:
