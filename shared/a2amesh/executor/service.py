@@ -457,6 +457,13 @@ class WorkflowExecutor(Worker):
         runner = make_runner(self.deps, engine, state, epoch=1, reply=reply)
         call_ids = runner.prepare(commands)
         timers = {timer_id: int(due * 1000) for timer_id, due in state.timers.items()}
+        working = Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp()),
+            history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
+            metadata={"execution_id": task_id, "workflow": name},
+        )
         await self._save_definition(workflow.digest, workflow.definition)
         created = await self.store.create(
             task_id,
@@ -478,6 +485,7 @@ class WorkflowExecutor(Worker):
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
             timers=timers,
             index=False,
+            task=working,
         )
         if created.canceled:
             await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
@@ -485,26 +493,20 @@ class WorkflowExecutor(Worker):
         if not created.created:
             await self._attach(name, task_id, await self.store.record(task_id) or {}, reply, msg)
             return
-        working = Task(
-            id=task_id,
-            context_id=context_id,
-            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp()),
-            history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
-            metadata={"execution_id": task_id, "workflow": name},
-        )
-        # The indexes and the WORKING task together; the first dispatches only once the task can be read
-        # (a callee may be asked about its caller at once), then the ack.
-        await asyncio.gather(
-            self.store.index_created(task_id, workflow=name, status=created.status, timers=timers),
-            self.tasks.write(working, name, self.instance, release=False),
-        )
+        # The WORKING task was written with the execution, so a callee asked about its caller finds it: the
+        # first dispatches go out while the indexes are written, and the ack waits for both.
         sending = runner.send_dispatches(commands, call_ids, events=False)
-        if sending is not None:
-            try:
-                await sending
-            except BaseException:
-                runner.drop_calls()
-                raise
+        try:
+            await asyncio.gather(
+                self.store.index_created(task_id, workflow=name, status=created.status, timers=timers),
+                self.tasks.list_task(task_id, name),
+                *([sending] if sending is not None else []),
+            )
+        except BaseException:
+            if sending is not None:
+                sending.cancel()
+            runner.drop_calls()
+            raise
         commands = without_sent(commands, events=False)
         faults.crash_point("after_redis_commit_before_ack")
         await msg.ack()

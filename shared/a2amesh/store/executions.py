@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2amesh.jsontext import dumps_text
+from a2amesh.protocol import Task
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script
+from a2amesh.store.tasks import task_record_json
 
 __all__ = ["CommitResult", "CreateResult", "ExecutionStore", "now_ms"]
 
@@ -152,11 +154,14 @@ class ExecutionStore:
         events: Iterable[str],
         timers: Mapping[str, int],
         index: bool = True,
+        task: Task | None = None,
     ) -> CreateResult:
         """Create the execution unless it exists (NX) or its task was canceled first, taking its lease at epoch 1.
 
         ``index=False`` leaves the listing, lease and timer indexes to :meth:`index_created`, for a caller
         that writes them alongside other work (it must, before the request that made the execution is acked).
+        ``task``: the workflow task's record, written with the execution (same slot: the execution id is
+        the task id); its listing is the caller's (:meth:`TaskStore.list_task`).
         """
         k = self.keys
         now = now_ms()
@@ -173,6 +178,8 @@ class ExecutionStore:
             EVENTS_MAXLEN,
             self.retention,
         ]
+        if task is not None:
+            args += [task_record_json(task), task.status.state.value]
         raw = await self._scripts.call("exec_create", keys, args)
         if raw[0] == "exists":
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")

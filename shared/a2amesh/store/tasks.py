@@ -27,6 +27,11 @@ class TaskRecordView:
     owner: str = ""
 
 
+def task_record_json(task: Task) -> str:
+    """A Task as its record stores it (ProtoJSON text)."""
+    return task.model_dump_json(by_alias=True, exclude_none=True)
+
+
 def _view(raw: list[Any], *, owner_index: int | None = None) -> TaskRecordView:
     outcome, state, record = str(raw[0]), str(raw[1] or ""), str(raw[2] or "")
     rest = [str(x) for x in raw[3:]]
@@ -72,7 +77,7 @@ class TaskStore:
             instance,
             int(claim_ttl * 1000),
             now_ms(),
-            task.model_dump_json(by_alias=True, exclude_none=True),
+            task_record_json(task),
             task.status.state.value,
             agent,
             max(self._retention, self._queued_ttl),
@@ -116,7 +121,7 @@ class TaskStore:
         """
         args = [
             instance,
-            task.model_dump_json(by_alias=True, exclude_none=True),
+            task_record_json(task),
             task.status.state.value,
             now_ms(),
             self._retention,
@@ -129,6 +134,10 @@ class TaskStore:
 
         raw, _ = await self._scripts.run(build)
         return _view(raw)
+
+    async def list_task(self, task_id: str, agent: str) -> None:
+        """Add a task whose record was written elsewhere (with its execution) to ``agent``'s listing."""
+        await auto_pipeline(self._r).run(lambda pipe: pipe.zadd(self._k.agent_tasks(agent), {task_id: now_ms()}))
 
     async def mark_canceled(self, task_id: str) -> TaskRecordView:
         """Set the cancel mark: ``terminal`` (too late) or ``marked`` (with the live owner, if any)."""

@@ -1,7 +1,9 @@
 -- Create an execution record with NX semantics before its request is acked (SPEC §3.3, §7).
 -- KEYS: exec, state, lease, events, nodes, timers, task (the workflow task's record: its cancel mark)
 -- ARGV: owner, lease_ttl_ms, now_ms, state_json, fields_json (object), nodes_json (object path -> json),
---       events_json (array of JSON texts), timers_json (object id -> due_ms), events_maxlen, retention_s
+--       events_json (array of JSON texts), timers_json (object id -> due_ms), events_maxlen, retention_s,
+--       task_record_json, task_state (optional: the workflow task's record, written on KEYS[7] with the execution,
+--       so the task can be read as soon as the execution exists)
 -- An execution created already finished (e.g. its input was refused) gets no lease and its retention TTL.
 -- Returns {'created', epoch}, {'exists', status, epoch, lease_value, final_published}, or {'canceled'}
 -- when the task was canceled before its execution existed (nothing is written then).
@@ -26,5 +28,11 @@ end
 for id, due in pairs(cjson.decode(ARGV[8])) do redis.call('ZADD', KEYS[6], due, id) end
 if not running then
   for _, i in ipairs({1, 2, 4, 5}) do redis.call('EXPIRE', KEYS[i], ARGV[10]) end
+end
+local task_state = redis.call('HGET', KEYS[7], 'state') or ''
+local terminal = {TASK_STATE_COMPLETED=1, TASK_STATE_FAILED=1, TASK_STATE_CANCELED=1, TASK_STATE_REJECTED=1}
+if ARGV[11] and ARGV[11] ~= '' and not terminal[task_state] then  -- as task_write: an earlier final stands
+  redis.call('HSET', KEYS[7], 'record', ARGV[11], 'state', ARGV[12], 'updated', ARGV[3])
+  redis.call('EXPIRE', KEYS[7], ARGV[10])
 end
 return {'created', '1'}

@@ -1,0 +1,83 @@
+"""An execution created with its workflow task's record: one script writes both, or neither."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2amesh.protocol import Task, TaskState, TaskStatus
+from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.keys import Keys
+from a2amesh.store.tasks import TaskStore
+
+
+def _stores(redis: Any, settings: Any) -> tuple[ExecutionStore, TaskStore]:
+    keys = Keys(settings.namespace)
+    return (
+        ExecutionStore(redis, keys, retention=60, lease_ttl=5),
+        TaskStore(redis, keys, retention=60, queued_ttl=60),
+    )
+
+
+def _task(task_id: str, state: TaskState) -> Task:
+    return Task(id=task_id, context_id="ctx", status=TaskStatus(state=state), metadata={"workflow": "wf"})
+
+
+async def _create(store: ExecutionStore, execution_id: str, task: Task | None) -> Any:
+    return await store.create(
+        execution_id,
+        owner="me",
+        workflow="wf",
+        state_json="{}",
+        fields={"status": "running"},
+        nodes={},
+        events=[],
+        timers={},
+        index=False,
+        task=task,
+    )
+
+
+async def test_the_task_record_is_written_with_the_execution(redis: Any, settings: Any) -> None:
+    executions, tasks = _stores(redis, settings)
+    created = await _create(executions, "wf-new", _task("wf-new", TaskState.WORKING))
+    assert created.created
+    stored = await tasks.get("wf-new")
+    assert stored is not None
+    assert stored.status.state == TaskState.WORKING
+    assert stored.metadata == {"workflow": "wf"}
+    ttl = await redis.ttl(Keys(settings.namespace).task("wf-new"))
+    assert 0 < ttl <= 60, f"the task record must expire with the retention, TTL {ttl}"
+    assert await redis.zscore(Keys(settings.namespace).agent_tasks("wf"), "wf-new") is None
+    await tasks.list_task("wf-new", "wf")
+    assert await redis.zscore(Keys(settings.namespace).agent_tasks("wf"), "wf-new") is not None
+
+
+async def test_an_existing_execution_keeps_its_task_record(redis: Any, settings: Any) -> None:
+    executions, tasks = _stores(redis, settings)
+    assert (await _create(executions, "wf-twice", _task("wf-twice", TaskState.WORKING))).created
+    await tasks.write(_task("wf-twice", TaskState.COMPLETED), "wf", "me", release=True)
+    again = await _create(executions, "wf-twice", _task("wf-twice", TaskState.WORKING))
+    assert not again.created
+    stored = await tasks.get("wf-twice")
+    assert stored is not None
+    assert stored.status.state == TaskState.COMPLETED
+
+
+async def test_an_earlier_final_task_record_stands(redis: Any, settings: Any) -> None:
+    executions, tasks = _stores(redis, settings)
+    await tasks.write(_task("wf-final", TaskState.FAILED), "wf", "me", release=True)
+    assert (await _create(executions, "wf-final", _task("wf-final", TaskState.WORKING))).created
+    stored = await tasks.get("wf-final")
+    assert stored is not None
+    assert stored.status.state == TaskState.FAILED
+
+
+async def test_a_canceled_task_gets_neither(redis: Any, settings: Any) -> None:
+    executions, tasks = _stores(redis, settings)
+    marked = await tasks.mark_canceled("wf-canceled")
+    assert marked.outcome == "marked"
+    created = await _create(executions, "wf-canceled", _task("wf-canceled", TaskState.WORKING))
+    assert created.canceled
+    assert not created.created
+    assert await tasks.get("wf-canceled") is None
+    assert await executions.record("wf-canceled") is None
