@@ -494,6 +494,8 @@ WINDOWS = [
     "after_dispatch_publish",
     # a step's dispatch published, the step itself never written (the replica resumes from the step before)
     "dispatched_before_checkpoint",
+    # the execution created in Redis, its indexes (the lease index among them) not yet written
+    "after_execution_create",
     # after the execution was created in Redis, before the request's ack
     "after_redis_commit_before_ack",
     # just before a lease renewal

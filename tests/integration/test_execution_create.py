@@ -81,3 +81,34 @@ async def test_a_canceled_task_gets_neither(redis: Any, settings: Any) -> None:
     assert not created.created
     assert await tasks.get("wf-canceled") is None
     assert await executions.record("wf-canceled") is None
+
+
+async def _lease_entry(redis: Any, settings: Any, execution_id: str) -> float | None:
+    score: float | None = await redis.zscore(Keys(settings.namespace).leases_index(), execution_id)
+    return score
+
+
+async def test_the_lease_entry_goes_with_the_create(redis: Any, settings: Any) -> None:
+    """Without it, an execution whose creator died before index_created would never be taken over."""
+    executions, _ = _stores(redis, settings)
+    assert (await _create(executions, "wf-leased", None)).created
+    assert await _lease_entry(redis, settings, "wf-leased") is not None
+
+
+async def test_no_lease_entry_is_left_for_an_execution_not_created(redis: Any, settings: Any) -> None:
+    executions, tasks = _stores(redis, settings)
+    await tasks.mark_canceled("wf-no-entry")
+    assert (await _create(executions, "wf-no-entry", None)).canceled
+    assert await _lease_entry(redis, settings, "wf-no-entry") is None
+
+    assert (await _create(executions, "wf-done", None)).created
+    await redis.hset(Keys(settings.namespace).execution("wf-done"), "status", "completed")
+    await executions.mark_published("wf-done")
+    assert await _lease_entry(redis, settings, "wf-done") is None
+    assert not (await _create(executions, "wf-done", None)).created
+    assert await _lease_entry(redis, settings, "wf-done") is None, "a finished execution got a takeover entry back"
+
+    assert (await _create(executions, "wf-running", None)).created
+    before = await _lease_entry(redis, settings, "wf-running")
+    assert not (await _create(executions, "wf-running", None)).created
+    assert await _lease_entry(redis, settings, "wf-running") == before, "a running execution's entry must be kept"

@@ -151,6 +151,41 @@ async def test_crash_between_run_creation_and_advance(
     assert all(count == 1 for count in calls.values()), calls
 
 
+async def test_crash_between_run_creation_and_its_indexes(
+    settings: Settings, client: Client, redis: Redis, processes: ProcessFactory, agent_host: Any, tmp_path: Path
+) -> None:
+    """A replica dying after it created a tick's run but before indexing it (no lease entry, no listing): the
+    other replica fires the same tick, finds the run, indexes it and takes it over; the node runs once."""
+    calls: Counter[str] = Counter()
+
+    async def beat(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        calls[str(ctx.execution_id)] += 1
+        return {"n": input["n"]}
+
+    await agent_host("ibeat", beat)
+    folder = write_workflow(tmp_path / "wf", "itick", "1", "ibeat")
+    doomed = await processes.start(
+        "executor", str(folder), "--reload-interval", "0.2", env={"A2AMESH_FAULT": "crash:after_execution_create"}
+    )
+    await doomed.wait(20)
+    assert "fault hook crash:after_execution_create" in doomed.output()
+    keys = Keys(settings.namespace)
+    store = ExecutionStore(redis, keys, retention=60, lease_ttl=settings.lease_ttl)
+    assert await store.list(workflow="itick") == [], "the crashed replica's run must not be indexed yet"
+    created = [k async for k in redis.scan_iter(match=keys.execution("*"), count=1000) if ":itick:" in str(k)]
+    assert len(created) == 1, f"expected the crashed replica's one run, found {created}"
+    crashed = str(created[0]).split("{", 1)[1].rstrip("}")
+    await start_executor(processes, folder, client, "itick")
+
+    async def crashed_run_done() -> bool:
+        record = await store.record(crashed)
+        return record is not None and record.get("status") == "completed"
+
+    await eventually(crashed_run_done, timeout=20, what="the crashed replica's unindexed run to be taken over")
+    assert calls[crashed] == 1, f"the run of the crashed replica ran its node {calls[crashed]} times"
+    assert crashed in {r["execution_id"] for r in await store.list(workflow="itick", limit=100)}
+
+
 async def test_cli_schedules_runs_show_pause_resume(
     settings: Settings, client: Client, processes: ProcessFactory, agent_host: Any, tmp_path: Path
 ) -> None:

@@ -493,6 +493,7 @@ class WorkflowExecutor(Worker):
         if not created.created:
             await self._attach(name, task_id, await self.store.record(task_id) or {}, reply, msg)
             return
+        faults.crash_point("after_execution_create")
         # The WORKING task was written with the execution, so a callee asked about its caller finds it: the
         # first dispatches go out while the indexes are written, and the ack waits for both.
         sending = runner.send_dispatches(commands, call_ids, events=False)
@@ -553,6 +554,13 @@ class WorkflowExecutor(Worker):
         reply = ReplyInfo()
         runner = make_runner(self.deps, engine, state, epoch=1, reply=reply)
         call_ids = runner.prepare(list[Any](commands))
+        timers = {timer_id: int(due * 1000) for timer_id, due in state.timers.items()}
+        working = Task(
+            id=execution_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp()),
+            metadata={"execution_id": execution_id, "workflow": graph.workflow, "schedule": graph.id},
+        )
         await self._save_definition(workflow.digest, workflow.definition)
         created = await self.store.create(
             execution_id,
@@ -574,17 +582,17 @@ class WorkflowExecutor(Worker):
             },
             nodes=_initial_records(runner),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
-            timers={timer_id: int(due * 1000) for timer_id, due in state.timers.items()},
+            timers=timers,
+            index=False,
+            task=working,
         )
         if not created.created:
             return False
-        working = Task(
-            id=execution_id,
-            context_id=context_id,
-            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp()),
-            metadata={"execution_id": execution_id, "workflow": graph.workflow, "schedule": graph.id},
+        faults.crash_point("after_execution_create")
+        await asyncio.gather(
+            self.store.index_created(execution_id, workflow=graph.workflow, status=created.status, timers=timers),
+            self.tasks.list_task(execution_id, graph.workflow),
         )
-        await self.tasks.write(working, graph.workflow, self.instance, release=False)
         self.log.info("execution.started", execution_id=execution_id, workflow=graph.workflow, schedule=graph.id)
         self._launch(runner, commands, call_ids=call_ids)
         return True
@@ -920,10 +928,22 @@ class WorkflowExecutor(Worker):
             record = await self.store.record(execution_id) or {}
             if record.get("final_published") != "1":
                 await self._publish_orphaned_final(execution_id, record)
+            else:
+                await self.store.mark_published(execution_id)  # a stray takeover entry: drop it
             return False
         if outcome != "acquired":
             return False
         record = await self.store.record(execution_id) or {}
+        workflow = record.get("workflow", "")
+        if workflow:
+            # its creator may have died between the create and the listing entries (the lease entry goes
+            # with the create): written again, the ones already there kept
+            await asyncio.gather(
+                self.store.index_created(
+                    execution_id, workflow=workflow, status=record.get("status", "running"), timers={}, repair=True
+                ),
+                self.tasks.list_task(execution_id, workflow),
+            )
         raw = await self.store.state(execution_id)
         engine = await self._engine_for(record.get("digest", ""))
         if raw is None or engine is None:

@@ -180,7 +180,17 @@ class ExecutionStore:
         ]
         if task is not None:
             args += [task_record_json(task), task.status.state.value]
-        raw = await self._scripts.call("exec_create", keys, args)
+
+        def build(pipe: Any) -> None:
+            self._scripts.queue(pipe, "exec_create", keys, args)
+            # in the same round trip: an execution whose creator dies before index_created must still be
+            # found by the takeover scan (NX: an existing execution's entry is kept; one added for an
+            # execution not created here and not running is taken back below)
+            pipe.zadd(k.leases_index(), {execution_id: now + self.lease_ttl_ms}, nx=True)
+
+        raw, added = await self._scripts.run(build)
+        if added and (raw[0] == "canceled" or (raw[0] == "exists" and raw[1] != "running")):
+            await self.redis.zrem(k.leases_index(), execution_id)  # ours, for an execution not created here
         if raw[0] == "exists":
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
         if raw[0] == "canceled":
@@ -190,14 +200,20 @@ class ExecutionStore:
             await self.index_created(execution_id, workflow=workflow, status=status, timers=timers)
         return CreateResult(True, status, 1)
 
-    async def index_created(self, execution_id: str, *, workflow: str, status: str, timers: Mapping[str, int]) -> None:
-        """Add a just-created execution to the listing, lease and timer indexes (see :meth:`create`)."""
+    async def index_created(
+        self, execution_id: str, *, workflow: str, status: str, timers: Mapping[str, int], repair: bool = False
+    ) -> None:
+        """Add a just-created execution to the listing, lease and timer indexes (see :meth:`create`).
+
+        ``repair``: for an execution taken over, whose creator may have died between the create and these
+        writes: the entries already there are kept (the listing's order), the lease entry is the taker's.
+        """
         k = self.keys
         now = now_ms()
 
         def build(pipe: Any) -> None:
-            pipe.zadd(k.executions_index(), {execution_id: now})
-            pipe.zadd(k.executions_by_workflow(workflow), {execution_id: now})
+            pipe.zadd(k.executions_index(), {execution_id: now}, nx=repair)
+            pipe.zadd(k.executions_by_workflow(workflow), {execution_id: now}, nx=repair)
             pipe.sadd(k.executions_by_status(status), execution_id)
             # a finished one stays in the lease index until its answer is published (see mark_published)
             pipe.zadd(k.leases_index(), {execution_id: now + self.lease_ttl_ms})
