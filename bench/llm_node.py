@@ -6,13 +6,18 @@ embed — the same two turns SAM's fake model gives its nodes in ``shared/bench/
 process (the real ``openai`` client, ``OPENAI_BASE_URL`` pointed at the fake), one executor process,
 production settings. Per node = run time / N, model time included; the model's own time per call is
 measured alone (a raw HTTP chat completion to the same fake) so the overhead can be read off.
-Set beside SAM's per-node figure under the same kind of fake model (``SAM_MS_PER_NODE``, about 100 ms
-on this machine per the issue and ``shared/bench/sam/README.md``: 70–100 ms).
+Set beside SAM's per-node figure under the same kind of fake model: with ``SAM_PYTHON`` naming a Python
+that has ``solace-agent-mesh`` installed, SAM itself is measured right after, in the same run, by its
+harness (``shared/bench/sam/bench_sam.py`` on its own fake model, ``fake_llm.py``), since this machine
+drifts by up to 2× over minutes; without it, the fixed ``SAM_MS_PER_NODE`` (about 100 ms on this
+machine per the issue and ``shared/bench/sam/README.md``: 70–100 ms).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +29,7 @@ import yaml
 
 from a2amesh.client import Client
 from a2amesh.protocol import TaskState
+from a2amesh.servers import free_port
 from bench.common import REPO, BenchContext, Figure, Section, drop_namespace, main, ms_since, percentile, ratio
 from bench.wfkit import (
     CpuMeter,
@@ -37,6 +43,45 @@ from bench.wfkit import (
 
 SAM_MS_PER_NODE = 100.0
 SIZES = (1, 3)
+SAM_HARNESS = REPO.parent / "shared" / "bench" / "sam"
+
+
+async def sam_same_run(ctx: BenchContext, sizes: tuple[int, ...]) -> dict[int, list[float]] | None:
+    """SAM's per-node times (ms) for each workflow size, measured now by its own harness; None without
+    ``SAM_PYTHON`` (or the harness), and in quick mode (SAM takes about 15 s to boot)."""
+    python = os.environ.get("SAM_PYTHON")
+    if ctx.quick or not python or not (SAM_HARNESS / "bench_sam.py").is_file():
+        return None
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    port = free_port()
+    fake = await ctx.spawn("sam-fake-llm", [python, str(SAM_HARNESS / "fake_llm.py"), "--port", str(port)], env)
+    try:
+        async with httpx.AsyncClient() as http:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if (await http.get(f"http://127.0.0.1:{port}/stats")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if fake.proc.returncode is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"SAM's fake model did not start:\n{fake.tail()}")
+                await asyncio.sleep(0.1)
+        out = ctx.tmp / "sam-llm.json"
+        argv = [python, str(SAM_HARNESS / "bench_sam.py"), "--llm-port", str(port), "--out", str(out)]
+        argv += ["--nodes", *map(str, sizes), "--warmup", "3", "--runs", "20", "--batches", "0", "--agents", "1"]
+        argv += ["--artifact-dir", str(ctx.tmp / "sam-artifacts")]
+        sam = await ctx.spawn("sam-bench", argv, env)
+        try:
+            code = await asyncio.wait_for(sam.proc.wait(), 600)
+        except TimeoutError:
+            raise RuntimeError(f"SAM's harness did not finish within 600 s:\n{sam.tail()}") from None
+        if code != 0 or not out.is_file():
+            raise RuntimeError(f"SAM's harness exited {code}:\n{sam.tail()}")
+        per_n = json.loads(out.read_text())["per_n"]
+        return {n: [s * 1000 / n for s in per_n[str(n)]["seq_runs_s"]] for n in sizes}
+    finally:
+        await fake.stop()
 
 
 async def fake_base_url(ctx: BenchContext) -> tuple[object, str]:
@@ -133,6 +178,14 @@ async def run(ctx: BenchContext) -> list[Figure]:
         await executor.stop()
         await agent.stop()
         await drop_namespace(ctx, ns)
+    sam = await sam_same_run(ctx, SIZES)
+    for n, samples in (sam or {}).items():
+        label = f"  SAM 1.28.8, same run: workflow of {n} LLM nodes, per node"
+        s = Figure.from_samples(f"llm.sam.n{n}", label, samples)
+        ours = next(f for f in figures if f.key == f"llm.chain.n{n}")
+        ours.note = f"{ratio(s.value, ours.value)} faster than SAM in this run ({s.value:.1f} ms/node); " + ours.note
+        ours.extra.update(sam_same_run_ms_per_node=s.value, speedup_vs_sam_same_run=s.value / ours.value)
+        figures.append(s)
     return figures
 
 
