@@ -75,24 +75,7 @@ class Probes:
         )
         p.nc = await nats.connect(ctx.srv.nats_url, name="bench-floors")
         p.js = p.nc.jetstream()
-        await p.js.add_stream(
-            api.StreamConfig(
-                name=p.work_stream,
-                subjects=[p.work_subject],
-                retention=api.RetentionPolicy.WORK_QUEUE,
-                storage=api.StorageType.FILE,
-            )
-        )
-        await p.js.add_stream(
-            api.StreamConfig(
-                name=p.pub_stream,
-                subjects=[p.pub_subject],
-                retention=api.RetentionPolicy.LIMITS,
-                storage=api.StorageType.FILE,
-                max_msgs=10_000,
-                discard=api.DiscardPolicy.OLD,
-            )
-        )
+        await p._add_streams(p.work_stream, p.work_subject, p.pub_stream, p.pub_subject)
         p.psub = await p.js.pull_subscribe(
             p.work_subject,
             durable="floor",
@@ -106,26 +89,30 @@ class Probes:
             await p._open_node()
         return p
 
-    async def _open_node(self) -> None:
-        """The node floor's streams (requests: work queue; replies: limits), its consumer and its agent process."""
+    async def _add_streams(self, work: str, work_subject: str, kept: str, kept_subject: str) -> None:
+        """A file-stored work-queue stream and a file-stored limits stream (the last 10,000 messages)."""
         await self.js.add_stream(
             api.StreamConfig(
-                name=self.node_stream,
-                subjects=[self.node_subject],
+                name=work,
+                subjects=[work_subject],
                 retention=api.RetentionPolicy.WORK_QUEUE,
                 storage=api.StorageType.FILE,
             )
         )
         await self.js.add_stream(
             api.StreamConfig(
-                name=self.node_replies,
-                subjects=[f"{self.node_reply_prefix}.>"],
+                name=kept,
+                subjects=[kept_subject],
                 retention=api.RetentionPolicy.LIMITS,
                 storage=api.StorageType.FILE,
                 max_msgs=10_000,
                 discard=api.DiscardPolicy.OLD,
             )
         )
+
+    async def _open_node(self) -> None:
+        """The node floor's streams (requests: work queue; replies: limits), its consumer and its agent process."""
+        await self._add_streams(self.node_stream, self.node_subject, self.node_replies, f"{self.node_reply_prefix}.>")
         await self.js.add_consumer(
             self.node_stream,
             api.ConsumerConfig(

@@ -77,17 +77,31 @@ async def sleep_until(at: float) -> None:
     await asyncio.sleep(max(0.0, at - time.time()))
 
 
-async def test_two_replicas_one_run_per_tick_across_a_sigkill(
-    settings: Settings, client: Client, redis: Redis, processes: ProcessFactory, agent_host: Any, tmp_path: Path
-) -> None:
-    """Five ticks, two executor processes, one SIGKILLed just before a tick: each tick makes exactly one run."""
-    calls: Counter[str] = Counter()
+def counting_beat(calls: Counter[str]) -> Any:
+    """An agent handler that counts its runs per execution and echoes ``n``."""
 
     async def beat(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
         calls[str(ctx.execution_id)] += 1
         return {"n": input["n"]}
 
-    await agent_host("pbeat", beat)
+    return beat
+
+
+async def crash_at_first_fire(processes: ProcessFactory, folder: Path, fault: str) -> None:
+    """An executor replica armed with the fault hook ``fault``: it fires its first tick and dies there."""
+    doomed = await processes.start(
+        "executor", str(folder), "--reload-interval", "0.2", env={"A2AMESH_FAULT": f"crash:{fault}"}
+    )
+    await doomed.wait(20)
+    assert f"fault hook crash:{fault}" in doomed.output()
+
+
+async def test_two_replicas_one_run_per_tick_across_a_sigkill(
+    settings: Settings, client: Client, redis: Redis, processes: ProcessFactory, agent_host: Any, tmp_path: Path
+) -> None:
+    """Five ticks, two executor processes, one SIGKILLed just before a tick: each tick makes exactly one run."""
+    calls: Counter[str] = Counter()
+    await agent_host("pbeat", counting_beat(calls))
     folder = write_workflow(tmp_path / "wf", "ptick", str(INTERVAL), "pbeat")
     first = await start_executor(processes, folder, client, "ptick")
     await start_executor(processes, folder, client, "ptick")
@@ -119,22 +133,9 @@ async def test_crash_between_run_creation_and_advance(
     """A replica dying after it created a tick's run but before advancing the schedule: the run is made once,
     finished by the other replica, and the following ticks go on."""
     calls: Counter[str] = Counter()
-
-    async def beat(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        calls[str(ctx.execution_id)] += 1
-        return {"n": input["n"]}
-
-    await agent_host("kbeat", beat)
+    await agent_host("kbeat", counting_beat(calls))
     folder = write_workflow(tmp_path / "wf", "ktick", "1", "kbeat")
-    doomed = await processes.start(
-        "executor",
-        str(folder),
-        "--reload-interval",
-        "0.2",
-        env={"A2AMESH_FAULT": "crash:after_schedule_fire_before_advance"},
-    )
-    await doomed.wait(20)
-    assert "fault hook crash:after_schedule_fire_before_advance" in doomed.output()
+    await crash_at_first_fire(processes, folder, "after_schedule_fire_before_advance")
     store = ExecutionStore(redis, Keys(settings.namespace), retention=60, lease_ttl=settings.lease_ttl)
     (crashed,) = [r["execution_id"] for r in await store.list(workflow="ktick")]
     await start_executor(processes, folder, client, "ktick")
@@ -154,21 +155,12 @@ async def test_crash_between_run_creation_and_advance(
 async def test_crash_between_run_creation_and_its_indexes(
     settings: Settings, client: Client, redis: Redis, processes: ProcessFactory, agent_host: Any, tmp_path: Path
 ) -> None:
-    """A replica dying after it created a tick's run but before indexing it (no lease entry, no listing): the
-    other replica fires the same tick, finds the run, indexes it and takes it over; the node runs once."""
+    """A replica dying after it created a tick's run but before its listing entries: the takeover entry went
+    with the create, so the other replica takes the run over (and lists it); the node runs once."""
     calls: Counter[str] = Counter()
-
-    async def beat(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        calls[str(ctx.execution_id)] += 1
-        return {"n": input["n"]}
-
-    await agent_host("ibeat", beat)
+    await agent_host("ibeat", counting_beat(calls))
     folder = write_workflow(tmp_path / "wf", "itick", "1", "ibeat")
-    doomed = await processes.start(
-        "executor", str(folder), "--reload-interval", "0.2", env={"A2AMESH_FAULT": "crash:after_execution_create"}
-    )
-    await doomed.wait(20)
-    assert "fault hook crash:after_execution_create" in doomed.output()
+    await crash_at_first_fire(processes, folder, "after_execution_create")
     keys = Keys(settings.namespace)
     store = ExecutionStore(redis, keys, retention=60, lease_ttl=settings.lease_ttl)
     assert await store.list(workflow="itick") == [], "the crashed replica's run must not be indexed yet"
