@@ -112,3 +112,59 @@ async def test_no_lease_entry_is_left_for_an_execution_not_created(redis: Any, s
     before = await _lease_entry(redis, settings, "wf-running")
     assert not (await _create(executions, "wf-running", None)).created
     assert await _lease_entry(redis, settings, "wf-running") == before, "a running execution's entry must be kept"
+
+
+async def _finish(executions: ExecutionStore, execution_id: str, token: str, task: Task) -> Any:
+    return await executions.commit(
+        execution_id,
+        token,
+        state_json="{}",
+        nodes={},
+        events=[],
+        applied=[f"{execution_id}:last"],
+        set_timers={},
+        clear_timers=[],
+        fields={"status": "completed"},
+        final_status="completed",
+        final_task=(task, "me"),
+    )
+
+
+async def test_the_finishing_commit_stores_the_final_task(redis: Any, settings: Any) -> None:
+    """The final record lands in the finishing step's own script, with the subscribers to answer."""
+    executions, tasks = _stores(redis, settings)
+    assert (await _create(executions, "wf-fin", _task("wf-fin", TaskState.WORKING))).created
+    await tasks.add_subscriber("wf-fin", "reply.someone.1")
+    result = await _finish(executions, "wf-fin", "me:1", _task("wf-fin", TaskState.COMPLETED))
+    assert result.ok
+    assert result.final_task is not None
+    assert result.final_task.outcome == "written"
+    assert result.final_task.subscribers == ["reply.someone.1"]
+    stored = await tasks.get("wf-fin")
+    assert stored is not None
+    assert stored.status.state == TaskState.COMPLETED
+
+
+async def test_a_refused_finishing_commit_stores_no_final_task(redis: Any, settings: Any) -> None:
+    executions, tasks = _stores(redis, settings)
+    assert (await _create(executions, "wf-stale", _task("wf-stale", TaskState.WORKING))).created
+    result = await _finish(executions, "wf-stale", "someone-else:1", _task("wf-stale", TaskState.COMPLETED))
+    assert result.outcome == "stale"
+    assert result.final_task is None
+    stored = await tasks.get("wf-stale")
+    assert stored is not None
+    assert stored.status.state == TaskState.WORKING, "a replica that lost the lease must not store a final"
+
+
+async def test_the_finishing_commit_keeps_an_earlier_final(redis: Any, settings: Any) -> None:
+    executions, tasks = _stores(redis, settings)
+    assert (await _create(executions, "wf-early", _task("wf-early", TaskState.WORKING))).created
+    await tasks.write(_task("wf-early", TaskState.CANCELED), "wf", "me", release=True)
+    result = await _finish(executions, "wf-early", "me:1", _task("wf-early", TaskState.COMPLETED))
+    assert result.ok
+    assert result.final_task is not None
+    assert result.final_task.outcome == "terminal"
+    assert result.final_task.state == TaskState.CANCELED
+    stored = await tasks.get("wf-early")
+    assert stored is not None
+    assert stored.status.state == TaskState.CANCELED

@@ -243,3 +243,19 @@ async def test_large_node_input_travels_as_artifact(
     assert task.status.state == TaskState.COMPLETED, task.status
     assert task.output() == {"size": len(blob), "seen_url": True}
     assert seen[0][0].startswith(f"artifact://{settings.namespace}/")
+
+
+async def test_the_final_is_stored_before_the_caller_gets_it(agent_host: Any, executor: Any, client: Client) -> None:
+    """GetTask right after each answer finds the workflow's task final (the finishing commit stored it)."""
+    await agent_host("double", double)
+    await executor(
+        {"one": 'name: one\nnodes:\n  - {id: a, type: agent, agent_name: double, input: "{{workflow.input}}"}\n'}
+    )
+    await client.registry.wait_for("one", 5)
+    for i in range(20):
+        call = await client.dispatch("one", make_message(data={"value": i}))
+        final = await within(call.result(), 10, "the workflow's answer")
+        assert final.status.state == TaskState.COMPLETED
+        got = await client.get_task("one", call.task_id)
+        assert got.status.state == TaskState.COMPLETED, f"run {i}: GetTask right after the answer read {got.status}"
+        assert got.output() == {"a": {"value": 2 * i}}

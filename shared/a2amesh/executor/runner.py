@@ -47,7 +47,7 @@ from a2amesh.rpc import decode_stream_reply, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.redis import UNAVAILABLE
-from a2amesh.store.tasks import TaskStore
+from a2amesh.store.tasks import TaskRecordView, TaskStore
 from a2amesh.workflow.engine import Engine
 from a2amesh.workflow.execution import (
     CancelCall,
@@ -171,6 +171,7 @@ class ExecutionRunner:
         self.lost = False
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.final_task: Task | None = None
+        self._stored_final: tuple[Task, TaskRecordView] | None = None  # written by the finishing commit
         self._calls: dict[str, asyncio.Task[None]] = {}
         self._positions: dict[str, int] | None = None
         """Ordinal of each node instance in the last split checkpoint written (None: write them all next)."""
@@ -365,6 +366,7 @@ class ExecutionRunner:
         (:meth:`Engine.apply`), so only those records are compared; None compares every record.
         """
         call_ids = self.prepare(commands, state)
+        final_task = await self._final_for(state, commands)
         sending = self.send_dispatches(commands, call_ids)
         try:
             if sending is not None:
@@ -375,7 +377,7 @@ class ExecutionRunner:
                 if faults.armed("dispatched_before_checkpoint"):
                     await sending
                     faults.crash_point("dispatched_before_checkpoint")
-            result, positions = await self._write_step(state, commands, applied, extra, touched)
+            result, positions = await self._write_step(state, commands, applied, extra, touched, final_task)
         except BaseException:
             if sending is not None:
                 sending.cancel()  # the step is not known to be written: a resuming replica sends it again
@@ -395,10 +397,21 @@ class ExecutionRunner:
                 await self.deps.store.release(self.execution_id, self.token, handover=True)
             return False
         self._positions = positions
+        if final_task is not None and result.final_task is not None:
+            self._stored_final = (final_task, result.final_task)
         faults.crash_point("after_checkpoint")
         self.state = state
         await self._carry(without_sent(commands))
         return True
+
+    async def _final_for(self, state: Any, commands: list[Any]) -> Task | None:
+        """The final Task of a step that finishes the execution, for its commit to store with it (None when
+        the step does not finish it, or when the task's record is not in the execution's slot)."""
+        if self.task_id != self.execution_id or self.state.finished or not state.finished:
+            return None
+        if not any(isinstance(c, Finish) for c in commands):
+            return None
+        return await self.build_final_task(state)
 
     async def _write_step(
         self,
@@ -407,6 +420,7 @@ class ExecutionRunner:
         applied: list[str],
         extra: dict[str, Any] | None,
         touched: Iterable[str] | None,
+        final_task: Task | None = None,
     ) -> tuple[CommitResult, dict[str, int] | None]:
         """The epoch-guarded commit of one step; returns its result and the split checkpoint's ordinals."""
         old = self.state
@@ -437,6 +451,7 @@ class ExecutionRunner:
             clear_timers=[c.timer_id for c in commands if isinstance(c, ClearTimer)],
             fields=fields,
             final_status=str(state.status) if finishing else None,
+            final_task=None if final_task is None else (final_task, self.deps.instance),
         )
         return result, positions
 
@@ -715,9 +730,10 @@ class ExecutionRunner:
 
     # --- the answer --------------------------------------------------------------------------
 
-    async def build_final_task(self) -> Task:
-        """The final Task of the workflow's task (output as ``artifacts[0]``; large outputs as artifacts)."""
-        state = self.state
+    async def build_final_task(self, state: Any | None = None) -> Task:
+        """The final Task of the workflow's task (output as ``artifacts[0]``; large outputs as artifacts), from
+        ``state`` (default: the checkpointed one)."""
+        state = self.state if state is None else state
         task_state = _TASK_STATE.get(state.status, TaskState.FAILED)
         ok = state.status == ExecutionStatus.COMPLETED
         output = state.output if ok else None
@@ -780,26 +796,37 @@ class ExecutionRunner:
         )
 
     async def publish_final(self) -> None:
-        """Store the final Task, answer the caller and every subscriber, then mark it published."""
-        task = await self.build_final_task()
-        view, _ = await asyncio.shield(
-            asyncio.gather(
-                self.deps.tasks.write(task, self.state.workflow, self.deps.instance, release=True),
-                self.deps.store.index_finished(self.execution_id, str(self.state.status)),
+        """Store the final Task (unless the finishing commit stored it), answer the caller and every subscriber,
+        then mark it published. The status index moves with the store, or while the answer goes out."""
+        stored, self._stored_final = self._stored_final, None
+        indexing: asyncio.Future[None] | None = None
+        if stored is None:
+            task = await self.build_final_task()
+            view, _ = await asyncio.shield(
+                asyncio.gather(
+                    self.deps.tasks.write(task, self.state.workflow, self.deps.instance, release=True),
+                    self.deps.store.index_finished(self.execution_id, str(self.state.status)),
+                )
             )
-        )
+        else:
+            task, view = stored
+            indexing = asyncio.ensure_future(self.deps.store.index_finished(self.execution_id, str(self.state.status)))
         if view.outcome == "terminal" and view.task is not None and view.task.status.state != task.status.state:
             self.log.info("execution.earlier_final", state=view.task.status.state.value)
         self.final_task = task
         faults.crash_point("after_final_write")
         seq = self.state.seq + SEQ_OFFSET
-        if self.reply.reply_to:
-            await self._publisher.final(
-                self.reply.reply_to, self.reply.request_id, task, seq, streaming=self.reply.streaming
-            )
-        for subject in {*view.subscribers, *self.targets} - {self.reply.reply_to}:
-            with contextlib.suppress(TransportError):
-                await self._publisher.final(subject, self.task_id, task, seq, streaming=False)
+        try:
+            if self.reply.reply_to:
+                await self._publisher.final(
+                    self.reply.reply_to, self.reply.request_id, task, seq, streaming=self.reply.streaming
+                )
+            for subject in {*view.subscribers, *self.targets} - {self.reply.reply_to}:
+                with contextlib.suppress(TransportError):
+                    await self._publisher.final(subject, self.task_id, task, seq, streaming=False)
+        finally:
+            if indexing is not None:
+                await asyncio.shield(indexing)
         await self.deps.store.mark_published(self.execution_id)
         self.log.info(
             "execution.finished",

@@ -32,7 +32,7 @@ from a2amesh.jsontext import dumps_text
 from a2amesh.protocol import Task
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script
-from a2amesh.store.tasks import task_record_json
+from a2amesh.store.tasks import TaskRecordView, record_view, task_record_json
 
 __all__ = ["CommitResult", "CreateResult", "ExecutionStore", "now_ms"]
 
@@ -90,6 +90,7 @@ class CommitResult:
 
     outcome: str
     detail: str = ""
+    final_task: TaskRecordView | None = None  # a finishing step's task record write (``commit(final_task=…)``)
 
     @property
     def ok(self) -> bool:
@@ -237,6 +238,7 @@ class ExecutionStore:
         final_status: str | None = None,
         state_nodes: Mapping[str, str] | None = None,
         reset_state_nodes: bool = False,
+        final_task: tuple[Task, str] | None = None,
     ) -> CommitResult:
         """Write one step if ``token`` still holds the lease; index updates ride in the same round trip.
 
@@ -256,6 +258,9 @@ class ExecutionStore:
                 are the node instances changed (path → ``"ordinal JSON"``, ordinal = place in ``nodes``);
                 None: ``state_json`` is the whole state (any split instances are dropped).
             reset_state_nodes: ``state_nodes`` holds every instance (replace the stored ones).
+            final_task: with ``final_status``, the workflow task's final Task and the writer's instance:
+                its record is written by the same script (as :meth:`TaskStore.write` with ``release``),
+                so it is stored exactly when the finishing step is; the result carries what was written.
         """
         k = self.keys
         clear = list(clear_timers)
@@ -281,6 +286,10 @@ class ExecutionStore:
             "" if state_nodes is None else _dumps(dict(state_nodes)),
             "1" if reset_state_nodes else "0",
         ]
+        if final_task is not None and final_status:
+            task, instance = final_task
+            keys += [k.task(execution_id), k.claim(execution_id), k.subscribers(execution_id)]
+            args += [instance, task_record_json(task), task.status.state.value]
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "exec_commit", keys, args)
@@ -288,7 +297,8 @@ class ExecutionStore:
                 pipe.zadd(k.timers(), {execution_id: min(set_timers.values())}, lt=True)
 
         raw = (await self._scripts.run(build))[0]
-        return CommitResult(str(raw[0]), str(raw[1] or "") if len(raw) > 1 else "")
+        written = record_view(raw[2:]) if len(raw) > 2 else None
+        return CommitResult(str(raw[0]), str(raw[1] or "") if len(raw) > 1 else "", written)
 
     async def index_finished(self, execution_id: str, status: str) -> None:
         """Move a finished execution to its status in the listing index and out of the timer index.

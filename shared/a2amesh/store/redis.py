@@ -123,9 +123,18 @@ def _redact(dsn: str) -> str:
     return dsn
 
 
+_INCLUDE = "--#include "
+
+
 def load_script(name: str) -> str:
-    """The source of a Lua script shipped in ``a2amesh/store/lua``."""
-    return resources.files("a2amesh.store").joinpath("lua", f"{name}.lua").read_text()
+    """The source of a Lua script shipped in ``a2amesh/store/lua``, each ``--#include NAME`` line replaced by
+    the source of ``NAME.lua`` (code that two scripts share, such as a task record's write)."""
+    source = resources.files("a2amesh.store").joinpath("lua", f"{name}.lua").read_text()
+    lines = [
+        load_script(line[len(_INCLUDE) :].strip()) if line.startswith(_INCLUDE) else line
+        for line in source.splitlines()
+    ]
+    return "\n".join(lines)
 
 
 class _Recorder(AsyncCoreCommands):

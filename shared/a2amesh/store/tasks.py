@@ -32,7 +32,8 @@ def task_record_json(task: Task) -> str:
     return task.model_dump_json(by_alias=True, exclude_none=True)
 
 
-def _view(raw: list[Any], *, owner_index: int | None = None) -> TaskRecordView:
+def record_view(raw: list[Any], *, owner_index: int | None = None) -> TaskRecordView:
+    """What a task script returned (``task_record.lua``), read."""
     outcome, state, record = str(raw[0]), str(raw[1] or ""), str(raw[2] or "")
     rest = [str(x) for x in raw[3:]]
     owner = ""
@@ -88,7 +89,7 @@ class TaskStore:
             pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
 
         raw, _ = await self._scripts.run(build)
-        return _view(raw)
+        return record_view(raw)
 
     async def renew(self, task_ids: list[str], instance: str, claim_ttl: float) -> tuple[set[str], set[str]]:
         """Extend the claims of running tasks in one round trip.
@@ -133,7 +134,7 @@ class TaskStore:
             pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
 
         raw, _ = await self._scripts.run(build)
-        return _view(raw)
+        return record_view(raw)
 
     async def list_task(self, task_id: str, agent: str) -> None:
         """Add a task whose record was written elsewhere (with its execution) to ``agent``'s listing."""
@@ -144,7 +145,7 @@ class TaskStore:
         raw = await self._cancel(
             keys=[self._k.task(task_id), self._k.claim(task_id)], args=[now_ms(), self._queued_ttl]
         )
-        return _view(raw, owner_index=3)
+        return record_view(raw, owner_index=3)
 
     async def is_canceled(self, task_id: str) -> bool:
         """Whether the task carries a cancel mark."""
@@ -155,7 +156,7 @@ class TaskStore:
         raw = await self._subscribe(
             keys=[self._k.task(task_id), self._k.subscribers(task_id)], args=[reply_subject, self._queued_ttl]
         )
-        return _view(raw)
+        return record_view(raw)
 
     async def subscribers(self, task_id: str) -> list[str]:
         """Reply subjects registered for the task."""

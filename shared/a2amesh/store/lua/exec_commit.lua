@@ -4,8 +4,12 @@
 --       applied_json (array of result keys), set_timers_json (object id -> due_ms), clear_timers_json (array),
 --       fields_json (object), final ('1' | '0'), retention_s, events_maxlen,
 --       state_nodes_json ('' : state_json is the whole state; else object path -> 'ordinal json' of changed
---       node instances, state_json then being the state without its nodes), reset ('1': replace every instance)
--- Returns {'ok', next_due_ms | ''} | {'stale', lease_value} | {'duplicate', key}
+--       node instances, state_json then being the state without its nodes), reset ('1': replace every instance),
+--       and for a finishing step that stores the workflow task's final record with it (KEYS 9-11: task, claim,
+--       subs, in the execution's slot): instance, record_json, task_state
+-- Returns {'ok', next_due_ms | ''} | {'stale', lease_value} | {'duplicate', key}; a finishing step with the
+-- final record: {'ok', '', outcome, state, record, subscribers...} (see task_record.lua)
+--#include task_record
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
   return {'stale', redis.call('GET', KEYS[3]) or ''}
 end
@@ -32,6 +36,10 @@ redis.call('HSET', KEYS[1], 'updated', ARGV[2])
 if ARGV[10] == '1' then
   redis.call('DEL', KEYS[7], KEYS[3])
   for _, i in ipairs({1, 2, 4, 5, 6, 8}) do redis.call('EXPIRE', KEYS[i], ARGV[11]) end
+  if ARGV[15] then
+    local task = write_task_record(KEYS[9], KEYS[10], KEYS[11], ARGV[15], ARGV[16], ARGV[17], ARGV[2], ARGV[11], '1')
+    return {'ok', '', unpack(task)}
+  end
   return {'ok', ''}
 end
 local first = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')

@@ -1,0 +1,20 @@
+-- Included by task_write and exec_commit: write a task's record unless an earlier final stands.
+-- Returns {outcome, state, record, subscribers...}: written | terminal (the earlier final is returned).
+local function write_task_record(task_key, claim_key, subs_key, instance, record, state, now_ms, ttl_s, release)
+  local current = redis.call('HGET', task_key, 'state')
+  local terminal = {TASK_STATE_COMPLETED=1, TASK_STATE_FAILED=1, TASK_STATE_CANCELED=1, TASK_STATE_REJECTED=1}
+  local result
+  if current and terminal[current] then
+    result = {'terminal', current, redis.call('HGET', task_key, 'record') or ''}
+  else
+    redis.call('HSET', task_key, 'record', record, 'state', state, 'updated', now_ms)
+    redis.call('EXPIRE', task_key, ttl_s)
+    result = {'written', state, ''}
+  end
+  if release == '1' then
+    if redis.call('GET', claim_key) == instance then redis.call('DEL', claim_key) end
+    redis.call('EXPIRE', subs_key, 600)
+  end
+  for _, s in ipairs(redis.call('SMEMBERS', subs_key)) do table.insert(result, s) end
+  return result
+end
