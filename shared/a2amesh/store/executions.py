@@ -180,6 +180,7 @@ class ExecutionStore:
             self.retention,
         ]
         if task is not None:
+            keys += [k.claim(execution_id), k.subscribers(execution_id)]
             args += [task_record_json(task), task.status.state.value]
 
         def build(pipe: Any) -> None:

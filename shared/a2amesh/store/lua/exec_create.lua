@@ -2,11 +2,12 @@
 -- KEYS: exec, state, lease, events, nodes, timers, task (the workflow task's record: its cancel mark)
 -- ARGV: owner, lease_ttl_ms, now_ms, state_json, fields_json (object), nodes_json (object path -> json),
 --       events_json (array of JSON texts), timers_json (object id -> due_ms), events_maxlen, retention_s,
---       task_record_json, task_state (optional: the workflow task's record, written on KEYS[7] with the execution,
---       so the task can be read as soon as the execution exists)
+--       task_record_json, task_state (optional, with KEYS 8-9: the task's claim and subs: the workflow task's
+--       record, written on KEYS[7] with the execution, so the task can be read as soon as the execution exists)
 -- An execution created already finished (e.g. its input was refused) gets no lease and its retention TTL.
 -- Returns {'created', epoch}, {'exists', status, epoch, lease_value, final_published}, or {'canceled'}
 -- when the task was canceled before its execution existed (nothing is written then).
+--#include task_record
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local status = redis.call('HGET', KEYS[1], 'status') or ''
   local epoch = redis.call('HGET', KEYS[1], 'epoch') or '0'
@@ -29,10 +30,7 @@ for id, due in pairs(cjson.decode(ARGV[8])) do redis.call('ZADD', KEYS[6], due, 
 if not running then
   for _, i in ipairs({1, 2, 4, 5}) do redis.call('EXPIRE', KEYS[i], ARGV[10]) end
 end
-local task_state = redis.call('HGET', KEYS[7], 'state') or ''
-local terminal = {TASK_STATE_COMPLETED=1, TASK_STATE_FAILED=1, TASK_STATE_CANCELED=1, TASK_STATE_REJECTED=1}
-if ARGV[11] and ARGV[11] ~= '' and not terminal[task_state] then  -- as task_write: an earlier final stands
-  redis.call('HSET', KEYS[7], 'record', ARGV[11], 'state', ARGV[12], 'updated', ARGV[3])
-  redis.call('EXPIRE', KEYS[7], ARGV[10])
+if ARGV[11] then  -- as task_write: an earlier final stands
+  write_task_record(KEYS[7], KEYS[8], KEYS[9], '', ARGV[11], ARGV[12], ARGV[3], ARGV[10], '0')
 end
 return {'created', '1'}
