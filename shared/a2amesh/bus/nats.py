@@ -268,6 +268,9 @@ class KvEntry:
     deleted: bool
 
 
+KV_MARKER_GRACE = 2.0  # s a watch waits for values the server delivered before it gives its marker
+
+
 class Kv:
     """A JetStream KV bucket."""
 
@@ -306,23 +309,56 @@ class Kv:
     async def watch(self) -> AsyncIterator[KvEntry | None]:
         """Current values, then ``None`` once (initial values done), then every change."""
         watcher = await self._kv.watchall()
+        seen = 0  # entries given so far
+        marker_due: int | None = None  # the marker waits until this many entries have been given
         try:
             while True:
                 # not watcher.updates(): its wait_for can swallow a cancellation on Python 3.11
                 try:
-                    e = await watcher.__anext__()  # type: ignore[no-untyped-call]
+                    if marker_due is None:
+                        e = await watcher.__anext__()  # type: ignore[no-untyped-call]
+                    else:
+                        async with asyncio.timeout(KV_MARKER_GRACE):
+                            e = await watcher.__anext__()  # type: ignore[no-untyped-call]
                 except StopAsyncIteration:
                     return
-                if e is None:
+                except TimeoutError:  # what is missing was dropped by nats-py (an expiry marker): done
+                    marker_due = None
                     yield None
                     continue
+                if e is None:
+                    # nats-py gives its marker when the server has nothing more pending for the watch, which
+                    # can be before it has read values already on the wire: wait for as many entries as the
+                    # server had delivered
+                    delivered = await _delivered(watcher)
+                    if seen >= delivered:
+                        yield None
+                    else:
+                        marker_due = delivered
+                    continue
+                seen += 1
                 deleted = e.operation in ("DEL", "PURGE")
                 yield KvEntry(e.key, e.value, int(e.revision or 0), _created(e.created), deleted)
+                if marker_due is not None and seen >= marker_due:
+                    marker_due = None
+                    yield None
         finally:
             # stopping a watcher can wait on the server: never let it hold up a cancellation
             stopper = asyncio.ensure_future(watcher.stop())  # type: ignore[no-untyped-call]
             _background.add(stopper)
             stopper.add_done_callback(_forget_background)
+
+
+async def _delivered(watcher: Any) -> int:
+    """How many messages the server has delivered to a KV watcher's consumer (0 when it cannot say)."""
+    sub = getattr(watcher, "_sub", None)
+    if sub is None:
+        return 0
+    try:
+        info = await sub.consumer_info()
+    except Exception:
+        return 0
+    return int(getattr(info.delivered, "consumer_seq", 0) or 0)
 
 
 def _created(value: Any) -> dt.datetime | None:
