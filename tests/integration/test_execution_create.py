@@ -26,13 +26,11 @@ async def _create(store: ExecutionStore, execution_id: str, task: Task | None) -
     return await store.create(
         execution_id,
         owner="me",
-        workflow="wf",
         state_json="{}",
         fields={"status": "running"},
         nodes={},
         events=[],
         timers={},
-        index=False,
         task=task,
     )
 
@@ -48,7 +46,7 @@ async def test_the_task_record_is_written_with_the_execution(redis: Any, setting
     ttl = await redis.ttl(Keys(settings.namespace).task("wf-new"))
     assert 0 < ttl <= 60, f"the task record must expire with the retention, TTL {ttl}"
     assert await redis.zscore(Keys(settings.namespace).agent_tasks("wf"), "wf-new") is None
-    await tasks.list_task("wf-new", "wf")
+    await executions.index_created("wf-new", workflow="wf", status="running", timers={})
     assert await redis.zscore(Keys(settings.namespace).agent_tasks("wf"), "wf-new") is not None
 
 

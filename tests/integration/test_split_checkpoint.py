@@ -30,7 +30,6 @@ async def test_split_commits_reassemble_in_order(redis: Any, settings: Any) -> N
     created = await store.create(
         "exec-split",
         owner="me",
-        workflow="wf",
         state_json=state.model_dump_json(),
         fields={"status": "running"},
         nodes={},

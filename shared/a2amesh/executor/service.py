@@ -468,7 +468,6 @@ class WorkflowExecutor(Worker):
         created = await self.store.create(
             task_id,
             owner=self.instance,
-            workflow=name,
             state_json=runner.state.model_dump_json(),
             fields={
                 "workflow": name,
@@ -484,7 +483,6 @@ class WorkflowExecutor(Worker):
             nodes=_initial_records(runner),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
             timers=timers,
-            index=False,
             task=working,
         )
         if created.canceled:
@@ -500,7 +498,6 @@ class WorkflowExecutor(Worker):
         try:
             await asyncio.gather(
                 self.store.index_created(task_id, workflow=name, status=created.status, timers=timers),
-                self.tasks.list_task(task_id, name),
                 *([sending] if sending is not None else []),
             )
         except BaseException:
@@ -565,7 +562,6 @@ class WorkflowExecutor(Worker):
         created = await self.store.create(
             execution_id,
             owner=self.instance,
-            workflow=graph.workflow,
             state_json=runner.state.model_dump_json(),
             fields={
                 "workflow": graph.workflow,
@@ -583,16 +579,12 @@ class WorkflowExecutor(Worker):
             nodes=_initial_records(runner),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
             timers=timers,
-            index=False,
             task=working,
         )
         if not created.created:
             return False
         faults.crash_point("after_execution_create")
-        await asyncio.gather(
-            self.store.index_created(execution_id, workflow=graph.workflow, status=created.status, timers=timers),
-            self.tasks.list_task(execution_id, graph.workflow),
-        )
+        await self.store.index_created(execution_id, workflow=graph.workflow, status=created.status, timers=timers)
         self.log.info("execution.started", execution_id=execution_id, workflow=graph.workflow, schedule=graph.id)
         self._launch(runner, commands, call_ids=call_ids)
         return True
@@ -938,11 +930,8 @@ class WorkflowExecutor(Worker):
         if workflow:
             # its creator may have died between the create and the listing entries (the lease entry goes
             # with the create): written again, the ones already there kept
-            await asyncio.gather(
-                self.store.index_created(
-                    execution_id, workflow=workflow, status=record.get("status", "running"), timers={}, repair=True
-                ),
-                self.tasks.list_task(execution_id, workflow),
+            await self.store.index_created(
+                execution_id, workflow=workflow, status=record.get("status", "running"), timers={}, repair=True
             )
         raw = await self.store.state(execution_id)
         engine = await self._engine_for(record.get("digest", ""))

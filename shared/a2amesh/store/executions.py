@@ -148,25 +148,23 @@ class ExecutionStore:
         execution_id: str,
         *,
         owner: str,
-        workflow: str,
         state_json: str,
         fields: Mapping[str, Any],
         nodes: Mapping[str, str],
         events: Iterable[str],
         timers: Mapping[str, int],
-        index: bool = True,
         task: Task | None = None,
     ) -> CreateResult:
         """Create the execution unless it exists (NX) or its task was canceled first, taking its lease at epoch 1.
 
-        ``index=False`` leaves the listing, lease and timer indexes to :meth:`index_created`, for a caller
-        that writes them alongside other work (it must, before the request that made the execution is acked).
+        The listing and timer indexes are the caller's (:meth:`index_created`, alongside other work; it must
+        be written before the request that made the execution is acked); the takeover entry goes here.
         ``task``: the workflow task's record, written with the execution (same slot: the execution id is
-        the task id); its listing is the caller's (:meth:`TaskStore.list_task`).
+        the task id).
         """
         k = self.keys
         now = now_ms()
-        keys = [*self._exec_keys(execution_id), k.execution_timers(execution_id), k.task(execution_id)]
+        keys = [*self._exec_keys(execution_id), k.execution_timers(execution_id), *k.task_record(execution_id)]
         args = [
             owner,
             self.lease_ttl_ms,
@@ -180,7 +178,6 @@ class ExecutionStore:
             self.retention,
         ]
         if task is not None:
-            keys += [k.claim(execution_id), k.subscribers(execution_id)]
             args += [task_record_json(task), task.status.state.value]
 
         def build(pipe: Any) -> None:
@@ -197,15 +194,13 @@ class ExecutionStore:
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
         if raw[0] == "canceled":
             return CreateResult(False, "", 0, canceled=True)
-        status = str(fields.get("status", "running"))
-        if index:
-            await self.index_created(execution_id, workflow=workflow, status=status, timers=timers)
-        return CreateResult(True, status, 1)
+        return CreateResult(True, str(fields.get("status", "running")), 1)
 
     async def index_created(
         self, execution_id: str, *, workflow: str, status: str, timers: Mapping[str, int], repair: bool = False
     ) -> None:
-        """Add a just-created execution to the listing, lease and timer indexes (see :meth:`create`).
+        """Add a just-created execution to the listing, lease and timer indexes and its workflow task to the
+        workflow's task listing (see :meth:`create`).
 
         ``repair``: for an execution taken over, whose creator may have died between the create and these
         writes: the entries already there are kept (the listing's order), the lease entry is the taker's.
@@ -216,6 +211,7 @@ class ExecutionStore:
         def build(pipe: Any) -> None:
             pipe.zadd(k.executions_index(), {execution_id: now}, nx=repair)
             pipe.zadd(k.executions_by_workflow(workflow), {execution_id: now}, nx=repair)
+            pipe.zadd(k.agent_tasks(workflow), {execution_id: now}, nx=repair)
             pipe.sadd(k.executions_by_status(status), execution_id)
             # a finished one stays in the lease index until its answer is published (see mark_published)
             pipe.zadd(k.leases_index(), {execution_id: now + self.lease_ttl_ms})
@@ -289,7 +285,7 @@ class ExecutionStore:
         ]
         if final_task is not None and final_status:
             task, instance = final_task
-            keys += [k.task(execution_id), k.claim(execution_id), k.subscribers(execution_id)]
+            keys += k.task_record(execution_id)
             args += [instance, task_record_json(task), task.status.state.value]
 
         def build(pipe: Any) -> None:

@@ -28,6 +28,10 @@ class Keys:
         """Set of extra reply subjects that want a task's events (SubscribeToTask, duplicate sends)."""
         return f"{self.ns}:subs:{{{task_id}}}"
 
+    def task_record(self, task_id: str) -> list[str]:
+        """The keys a task record's write touches, in ``task_record.lua``'s order: record, claim, subscribers."""
+        return [self.task(task_id), self.claim(task_id), self.subscribers(task_id)]
+
     def agent_tasks(self, agent: str) -> str:
         """Sorted set of an agent's task ids by last update (ms)."""
         return f"{self.ns}:tasks:{agent}"

@@ -69,9 +69,6 @@ class TaskStore:
         self._cancel = redis.register_script(load_script("task_cancel"))
         self._subscribe = redis.register_script(load_script("task_subscribe"))
 
-    def _task_keys(self, task_id: str) -> list[str]:
-        return [self._k.task(task_id), self._k.claim(task_id), self._k.subscribers(task_id)]
-
     async def claim(self, task: Task, agent: str, instance: str, claim_ttl: float) -> TaskRecordView:
         """Claim ``task`` for ``instance``: ``claimed``, ``done`` (already final), ``canceled`` or ``busy``."""
         args = [
@@ -85,7 +82,7 @@ class TaskStore:
         ]
 
         def build(pipe: Any) -> None:
-            self._scripts.queue(pipe, "task_claim", self._task_keys(task.id), args)
+            self._scripts.queue(pipe, "task_claim", self._k.task_record(task.id), args)
             pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
 
         raw, _ = await self._scripts.run(build)
@@ -130,15 +127,11 @@ class TaskStore:
         ]
 
         def build(pipe: Any) -> None:
-            self._scripts.queue(pipe, "task_write", self._task_keys(task.id), args)
+            self._scripts.queue(pipe, "task_write", self._k.task_record(task.id), args)
             pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
 
         raw, _ = await self._scripts.run(build)
         return record_view(raw)
-
-    async def list_task(self, task_id: str, agent: str) -> None:
-        """Add a task whose record was written elsewhere (with its execution) to ``agent``'s listing."""
-        await auto_pipeline(self._r).run(lambda pipe: pipe.zadd(self._k.agent_tasks(agent), {task_id: now_ms()}))
 
     async def mark_canceled(self, task_id: str) -> TaskRecordView:
         """Set the cancel mark: ``terminal`` (too late) or ``marked`` (with the live owner, if any)."""

@@ -1,9 +1,9 @@
 -- Create an execution record with NX semantics before its request is acked (SPEC §3.3, §7).
--- KEYS: exec, state, lease, events, nodes, timers, task (the workflow task's record: its cancel mark)
+-- KEYS: exec, state, lease, events, nodes, timers, task (the workflow task's record: its cancel mark), claim, subs
 -- ARGV: owner, lease_ttl_ms, now_ms, state_json, fields_json (object), nodes_json (object path -> json),
 --       events_json (array of JSON texts), timers_json (object id -> due_ms), events_maxlen, retention_s,
---       task_record_json, task_state (optional, with KEYS 8-9: the task's claim and subs: the workflow task's
---       record, written on KEYS[7] with the execution, so the task can be read as soon as the execution exists)
+--       task_record_json, task_state (optional: the workflow task's record, written on KEYS[7] with the
+--       execution, so the task can be read as soon as the execution exists)
 -- An execution created already finished (e.g. its input was refused) gets no lease and its retention TTL.
 -- Returns {'created', epoch}, {'exists', status, epoch, lease_value, final_published}, or {'canceled'}
 -- when the task was canceled before its execution existed (nothing is written then).
