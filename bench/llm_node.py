@@ -1,4 +1,4 @@
-"""LLM nodes: sequential workflows of 1 and 3 LLM-agent nodes on a local fake OpenAI-compatible model.
+"""LLM nodes: sequential workflows of 1, 3 and 10 LLM-agent nodes on a local fake OpenAI-compatible model.
 
 The model is ``bench/fake_openai.py`` (``tests/fakes/openai_server.py`` in its own process, answering
 each node call in two model turns: a ``save_artifact`` tool call, then the ``«result:artifact=…»``
@@ -6,6 +6,9 @@ embed — the same two turns SAM's fake model gives its nodes in ``shared/bench/
 process (the real ``openai`` client, ``OPENAI_BASE_URL`` pointed at the fake), one executor process,
 production settings. Per node = run time / N, model time included; the model's own time per call is
 measured alone (a raw HTTP chat completion to the same fake) so the overhead can be read off.
+The per-node figure is read the way SAM's harness reads its own (``shared/bench/sam/summarize.py``):
+a least-squares line T(N) = a + b·N through the median run times at N = 1, 3, 10; b is what a node
+costs, a what one execution costs on top (its start and answer), for a2amesh and SAM alike.
 Set beside SAM's per-node figure under the same kind of fake model: with ``SAM_PYTHON`` naming a Python
 that has ``solace-agent-mesh`` installed, SAM itself is measured right after, in the same run, by its
 harness (``shared/bench/sam/bench_sam.py`` on its own fake model, ``fake_llm.py``), since this machine
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sys
 import time
@@ -42,8 +46,18 @@ from bench.wfkit import (
 )
 
 SAM_MS_PER_NODE = 100.0
-SIZES = (1, 3)
+SIZES = (1, 3, 10)
 SAM_HARNESS = REPO.parent / "shared" / "bench" / "sam"
+
+
+def line_fit(points: dict[int, float]) -> tuple[float, float]:
+    """Least-squares ``T(N) = a + b·N`` through ``{N: T}``; returns ``(a, b)`` (NaN with fewer than two N)."""
+    if len(points) < 2:
+        return math.nan, math.nan
+    xs, ys = list(points), list(points.values())
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return my - b * mx, b
 
 
 async def sam_same_run(ctx: BenchContext, sizes: tuple[int, ...]) -> dict[int, list[float]] | None:
@@ -150,11 +164,12 @@ async def run(ctx: BenchContext) -> list[Figure]:
             Figure.from_samples("llm.model_call", "fake model alone: one chat completion over HTTP", model_ms)
         )
         pids = {"executor": executor.pid, "agent": agent.pid, "fake model": fake.pid, **ctx.srv.pids()}  # type: ignore[attr-defined]
+        runs: dict[int, list[float]] = {}
         for n in SIZES:
-            reps = ctx.scale(60 if n == 1 else 30, 2)
+            reps = ctx.scale({1: 60, 3: 30}.get(n, 20), 2)
             meter = CpuMeter(pids)
             meter.start()
-            totals = [await once(n, i) for i in range(reps)]
+            totals = runs[n] = [await once(n, i) for i in range(reps)]
             cpu = meter.stop()
             per_node = [t / n for t in totals]
             f = Figure.from_samples(
@@ -178,6 +193,18 @@ async def run(ctx: BenchContext) -> list[Figure]:
         await executor.stop()
         await agent.stop()
         await drop_namespace(ctx, ns)
+    a, b = line_fit({n: percentile(t, 50) for n, t in runs.items()})
+    fit = Figure(
+        "llm.fit",
+        "LLM node, line fit T(N) = a + b·N over N = 1, 3, 10: b per node",
+        b,
+        "ms",
+        n=sum(len(t) for t in runs.values()),
+        note=f"a = {a:.2f} ms per execution; "
+        f"{ratio(SAM_MS_PER_NODE, b)} faster than SAM's ~{SAM_MS_PER_NODE:.0f} ms/node",
+        extra={"a_ms": a, "b_ms": b, "medians_ms": {n: percentile(t, 50) for n, t in runs.items()}},
+    )
+    figures.append(fit)
     sam = await sam_same_run(ctx, SIZES)
     for n, samples in (sam or {}).items():
         label = f"  SAM 1.28.8, same run: workflow of {n} LLM nodes, per node"
@@ -186,10 +213,30 @@ async def run(ctx: BenchContext) -> list[Figure]:
         ours.note = f"{ratio(s.value, ours.value)} faster than SAM in this run ({s.value:.1f} ms/node); " + ours.note
         ours.extra.update(sam_same_run_ms_per_node=s.value, speedup_vs_sam_same_run=s.value / ours.value)
         figures.append(s)
+    if sam:
+        sam_a, sam_b = line_fit({n: percentile([v * n for v in samples], 50) for n, samples in sam.items()})
+        fit.note = (
+            f"a = {a:.2f} ms per execution; {ratio(sam_b, b)} faster than SAM's b in this run ({sam_b:.1f} ms/node, "
+            f"a = {sam_a:.1f} ms); " + fit.note.split("; ", 1)[1]
+        )
+        fit.extra.update(sam_a_ms=sam_a, sam_b_ms=sam_b, speedup_vs_sam_same_run=sam_b / b)
+        figures.append(
+            Figure(
+                "llm.sam.fit",
+                "  SAM 1.28.8, same run: line fit, b per node",
+                sam_b,
+                "ms",
+                n=sum(len(v) for v in sam.values()),
+                note=f"a = {sam_a:.1f} ms per execution",
+                extra={"a_ms": sam_a, "b_ms": sam_b},
+            )
+        )
     return figures
 
 
-SECTION = Section("llm", "llm: workflows of 1 and 3 LLM-agent nodes on a local fake model (vs SAM)", run, latency=True)
+SECTION = Section(
+    "llm", "llm: workflows of 1, 3 and 10 LLM-agent nodes on a local fake model (vs SAM)", run, latency=True
+)
 
 if __name__ == "__main__":
     raise SystemExit(main([SECTION], "llm_node", __doc__ or ""))

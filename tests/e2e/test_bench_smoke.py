@@ -41,7 +41,13 @@ def test_run_all_quick_writes_results(tmp_path: Path) -> None:
         "concurrency.rss_per_execution",
         "recovery.takeover",
         "llm.chain.n3",
+        "llm.chain.n10",
+        "llm.fit",
     } <= keys
+    fit = next(f for f in result["figures"] if f["key"] == "llm.fit")
+    assert fit["value"] is not None, f"no line fit: {fit}"
+    assert fit["value"] > 0, f"a node cannot cost nothing: {fit}"
+    assert fit["extra"]["a_ms"] is not None, f"no per-execution part: {fit}"
 
 
 @pytest.mark.timeout(120)
