@@ -145,7 +145,7 @@ class AgentHost(Worker):
         self.log = get_logger("agent", agent=self.name, instance=self.instance)
         self._running: dict[str, _Run] = {}
         self._workers: set[asyncio.Task[None]] = set()
-        self._slot_freed = asyncio.Event()
+        self._consumer: PullConsumer | None = None
         self._claim_ttl = settings.ack_wait * 2 / 3
 
     # lifecycle
@@ -200,30 +200,18 @@ class AgentHost(Worker):
                 await asyncio.wait(pending, timeout=5)
 
     async def _pull_loop(self, consumer: PullConsumer) -> None:
-        while not self._stop.is_set():
-            free = self.concurrency - len(self._workers)
-            if free <= 0:
-                self._slot_freed.clear()
-                stop = asyncio.create_task(self._stop.wait())
-                slot = asyncio.create_task(self._slot_freed.wait())
-                await asyncio.wait({stop, slot}, return_when=asyncio.FIRST_COMPLETED)
-                stop.cancel()
-                slot.cancel()
-                continue
-            try:
-                await consumer.want(free)
-            except Exception as e:
-                self.log.warning("agent.pull_failed", error=str(e) or type(e).__name__)
-            msg = await consumer.next(timeout=0.5)
-            if msg is None:
-                continue
-            worker = asyncio.create_task(self._process(msg))
-            self._workers.add(worker)
-            worker.add_done_callback(self._worker_done)
+        self._consumer = consumer
+        await consumer.serve(self._start_worker, lambda: self.concurrency - len(self._workers), self._stop)
+
+    def _start_worker(self, msg: WorkMsg) -> None:
+        worker = asyncio.create_task(self._process(msg))
+        self._workers.add(worker)
+        worker.add_done_callback(self._worker_done)
 
     def _worker_done(self, task: asyncio.Task[None]) -> None:
         self._workers.discard(task)
-        self._slot_freed.set()
+        if self._consumer is not None:
+            self._consumer.wake()
         if not task.cancelled() and task.exception() is not None:
             self.log.error("agent.worker_crashed", error=repr(task.exception()))
 

@@ -165,6 +165,8 @@ class PullConsumer:
         self._sub: Any = None
         self._inbox = ""
         self._stopped = False
+        self._handle: Callable[[WorkMsg], None] | None = None
+        self._wake = asyncio.Event()
         self.renewals = 0  # expired requests renewed (for tests and diagnostics)
 
     async def start(self) -> None:
@@ -218,7 +220,44 @@ class PullConsumer:
                     self.reset()
             return
         self._outstanding = max(0, self._outstanding - 1)
-        self._queue.put_nowait(WorkMsg(msg))
+        if self._handle is not None:
+            self._handle(WorkMsg(msg))
+            self._wake.set()
+        else:
+            self._queue.put_nowait(WorkMsg(msg))
+
+    async def serve(
+        self, handle: Callable[[WorkMsg], None], free: Callable[[], int], until: asyncio.Event, *, poll: float = 0.5
+    ) -> None:
+        """Keep ``free()`` messages asked for and hand each to ``handle`` as it arrives, until ``until`` is set.
+
+        ``handle`` is called from the subscription's callback and should only start a task: a message then
+        reaches its worker one loop turn after it is read, rather than through a queue and this loop as
+        :meth:`next` hands it. Credit is topped up after each delivery, on :meth:`wake` (call it when a
+        slot frees) and every ``poll`` seconds (after a reconnect the server has forgotten our requests).
+        Errors asking for messages are logged and retried at the next wake-up.
+        """
+        for msg in self.drain_queued():
+            handle(msg)
+        self._handle = handle
+        try:
+            while not until.is_set():
+                slots = free()
+                if slots > 0:
+                    try:
+                        await self.want(slots)
+                    except Exception as e:
+                        log.warning("pull.request_failed", subject=self._next_subject, error=str(e) or type(e).__name__)
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(poll):
+                        await self._wake.wait()
+        finally:
+            self._handle = None
+
+    def wake(self) -> None:
+        """Have :meth:`serve` look at ``free()`` again now (a slot was freed)."""
+        self._wake.set()
 
     async def next(self, timeout: float) -> WorkMsg | None:
         """The next pulled message, or None after ``timeout`` seconds."""

@@ -165,7 +165,6 @@ class WorkflowExecutor(Worker):
         self.log = get_logger("executor", instance=self.instance)
         self._drivers: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[Any]] = set()
-        self._slot_freed = asyncio.Event()
         self._saved_digests: dict[str, float] = {}
         self._tick = max(0.05, min(0.25, settings.lease_ttl / 8))
         self.scheduler = Scheduler(
@@ -322,27 +321,15 @@ class WorkflowExecutor(Worker):
         return self.max_executions - len(self.runners) - intake
 
     async def _pull_loop(self, name: str, consumer: PullConsumer) -> None:
-        served_intake: set[asyncio.Task[None]] = set()
-        while not self._stop.is_set():
+        def start(msg: WorkMsg) -> None:
             served = self.served.get(name)
-            if served is not None:
-                served_intake = served.intake
-            free = self._free_slots()
-            if free <= 0:
-                self._slot_freed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._slot_freed.wait(), 0.5)
-                continue
-            try:
-                await consumer.want(min(free, 64))
-            except Exception as e:
-                self.log.warning("executor.pull_failed", workflow=name, error=str(e) or type(e).__name__)
-            msg = await consumer.next(timeout=0.5)
-            if msg is None:
-                continue
             task = asyncio.create_task(self._on_request(name, msg))
-            served_intake.add(task)
-            task.add_done_callback(served_intake.discard)
+            if served is not None:
+                served.intake.add(task)
+                task.add_done_callback(served.intake.discard)
+                task.add_done_callback(lambda _: consumer.wake())
+
+        await consumer.serve(start, lambda: min(self._free_slots(), 64), self._stop)
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -866,7 +853,8 @@ class WorkflowExecutor(Worker):
                 if self.runners.get(execution_id) is runner:
                     del self.runners[execution_id]
                 self._drivers.pop(execution_id, None)
-                self._slot_freed.set()
+                for served in self.served.values():
+                    served.consumer.wake()
 
         self._drivers[execution_id] = asyncio.create_task(drive(), name=f"exec-{execution_id}")
 
