@@ -4,8 +4,13 @@ One executor process (``a2amesh executor DIR``) and one echo agent process (``ag
 production settings, durable delivery (every node is a JetStream request, claimed and answered through
 Redis and the replies stream, the executor checkpointing every step in Redis). The bench process is
 the caller: ``Client.send("chainN", …)`` and wait for the workflow's final Task; one execution at a
-time. Per node = run time / N; p50/p99 over the runs; ratios to the floors measured in the same run;
-CPU seconds of every process over each N, so a miss on a 2-core machine can be explained.
+time. Per node = run time / N; p50/p99 over the runs; CPU seconds of every process over each N, so a
+miss on a 2-core machine can be explained.
+
+The ratios to the floors use floors measured **interleaved with the runs** (after each run of N nodes,
+N samples each of the durable, node and core floors, in alternating order), not the floors section's
+figures: this machine's speed drifts by up to 2× within minutes, and the floors section runs minutes
+before this one, so a ratio across sections measured the drift as much as the mesh.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/wo
 from a2amesh.client import Client
 from a2amesh.protocol import TaskState
 from bench.common import BenchContext, Figure, Section, drop_namespace, main, ms_since, percentile, ratio
+from bench.floors import Probes
 from bench.wfkit import (
     ECHO,
     CpuMeter,
@@ -43,6 +49,21 @@ async def run_chain(client: Client, name: str, i: int) -> float:
     return elapsed
 
 
+async def floor_samples(probes: Probes, count: int, first: bool) -> dict[str, list[float]]:
+    """``count`` samples each of the durable, node and core floors, the order alternating with ``first``."""
+    out: dict[str, list[float]] = {"durable": [], "node": [], "core": []}
+    for _ in range(count):
+        if first:
+            out["durable"].append((await probes.durable_floor())["total"])
+            out["node"].append(await probes.node_floor())
+            out["core"].append((await probes.core_floor())["total"])
+        else:
+            out["core"].append((await probes.core_floor())["total"])
+            out["node"].append(await probes.node_floor())
+            out["durable"].append((await probes.durable_floor())["total"])
+    return out
+
+
 async def run(ctx: BenchContext) -> list[Figure]:
     ns = ctx.new_namespace("wf")
     folder = write_workflows(ctx.tmp / f"wf-{ns}", [chain_workflow(f"chain{n}", n) for n in SIZES])
@@ -50,8 +71,8 @@ async def run(ctx: BenchContext) -> list[Figure]:
     (agent,) = await start_agents(ctx, ECHO, ns)
     executor, _ = await start_executor(ctx, folder, ns)
     client = await Client.connect(ctx.settings(ns), name="bench-workflows")
+    probes = await Probes.open(ctx, ctx.new_namespace("wffloor"), node=True)
     figures: list[Figure] = []
-    core, durable, node = ctx.figure("floors.core"), ctx.figure("floors.durable"), ctx.figure("floors.node")
     pids = {"executor": executor.pid, "agent": agent.pid, **ctx.srv.pids()}
     try:
         for n in SIZES:
@@ -62,20 +83,26 @@ async def run(ctx: BenchContext) -> list[Figure]:
                 await run_chain(client, f"chain{n}", i)
         totals: dict[int, list[float]] = {}
         for n in SIZES:
-            meter = CpuMeter(pids)
-            meter.start()
-            totals[n] = [await run_chain(client, f"chain{n}", i) for i in range(reps[n])]
-            cpu = meter.stop()
+            totals[n] = []
+            floors: dict[str, list[float]] = {"durable": [], "node": [], "core": []}
+            cpu: dict[str, float] = {}
+            for i in range(reps[n]):
+                meter = CpuMeter(pids)  # the processes' CPU over the workflow runs only, not the floors'
+                meter.start()
+                totals[n].append(await run_chain(client, f"chain{n}", i))
+                for k, v in meter.stop().items():
+                    cpu[k] = cpu.get(k, 0.0) + v
+                for k, v in (await floor_samples(probes, n, first=i % 2 == 0)).items():
+                    floors[k] += v
             per_node = [t / n for t in totals[n]]
             f = Figure.from_samples(f"workflow.chain.n{n}", f"workflow of {n} echo nodes: per node", per_node)
-            notes = [f"run {percentile(totals[n], 50):.2f} ms"]
-            if durable is not None and core is not None:
-                notes += [
-                    f"p50 {ratio(f.value, durable.value)} / p99 {ratio(f.p99 or 0, durable.value)} durable floor",
-                    f"p50 {ratio(f.value, core.value)} core floor",
-                ]
-            if node is not None:
-                notes.append(f"p50 {ratio(f.value, node.value)} node floor")
+            durable, node, core = (percentile(floors[k], 50) for k in ("durable", "node", "core"))
+            notes = [
+                f"run {percentile(totals[n], 50):.2f} ms",
+                f"p50 {ratio(f.value, durable)} / p99 {ratio(f.p99 or 0, durable)} durable floor",
+                f"p50 {ratio(f.value, core)} core floor",
+                f"p50 {ratio(f.value, node)} node floor (floors interleaved with these runs)",
+            ]
             celery = ctx.figure(f"peers.celery_chain.n{n}")
             if celery is not None and celery.value == celery.value:
                 notes.append(f"Celery chain {celery.value:.2f} ms/node ({ratio(celery.value, f.value)} ours)")
@@ -86,14 +113,26 @@ async def run(ctx: BenchContext) -> list[Figure]:
                 "run_ms": totals[n],
                 "cpu_s": cpu,
                 "cpu_ms_per_node": {k: v * 1000 / nodes for k, v in cpu.items()},
-                "ratio_p50_durable": f.value / durable.value if durable else None,
-                "ratio_p99_durable": (f.p99 or 0) / durable.value if durable else None,
-                "ratio_p50_core": f.value / core.value if core else None,
-                "ratio_p99_core": (f.p99 or 0) / core.value if core else None,
-                "ratio_p50_node": f.value / node.value if node else None,
+                "floors_interleaved_ms": {"durable": durable, "node": node, "core": core},
+                "ratio_p50_durable": f.value / durable,
+                "ratio_p99_durable": (f.p99 or 0) / durable,
+                "ratio_p50_core": f.value / core,
+                "ratio_p99_core": (f.p99 or 0) / core,
+                "ratio_p50_node": f.value / node,
                 "celery_per_node_ms": celery.value if celery else None,
             }
             figures.append(f)
+            figures.append(
+                Figure(
+                    f"workflow.floors.n{n}",
+                    f"  durable floor, interleaved with the N={n} runs",
+                    durable,
+                    "ms",
+                    n=len(floors["durable"]),
+                    note=f"node floor {node:.3f} ms ({ratio(node, durable)}), core floor {core:.3f} ms",
+                    extra={"p99": {k: percentile(v, 99) for k, v in floors.items()}},
+                )
+            )
             figures.append(
                 Figure(
                     f"workflow.cpu.n{n}",
@@ -109,6 +148,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
         slope = (percentile(totals[hi], 50) - percentile(totals[lo], 50)) / (hi - lo)
         figures.append(Figure("workflow.chain.marginal", f"workflow: marginal per node (N={lo}→{hi})", slope, "ms"))
     finally:
+        await probes.close()
         await client.close()
         await executor.stop()
         await agent.stop()

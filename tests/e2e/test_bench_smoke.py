@@ -35,6 +35,7 @@ def test_run_all_quick_writes_results(tmp_path: Path) -> None:
     assert {"floors.core", "floors.durable", "floors.node", "roundtrip.mesh", "roundtrip.mesh_throughput"} <= keys
     assert {
         "workflow.chain.n10",
+        "workflow.floors.n10",
         "throughput.r2",
         "fanout.total",
         "concurrency.completed",
@@ -44,6 +45,10 @@ def test_run_all_quick_writes_results(tmp_path: Path) -> None:
         "llm.chain.n10",
         "llm.fit",
     } <= keys
+    chain = next(f for f in result["figures"] if f["key"] == "workflow.chain.n10")
+    floors = chain["extra"]["floors_interleaved_ms"]
+    assert all(floors[k] > 0 for k in ("durable", "node", "core")), f"floors not measured beside the runs: {floors}"
+    assert chain["extra"]["ratio_p50_durable"] == chain["value"] / floors["durable"]
     fit = next(f for f in result["figures"] if f["key"] == "llm.fit")
     assert fit["value"] is not None, f"no line fit: {fit}"
     assert fit["value"] > 0, f"a node cannot cost nothing: {fit}"
