@@ -16,16 +16,17 @@ smallest and largest N, i.e. the cost one more node adds. Skipped with a clear l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/peers.py` from anywhere
 
-from bench.common import BenchContext, Figure, Section, main, ms_since, percentile
+from bench.common import BenchContext, Child, Figure, Section, main, ms_since, percentile
 
 SIZES = (1, 10, 50)
 QUICK_SIZES = (1, 10)
@@ -57,44 +58,54 @@ def _skipped(key: str, label: str, missing: str) -> Figure:
 # Celery ---------------------------------------------------------------------------------------------
 
 
-def _celery_measure(sizes: tuple[int, ...], reps: Callable[[int], int]) -> tuple[dict[int, list[float]], ...]:
-    """Chains and chords against the running worker (blocking: run in a thread)."""
-    from celery import chain, chord
+def celery_chain_ms(n: int) -> float:
+    """One Celery chain of ``n`` no-op tasks, run to its result (blocking); milliseconds."""
+    from celery import chain
+
+    from bench.celery_app import noop
+
+    t0 = time.perf_counter()
+    result = chain(noop.s(0), *(noop.s() for _ in range(n - 1))).apply_async()
+    if result.get(timeout=60) != 0:
+        raise RuntimeError("the Celery chain returned a wrong value")
+    return ms_since(t0)
+
+
+def _celery_chord_ms(n: int) -> float:
+    from celery import chord
 
     from bench.celery_app import collect, noop
 
-    def one_chain(n: int) -> float:
-        t0 = time.perf_counter()
-        result = chain(noop.s(0), *(noop.s() for _ in range(n - 1))).apply_async()
-        if result.get(timeout=60) != 0:
-            raise RuntimeError("the Celery chain returned a wrong value")
-        return ms_since(t0)
+    t0 = time.perf_counter()
+    result = chord(noop.s(i) for i in range(n))(collect.s())
+    if result.get(timeout=60) != n:
+        raise RuntimeError("the Celery chord's callback saw a wrong number of results")
+    return ms_since(t0)
 
-    def one_chord(n: int) -> float:
-        t0 = time.perf_counter()
-        result = chord(noop.s(i) for i in range(n))(collect.s())
-        if result.get(timeout=60) != n:
-            raise RuntimeError("the Celery chord's callback saw a wrong number of results")
-        return ms_since(t0)
 
-    noop.delay(1).get(timeout=60)  # the worker is up and consuming
+def _celery_measure(sizes: tuple[int, ...], reps: Callable[[int], int]) -> tuple[dict[int, list[float]], ...]:
+    """Chains and chords against the running worker (blocking: run in a thread)."""
     chains: dict[int, list[float]] = {}
     chords: dict[int, list[float]] = {}
     for n in sizes:
         for _ in range(max(2, reps(n) // 5)):  # warm-up
-            one_chain(n)
-            one_chord(n)
+            celery_chain_ms(n)
+            _celery_chord_ms(n)
         chains[n], chords[n] = [], []
         for _ in range(reps(n)):
-            chains[n].append(one_chain(n))
-            chords[n].append(one_chord(n))
+            chains[n].append(celery_chain_ms(n))
+            chords[n].append(_celery_chord_ms(n))
     return chains, chords
 
 
-async def celery_figures(ctx: BenchContext, sizes: tuple[int, ...]) -> list[Figure]:
-    """Start a worker process, measure chains and chords, stop the worker."""
-    if importlib.util.find_spec("celery") is None:
-        return [_skipped("peers.celery", "Celery chain / chord", "celery")]
+def celery_installed() -> bool:
+    """Whether the ``bench`` extras' Celery is importable."""
+    return importlib.util.find_spec("celery") is not None
+
+
+@contextlib.asynccontextmanager
+async def celery_worker(ctx: BenchContext) -> AsyncIterator[Child]:
+    """A Celery worker process on the run's Valkey, its own queue, and this process's app pointed at it."""
     from bench import celery_app
 
     queue = ctx.new_namespace("celery")
@@ -123,14 +134,23 @@ async def celery_figures(ctx: BenchContext, sizes: tuple[int, ...]) -> list[Figu
         ctx.child_env(queue, BENCH_CELERY_URL=url, BENCH_CELERY_QUEUE=queue),
     )
     try:
-        reps = (lambda n: 3) if ctx.quick else (lambda n: {1: 50, 10: 20}.get(n, 10))
-        chains, chords = await asyncio.wait_for(asyncio.to_thread(_celery_measure, sizes, reps), 600)
+        await asyncio.wait_for(asyncio.to_thread(lambda: celery_app.noop.delay(1).get(timeout=60)), 90)
+        yield worker
     except Exception as e:
         raise RuntimeError(f"{e}\ncelery worker output:\n{worker.tail()}") from e
     finally:
         await worker.stop()
         celery_app.app.close()
         await _drop_celery_keys(url, queue)
+
+
+async def celery_figures(ctx: BenchContext, sizes: tuple[int, ...]) -> list[Figure]:
+    """Start a worker process, measure chains and chords, stop the worker."""
+    if not celery_installed():
+        return [_skipped("peers.celery", "Celery chain / chord", "celery")]
+    reps = (lambda n: 3) if ctx.quick else (lambda n: {1: 50, 10: 20}.get(n, 10))
+    async with celery_worker(ctx):
+        chains, chords = await asyncio.wait_for(asyncio.to_thread(_celery_measure, sizes, reps), 600)
     return [
         *_per_node("peers.celery_chain", "Celery chain", chains),
         *_per_node("peers.celery_chord", "Celery chord (fan-out)", chords),

@@ -10,11 +10,15 @@ miss on a 2-core machine can be explained.
 The ratios to the floors use floors measured **interleaved with the runs** (after each run of N nodes,
 N samples each of the durable, node and core floors, in alternating order), not the floors section's
 figures: this machine's speed drifts by up to 2× within minutes, and the floors section runs minutes
-before this one, so a ratio across sections measured the drift as much as the mesh.
+before this one, so a ratio across sections measured the drift as much as the mesh. For the same
+reason a Celery chain of the same N (the peers section's worker setup) runs beside every run, which of
+the two goes first alternating, when the ``bench`` extras are installed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -25,6 +29,7 @@ from a2amesh.client import Client
 from a2amesh.protocol import TaskState
 from bench.common import BenchContext, Figure, Section, drop_namespace, main, ms_since, percentile, ratio
 from bench.floors import Probes
+from bench.peers import celery_chain_ms, celery_installed, celery_worker
 from bench.wfkit import (
     ECHO,
     CpuMeter,
@@ -65,6 +70,14 @@ async def floor_samples(probes: Probes, count: int, first: bool) -> dict[str, li
 
 
 async def run(ctx: BenchContext) -> list[Figure]:
+    async with contextlib.AsyncExitStack() as stack:
+        celery = celery_installed()
+        if celery:
+            await stack.enter_async_context(celery_worker(ctx))
+        return await _measure(ctx, celery=celery)
+
+
+async def _measure(ctx: BenchContext, *, celery: bool) -> list[Figure]:
     ns = ctx.new_namespace("wf")
     folder = write_workflows(ctx.tmp / f"wf-{ns}", [chain_workflow(f"chain{n}", n) for n in SIZES])
     await prepare_namespace(ctx, ns)
@@ -81,17 +94,24 @@ async def run(ctx: BenchContext) -> list[Figure]:
         for n in SIZES:  # warm-up
             for i in range(ctx.scale(max(10, 100 // n), 1)):
                 await run_chain(client, f"chain{n}", i)
+                if celery:
+                    await asyncio.to_thread(celery_chain_ms, n)
         totals: dict[int, list[float]] = {}
         for n in SIZES:
             totals[n] = []
             floors: dict[str, list[float]] = {"durable": [], "node": [], "core": []}
+            celery_runs: list[float] = []
             cpu: dict[str, float] = {}
             for i in range(reps[n]):
-                meter = CpuMeter(pids)  # the processes' CPU over the workflow runs only, not the floors'
+                if celery and i % 2:
+                    celery_runs.append(await asyncio.to_thread(celery_chain_ms, n))
+                meter = CpuMeter(pids)  # the processes' CPU over the workflow runs only
                 meter.start()
                 totals[n].append(await run_chain(client, f"chain{n}", i))
                 for k, v in meter.stop().items():
                     cpu[k] = cpu.get(k, 0.0) + v
+                if celery and not i % 2:
+                    celery_runs.append(await asyncio.to_thread(celery_chain_ms, n))
                 for k, v in (await floor_samples(probes, n, first=i % 2 == 0)).items():
                     floors[k] += v
             per_node = [t / n for t in totals[n]]
@@ -103,9 +123,9 @@ async def run(ctx: BenchContext) -> list[Figure]:
                 f"p50 {ratio(f.value, core)} core floor",
                 f"p50 {ratio(f.value, node)} node floor (floors interleaved with these runs)",
             ]
-            celery = ctx.figure(f"peers.celery_chain.n{n}")
-            if celery is not None and celery.value == celery.value:
-                notes.append(f"Celery chain {celery.value:.2f} ms/node ({ratio(celery.value, f.value)} ours)")
+            celery_node = percentile([t / n for t in celery_runs], 50) if celery_runs else None
+            if celery_node is not None:
+                notes.append(f"Celery chain beside it {celery_node:.2f} ms/node ({ratio(celery_node, f.value)} ours)")
             f.note = ", ".join(notes)
             nodes = n * reps[n]
             f.extra = {
@@ -119,7 +139,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
                 "ratio_p50_core": f.value / core,
                 "ratio_p99_core": (f.p99 or 0) / core,
                 "ratio_p50_node": f.value / node,
-                "celery_per_node_ms": celery.value if celery else None,
+                "celery_per_node_ms": celery_node,
             }
             figures.append(f)
             figures.append(
@@ -133,6 +153,17 @@ async def run(ctx: BenchContext) -> list[Figure]:
                     extra={"p99": {k: percentile(v, 99) for k, v in floors.items()}},
                 )
             )
+            if celery_runs:
+                figures.append(
+                    Figure.from_samples(
+                        f"workflow.celery.n{n}",
+                        f"  Celery chain of {n}, interleaved with these runs: per node",
+                        [t / n for t in celery_runs],
+                        note=f"a2amesh {ratio(celery_node or 0, f.value)} faster"
+                        if f.value < (celery_node or 0)
+                        else f"Celery {ratio(f.value, celery_node or 0)} faster",
+                    )
+                )
             figures.append(
                 Figure(
                     f"workflow.cpu.n{n}",
