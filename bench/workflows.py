@@ -153,15 +153,18 @@ async def _measure(ctx: BenchContext, *, celery: bool) -> list[Figure]:
                     extra={"p99": {k: percentile(v, 99) for k, v in floors.items()}},
                 )
             )
-            if celery_runs:
+            if celery_node is not None:
+                faster = (
+                    f"a2amesh {ratio(celery_node, f.value)}"
+                    if f.value < celery_node
+                    else f"Celery {ratio(f.value, celery_node)}"
+                )
                 figures.append(
                     Figure.from_samples(
                         f"workflow.celery.n{n}",
                         f"  Celery chain of {n}, interleaved with these runs: per node",
                         [t / n for t in celery_runs],
-                        note=f"a2amesh {ratio(celery_node or 0, f.value)} faster"
-                        if f.value < (celery_node or 0)
-                        else f"Celery {ratio(f.value, celery_node or 0)} faster",
+                        note=f"{faster} faster",
                     )
                 )
             figures.append(
