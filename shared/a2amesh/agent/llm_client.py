@@ -263,7 +263,7 @@ def _http_client() -> Any:
     """The ``openai`` client's aiohttp transport (its ``aiohttp`` extra), else None for its default (httpx).
 
     aiohttp's C HTTP parser and single-write requests cost about a third less client CPU per call than
-    the default transport (``bench/README.md``); proxies from the environment are honoured by both.
+    the default transport (``bench/HISTORY.md``, third round); proxies from the environment are honoured by both.
     """
     factory = getattr(openai, "DefaultAioHttpClient", None)
     if factory is None:
