@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -22,7 +23,9 @@ def _r() -> aioredis.Redis:
     global _redis
     if _redis is None:
         # no socket timeout, retried reconnects: bookkeeping waits out a paused or restarting Valkey (chaos)
-        # instead of failing the task (a command is retried only when it never reached the server)
+        # instead of failing the task. redis-py re-sends a command whose reply was lost, even when the server
+        # ran it (a restart that closes the connection after the command, before the reply), so a record
+        # that must count runs carries a value unique to the run (see side_effect)
         _redis = aioredis.from_url(
             os.environ["REDIS_URL"],
             decode_responses=True,
@@ -71,9 +74,13 @@ async def sleepy(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
 
 
 async def side_effect(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    """Count a side effect started and, after some work, completed — both keyed by task id."""
+    """Count a side effect started and, after some work, completed — both keyed by task id.
+
+    Each completion is pushed as ``pid:run`` with ``run`` unique to this call of the handler, so a push
+    redis-py re-sent across a Valkey restart shows as a repeated value, not as a second completion.
+    """
     r = _r()
     await r.hincrby(_key("started"), ctx.task_id, 1)
     await asyncio.sleep(float(input.get("seconds", 0.5)))
-    await r.rpush(_key("completed", ctx.task_id), str(os.getpid()))
+    await r.rpush(_key("completed", ctx.task_id), f"{os.getpid()}:{uuid.uuid4().hex}")
     return {"task": ctx.task_id, "pid": os.getpid()}

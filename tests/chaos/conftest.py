@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from a2amesh.store.redis import Redis
+
 _SUMMARIES: list[str] = []
 
 
@@ -26,6 +28,16 @@ class ChaosSummary:
             f"chaos {self.scenario}: runs={self.runs} completed={self.completed} lost={self.lost} "
             f"duplicated_side_effects={self.duplicated} max_recovery={self.max_recovery_s:.2f}s"
         )
+
+
+async def completions(redis: Redis, namespace: str, task_id: str) -> list[str]:
+    """The pids that completed the ``side_effect`` handler for a task, in order, one per run of the handler.
+
+    A value pushed twice is one push that redis-py re-sent after a Valkey restart lost its reply, not a
+    second run: each run pushes a value of its own (``pid:run``).
+    """
+    pushed = await redis.lrange(f"{namespace}:test:completed:{task_id}", 0, -1)
+    return [str(value).partition(":")[0] for value in dict.fromkeys(pushed)]
 
 
 @pytest.fixture

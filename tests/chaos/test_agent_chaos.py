@@ -14,7 +14,7 @@ from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.protocol import TaskState
 from a2amesh.store.redis import Redis
-from tests.chaos.conftest import ChaosSummary
+from tests.chaos.conftest import ChaosSummary, completions
 from tests.support.processes import ProcessFactory, write_agent
 from tests.support.waiting import eventually, within
 
@@ -68,7 +68,7 @@ async def test_sigkill_agent_replicas_mid_task(
     done_at = time.monotonic()
     tasks = [o for o in outcomes if not isinstance(o, BaseException)]
     completed = [t for t in tasks if t.status.state == TaskState.COMPLETED]  # type: ignore[attr-defined]
-    effects = {c.task_id: await redis.lrange(f"{settings.namespace}:test:completed:{c.task_id}", 0, -1) for c in calls}
+    effects = {c.task_id: await completions(redis, settings.namespace, c.task_id) for c in calls}
     duplicated = sum(1 for pids in effects.values() if len(pids) > 1)
     summary = ChaosSummary(
         scenario="agent-sigkill",

@@ -27,7 +27,7 @@ from a2amesh.client import Call, Client, make_message
 from a2amesh.config import Settings
 from a2amesh.protocol import Task, TaskState
 from a2amesh.store.redis import Redis, connect_redis
-from tests.chaos.conftest import ChaosSummary
+from tests.chaos.conftest import ChaosSummary, completions
 from tests.support.processes import Proc, ProcessFactory, write_agent
 from tests.support.servers import MeshServers
 from tests.support.waiting import eventually, within
@@ -168,7 +168,8 @@ async def side_effects(m: Mesh) -> dict[str, int]:
     prefix = f"{m.settings.namespace}:test:completed:"
     out: dict[str, int] = {}
     async for key in m.redis.scan_iter(match=prefix + "*", count=1000):
-        out[str(key)[len(prefix) :]] = int(await m.redis.llen(key))
+        task_id = str(key)[len(prefix) :]
+        out[task_id] = len(await completions(m.redis, m.settings.namespace, task_id))
     return out
 
 
