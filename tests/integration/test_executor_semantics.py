@@ -417,3 +417,47 @@ async def test_takeover_after_lease_loss_resumes_in_flight_call(agent_host: Any,
     final = await within(call.result(), 10, "the final answer after the takeover")
     assert final.status.state == TaskState.COMPLETED
     assert len(runs) == 2, "node a ran once (the re-dispatch found the running task), then node b"
+
+
+async def test_get_task_is_answered_while_a_cancel_waits_for_on_cancel(
+    agent_host: Any, executor: Any, client: Client
+) -> None:
+    """A CancelTask waiting for the execution's on_cancel handler holds up no other control request."""
+    started = asyncio.Event()
+    cleaning = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(input: Any, ctx: Any) -> Any:
+        started.set()
+        await asyncio.sleep(60)
+        return {}
+
+    async def cleanup(input: Any, ctx: Any) -> Any:
+        cleaning.set()
+        await release.wait()
+        return {"cleaned": True}
+
+    await agent_host("slow", slow)
+    await agent_host("cleanup", cleanup)
+    await executor(
+        {
+            "guarded": """
+name: guarded
+nodes:
+  - {id: work, type: agent, agent_name: slow}
+  - {id: tidy, type: agent, agent_name: cleanup}
+on_exit: {on_cancel: tidy}
+"""
+        }
+    )
+    await client.registry.wait_for("guarded", 5)
+    call = await client.dispatch("guarded", make_message(data={}))
+    await within(started.wait(), 10, "the work node to start")
+    cancel = asyncio.create_task(client.cancel_task("guarded", call.task_id, timeout=15))
+    await within(cleaning.wait(), 10, "the on_cancel handler to start")
+    meanwhile = await within(client.get_task("guarded", call.task_id, timeout=5), 2, "GetTask during the cancel")
+    assert meanwhile.status.state == TaskState.WORKING
+    assert not cancel.done()
+    release.set()
+    assert (await within(cancel, 10, "CancelTask to answer")).status.state == TaskState.CANCELED
+    assert (await within(call.result(), 5, "the caller's final answer")).status.state == TaskState.CANCELED

@@ -30,7 +30,7 @@ from a2amesh.errors import (
     transport_rpc_error,
 )
 from a2amesh.ids import nuid, task_id_for
-from a2amesh.lifecycle import Worker
+from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, Worker, cancel_and_wait
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
     Artifact,
@@ -60,6 +60,9 @@ from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import UNAVAILABLE, Redis
 from a2amesh.store.tasks import TaskRecordView, TaskStore
+
+HANDLER_STOP_LIMIT = 5.0
+"""Seconds a cancelled handler has to stop (cancelled again every second meanwhile) before it is left behind."""
 
 
 def result_artifact(output: Any, part: Part | None = None) -> Artifact:
@@ -145,6 +148,7 @@ class AgentHost(Worker):
         self.log = get_logger("agent", agent=self.name, instance=self.instance)
         self._running: dict[str, _Run] = {}
         self._workers: set[asyncio.Task[None]] = set()
+        self._answering: set[asyncio.Task[None]] = set()  # CancelTasks waiting for their task to stop
         self._consumer: PullConsumer | None = None
         self._claim_ttl = settings.ack_wait * 2 / 3
 
@@ -183,6 +187,8 @@ class AgentHost(Worker):
                 with contextlib.suppress(asyncio.CancelledError):
                     await beat
             await control.unsubscribe()
+            if self._answering:  # their tasks have finished or been handed back: each answers at once
+                await asyncio.wait(set(self._answering), timeout=5)
             with contextlib.suppress(Exception):
                 await publisher.withdraw()
             await self.client.close()
@@ -484,18 +490,15 @@ class AgentHost(Worker):
             why = await settled
             if why == "done" or (work.done() and not work.cancelled()):
                 return work.result()
-            work.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(work, 5)
             if why == "cancel":
                 ctx.cancelled.set()
+            await self._stop_handler(run, work)
+            if why == "cancel":
                 return TaskOutcome(TaskState.CANCELED, message="canceled by request")
             return TaskOutcome(TaskState.FAILED, message=f"{codes.DEADLINE_EXCEEDED}: the task ran past its deadline")
         except asyncio.CancelledError:
             # Shutdown, not a caller's cancel: hand the message back for another replica.
-            work.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(work, 5)
+            await self._stop_handler(run, work)
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._hand_back(run))
             raise
@@ -507,6 +510,10 @@ class AgentHost(Worker):
             run.cancel_requested.remove_done_callback(on_cancel)
             if timer is not None:
                 timer.cancel()
+
+    async def _stop_handler(self, run: _Run, work: asyncio.Task[TaskOutcome]) -> None:
+        if not await cancel_and_wait(work, limit=HANDLER_STOP_LIMIT):
+            self.log.warning("task.handler_left_running", task_id=run.task.id, waited=HANDLER_STOP_LIMIT)
 
     async def _hand_back(self, run: _Run) -> None:
         assert run.msg is not None
@@ -680,15 +687,25 @@ class AgentHost(Worker):
         run = self._running.get(task_id)
         if run is not None:
             run.request_cancel()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(run.finished.wait(), 10)
-            await self._answer(msg, request_id, run.task.to_json_dict())
+            # answered from a task of its own: control requests are served one at a time, and a GetTask
+            # must not wait behind a handler taking its time to stop
+            answer = asyncio.create_task(self._answer_when_finished(msg, request_id, run))
+            self._answering.add(answer)
+            answer.add_done_callback(self._answering.discard)
             return
         if view.owner and view.owner != self.instance:
             return  # the owning replica answers
         task = view.task or Task(id=task_id, status=TaskStatus(state=TaskState.SUBMITTED))
         task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
         await self._answer(msg, request_id, task.to_json_dict())
+
+    async def _answer_when_finished(self, msg: Received, request_id: JsonRpcId, run: _Run) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(run.finished.wait(), CANCEL_ANSWER_LIMIT)
+        try:
+            await self._answer(msg, request_id, run.task.to_json_dict())
+        except Exception as e:  # NATS away: the canceller's request times out, as it would without an answer
+            self.log.warning("control.answer_failed", task_id=run.task.id, error=str(e) or type(e).__name__)
 
     async def _subscribe(self, msg: Received, task_id: str) -> None:
         reply_to = msg.headers.get(h.REPLY_TO)

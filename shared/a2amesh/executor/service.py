@@ -49,7 +49,7 @@ from a2amesh.executor.runner import (
 )
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
-from a2amesh.lifecycle import Worker
+from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, Worker
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
     CancelTaskRequest,
@@ -1003,11 +1003,9 @@ class WorkflowExecutor(Worker):
         runner = self.runners.get(task_id)
         if runner is not None:
             runner.cancel()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(runner.finished), 10)
-            task = runner.final_task or await self.tasks.get(task_id)
-            if task is not None:
-                await self._answer(name, msg, request_id, task.to_json_dict())
+            # answered from a task of its own: control requests are served one at a time, and a GetTask
+            # must not wait behind an execution running its on_cancel handlers
+            self._spawn(self._answer_when_finished(name, msg, request_id, runner))
             return
         status = await self.store.mark_cancel(task_id)
         if status == "":
@@ -1028,6 +1026,18 @@ class WorkflowExecutor(Worker):
         task = await self.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
         task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
         await self._answer(name, msg, request_id, task.to_json_dict())
+
+    async def _answer_when_finished(
+        self, name: str, msg: Received, request_id: JsonRpcId, runner: ExecutionRunner
+    ) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(runner.finished), CANCEL_ANSWER_LIMIT)
+        try:
+            task = runner.final_task or await self.tasks.get(runner.task_id)
+            if task is not None:
+                await self._answer(name, msg, request_id, task.to_json_dict())
+        except Exception as e:  # NATS or Redis away: the canceller's request times out, as it would unanswered
+            self.log.warning("control.answer_failed", task_id=runner.task_id, error=str(e) or type(e).__name__)
 
     async def _cancel_parked(self, name: str, msg: Received, request_id: JsonRpcId, task_id: str) -> None:
         """Cancel an execution paused for a human: take it back, apply the cancellation (``on_cancel`` runs), answer.
