@@ -11,6 +11,7 @@ import pytest
 from a2amesh.client import Client, make_message
 from a2amesh.errors import TransportError
 from a2amesh.protocol import ListTasksRequest, SendMessageRequest, TaskState, codes
+from tests.support.cancelling import check_get_task_answered_while_cancelling
 from tests.support.inbox import Inbox
 from tests.support.waiting import eventually, within
 
@@ -196,14 +197,7 @@ async def test_get_task_is_answered_while_a_cancel_waits_for_the_handler(agent_h
     await agent_host("slow_stop", slow_to_stop)
     call = await client.dispatch("slow_stop", make_message(data={}))
     await within(started.wait(), 10, "the task to start")
-    cancel = asyncio.create_task(client.cancel_task("slow_stop", call.task_id, timeout=15))
-    await within(cancelled.wait(), 5, "the handler to be cancelled")
-    meanwhile = await within(client.get_task("slow_stop", call.task_id, timeout=5), 2, "GetTask during the cancel")
-    assert meanwhile.status.state == TaskState.WORKING
-    assert not cancel.done()
-    release.set()
-    assert (await within(cancel, 5, "CancelTask to answer")).status.state == TaskState.CANCELED
-    assert (await within(call.result(), 5, "the caller's final answer")).status.state == TaskState.CANCELED
+    await check_get_task_answered_while_cancelling(client, "slow_stop", call, stopping=cancelled, release=release)
 
 
 async def test_cancel_queued_task_is_answered_canceled(agent_host: Any, client: Client) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from a2amesh.client import Client, make_message
 from a2amesh.protocol import TaskState
+from tests.support.cancelling import check_get_task_answered_while_cancelling
 from tests.support.waiting import eventually, within
 
 
@@ -453,11 +454,4 @@ on_exit: {on_cancel: tidy}
     await client.registry.wait_for("guarded", 5)
     call = await client.dispatch("guarded", make_message(data={}))
     await within(started.wait(), 10, "the work node to start")
-    cancel = asyncio.create_task(client.cancel_task("guarded", call.task_id, timeout=15))
-    await within(cleaning.wait(), 10, "the on_cancel handler to start")
-    meanwhile = await within(client.get_task("guarded", call.task_id, timeout=5), 2, "GetTask during the cancel")
-    assert meanwhile.status.state == TaskState.WORKING
-    assert not cancel.done()
-    release.set()
-    assert (await within(cancel, 10, "CancelTask to answer")).status.state == TaskState.CANCELED
-    assert (await within(call.result(), 5, "the caller's final answer")).status.state == TaskState.CANCELED
+    await check_get_task_answered_while_cancelling(client, "guarded", call, stopping=cleaning, release=release)
