@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+STOP_LIMIT = 5.0
+"""Seconds a cancelled background loop or task has to stop (see :func:`cancel_and_wait`)."""
+
 CANCEL_ANSWER_LIMIT = 10.0
 """Seconds a CancelTask waits for the running task to end as canceled before answering with it as it stands."""
 

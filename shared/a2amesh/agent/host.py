@@ -30,7 +30,7 @@ from a2amesh.errors import (
     transport_rpc_error,
 )
 from a2amesh.ids import nuid, task_id_for
-from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, Worker, cancel_and_wait
+from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, STOP_LIMIT, Worker, cancel_and_wait
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
     Artifact,
@@ -60,9 +60,6 @@ from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import UNAVAILABLE, Redis
 from a2amesh.store.tasks import TaskRecordView, TaskStore
-
-HANDLER_STOP_LIMIT = 5.0
-"""Seconds a cancelled handler has to stop (cancelled again every second meanwhile) before it is left behind."""
 
 
 def result_artifact(output: Any, part: Part | None = None) -> Artifact:
@@ -183,9 +180,7 @@ class AgentHost(Worker):
                     await m.nak()
             await self._drain_workers()
             for beat in (heartbeat, task_beats):
-                beat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await beat
+                await cancel_and_wait(beat, limit=STOP_LIMIT)
             await control.unsubscribe()
             if self._answering:  # their tasks have finished or been handed back: each answers at once
                 await asyncio.wait(set(self._answering), timeout=5)
@@ -512,8 +507,8 @@ class AgentHost(Worker):
                 timer.cancel()
 
     async def _stop_handler(self, run: _Run, work: asyncio.Task[TaskOutcome]) -> None:
-        if not await cancel_and_wait(work, limit=HANDLER_STOP_LIMIT):
-            self.log.warning("task.handler_left_running", task_id=run.task.id, waited=HANDLER_STOP_LIMIT)
+        if not await cancel_and_wait(work, limit=STOP_LIMIT):
+            self.log.warning("task.handler_left_running", task_id=run.task.id, waited=STOP_LIMIT)
 
     async def _hand_back(self, run: _Run) -> None:
         assert run.msg is not None

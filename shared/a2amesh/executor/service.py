@@ -49,7 +49,7 @@ from a2amesh.executor.runner import (
 )
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
-from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, Worker
+from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, STOP_LIMIT, Worker, cancel_and_wait
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
     CancelTaskRequest,
@@ -207,8 +207,7 @@ class WorkflowExecutor(Worker):
         for served in list(self.served.values()):
             served.pull.cancel()
         for served in list(self.served.values()):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await served.pull
+            await cancel_and_wait(served.pull, limit=STOP_LIMIT)
             await served.consumer.stop()
             for msg in served.consumer.drain_queued():
                 with contextlib.suppress(Exception):
@@ -220,9 +219,10 @@ class WorkflowExecutor(Worker):
             await asyncio.wait(set(self._drivers.values()), timeout=self.settings.shutdown_grace)
         for execution_id, driver in list(self._drivers.items()):
             runner = self.runners.get(execution_id)
-            driver.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await driver
+            if not await cancel_and_wait(driver, limit=STOP_LIMIT):
+                # still running: no hand-over; its lease expires and the epoch fence refuses its writes
+                self.log.warning("execution.driver_left_running", execution_id=execution_id, waited=STOP_LIMIT)
+                continue
             if runner is not None and not runner.lost and not runner.state.finished:
                 with contextlib.suppress(Exception):
                     await self.store.release(execution_id, runner.token, handover=True)
@@ -267,9 +267,7 @@ class WorkflowExecutor(Worker):
         served = self.served.pop(name, None)
         if served is None:
             return
-        served.pull.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await served.pull
+        await cancel_and_wait(served.pull, limit=STOP_LIMIT)
         await served.consumer.stop()
         for msg in served.consumer.drain_queued():
             with contextlib.suppress(Exception):

@@ -16,6 +16,7 @@ from typing import Any
 
 from a2amesh.errors import StateConflict
 from a2amesh.ids import nuid
+from a2amesh.lifecycle import STOP_LIMIT, cancel_and_wait
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, load_script
 
@@ -52,9 +53,7 @@ class ContextLock:
     async def release(self) -> None:
         """Stop renewing and release the lock if still held."""
         if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
+            await cancel_and_wait(self._renewer, limit=STOP_LIMIT)
             self._renewer = None
         with contextlib.suppress(Exception):
             await self._store._lock_op(self, "release")
