@@ -10,7 +10,6 @@ reads files.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -30,6 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import DefinitionError, ScheduleError
 from a2amesh.executor.schedules import parse_schedule
 from a2amesh.workflow.durations import Duration
@@ -158,12 +158,12 @@ class _Model(BaseModel):
 
 
 def _suggest(key: str, spellings: Mapping[str, str]) -> str:
-    close = difflib.get_close_matches(key, list(spellings), n=1, cutoff=0.6)
-    if not close:
+    hint = did_you_mean(key, spellings)
+    if not hint:
         lowered = {s.lower().replace("_", ""): s for s in spellings}
         match = lowered.get(key.lower().replace("_", "").replace("-", ""))
-        close = [match] if match else []
-    return f" (did you mean {close[0]!r}?)" if close else ""
+        hint = f" (did you mean {match!r}?)" if match else ""
+    return hint
 
 
 def _also_accepts(*alternatives: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
@@ -833,8 +833,7 @@ def _node_type_problem(raw: Any) -> str:
     kind = raw.get("type")
     if kind is None:
         return f"missing node type; expected one of: {known}"
-    close = difflib.get_close_matches(str(kind), list(NODE_TYPES), n=1, cutoff=0.5)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(str(kind), NODE_TYPES, cutoff=0.5)
     return f"unknown node type {kind!r}{hint}; expected one of: {known}"
 
 

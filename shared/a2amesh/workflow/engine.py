@@ -11,14 +11,11 @@ SPEC leaves open are listed in ``docs/executor.md``.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
+from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
 from a2amesh.workflow.conditions import ConditionError, evaluate
@@ -60,7 +57,7 @@ from a2amesh.workflow.execution import (
 )
 from a2amesh.workflow.templates import UNSET, JsonValue, TemplateError, TemplateScope, render, resolve, to_text
 
-__all__ = ["EXECUTION_TIMEOUT", "Engine", "schema_errors", "start", "step"]
+__all__ = ["EXECUTION_TIMEOUT", "Engine", "start", "step"]
 
 EXECUTION_TIMEOUT = "execution_timeout"
 """Timer id of the whole execution's timeout."""
@@ -79,27 +76,6 @@ _EVENT_OF_STATUS = {
     ExecutionStatus.FAILED: "execution.failed",
     ExecutionStatus.CANCELED: "execution.cancelled",
 }
-
-
-@functools.lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Draft202012Validator:
-    """A validator per distinct schema (a definition's schemas are checked on every execution)."""
-    return Draft202012Validator(json.loads(schema_json))
-
-
-def schema_errors(schema: Mapping[str, Any] | None, value: JsonValue, *, limit: int = 5) -> list[str]:
-    """Every way ``value`` breaks a JSON Schema, each with its JSON path (``$.items[0].sku: ...``).
-
-    An invalid schema is reported as one error rather than raised.
-    """
-    if not schema:
-        return []
-    try:
-        validator = _validator(json.dumps(schema, sort_keys=True, default=str))
-        found = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
-    except SchemaError as exc:
-        return [f"the schema itself is invalid: {exc.message}"]
-    return [f"{error.json_path}: {error.message}" for error in found[:limit]]
 
 
 def _timeout_timer(path: str, attempt: int) -> str:

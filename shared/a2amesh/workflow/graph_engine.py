@@ -61,10 +61,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
+from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import ConfigError, InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
 from a2amesh.workflow.execution import (
@@ -663,7 +662,7 @@ class _Run:
             raise InvalidTransition(f"cannot resume: the execution is {self.state.status}, not paused for a review")
         node = self.graph.node(pending.node_id)
         if event.decision == "edit":
-            problems = _schema_errors(node.edit_schema, event.data)
+            problems = schema_errors(node.edit_schema, event.data)
             if problems:
                 raise InvalidTransition("the edit does not match the editSchema: " + "; ".join(problems))
         self.state.status = "running"
@@ -809,14 +808,3 @@ class _Run:
         )
         output = self.state.output if status == "completed" else None
         self.commands.append(Finish(status=_FINAL[status], output=output, error=self.state.error))
-
-
-def _schema_errors(schema: Mapping[str, Any] | None, value: JsonValue, limit: int = 5) -> list[str]:
-    """Every way ``value`` breaks a JSON Schema, each with its JSON path."""
-    if not schema:
-        return []
-    try:
-        found = sorted(Draft202012Validator(dict(schema)).iter_errors(value), key=lambda e: list(map(str, e.path)))
-    except SchemaError as exc:
-        return [f"the schema itself is invalid: {exc.message}"]
-    return [f"{error.json_path}: {error.message}" for error in found[:limit]]

@@ -15,7 +15,6 @@ unknown agents, and conversational agents that have no END edge.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
+from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import ScheduleError
 from a2amesh.executor.schedules import MAIN_BRANCH, OneTime, parse_schedule
 from a2amesh.ids import NAME_RE
@@ -82,9 +82,7 @@ def _camel(field: str) -> str:
 
 
 def _suggest(key: str, spellings: Iterable[str]) -> str:
-    camel = [s for s in spellings if "_" not in s]
-    close = difflib.get_close_matches(key, camel, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(key, [s for s in spellings if "_" not in s])
 
 
 def _node_type(value: str) -> str:
@@ -270,8 +268,7 @@ class _Reader:
                 return None
             kind = "AGENT"
         if not isinstance(kind, str) or _node_type(kind) not in NODE_TYPES:
-            close = difflib.get_close_matches(_node_type(str(kind)), list(NODE_TYPES), n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(_node_type(str(kind)), NODE_TYPES, cutoff=0.5)
             self.error(
                 node_id, "nodeType", f"unknown node type {kind!r}{hint}; expected one of: {', '.join(NODE_TYPES)}"
             )

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import DefinitionError
 from a2amesh.workflow.conditions import ConditionError, compile_condition
 from a2amesh.workflow.definition import (
@@ -43,7 +44,6 @@ from a2amesh.workflow.templates import (
     RefKind,
     TemplateError,
     check,
-    did_you_mean,
     find_templates,
     iter_templates,
     operator_of,
