@@ -9,7 +9,7 @@ import pytest
 
 from a2amesh.errors import DefinitionError
 from a2amesh.executor.scheduler import scheduled_graphs
-from a2amesh.executor.schedules import Continuous, Daily, Every, ScheduleState
+from a2amesh.schedules import Continuous, Daily, Every, ScheduleState
 from a2amesh.store.schedules import schedule_id, split_schedule_id, timer_ms
 from a2amesh.workflow.definition import WorkflowDefinition
 from a2amesh.workflow.loader import load_workflow

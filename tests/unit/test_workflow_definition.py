@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from a2amesh.durations import DurationError, format_duration, parse_duration
 from a2amesh.errors import DefinitionError
 from a2amesh.workflow.definition import (
     NODE_TYPES,
@@ -30,7 +31,6 @@ from a2amesh.workflow.definition import (
     camel_case,
     parse_definition,
 )
-from a2amesh.workflow.durations import DurationError, format_duration, parse_duration
 from a2amesh.workflow.mermaid import to_mermaid
 from a2amesh.workflow.schema_export import render_schema
 from a2amesh.workflow.templates import TemplateError, resolve

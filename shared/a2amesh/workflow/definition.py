@@ -30,9 +30,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from a2amesh.diagnostics import did_you_mean
+from a2amesh.durations import Duration
 from a2amesh.errors import DefinitionError, ScheduleError
-from a2amesh.executor.schedules import parse_schedule
-from a2amesh.workflow.durations import Duration
+from a2amesh.schedules import parse_schedule
 from a2amesh.workflow.templates import JsonValue, TemplateScope
 
 __all__ = [

@@ -34,8 +34,8 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
-from a2amesh.executor.schedules import ScheduleSpec, parse_schedule
-from a2amesh.workflow.durations import Duration
+from a2amesh.durations import Duration
+from a2amesh.schedules import ScheduleSpec, parse_schedule
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = [

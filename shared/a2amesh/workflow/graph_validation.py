@@ -24,8 +24,8 @@ from pydantic.alias_generators import to_camel
 
 from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import ScheduleError
-from a2amesh.executor.schedules import MAIN_BRANCH, OneTime, parse_schedule
 from a2amesh.ids import NAME_RE
+from a2amesh.schedules import MAIN_BRANCH, OneTime, parse_schedule
 from a2amesh.workflow.graph import (
     END,
     GUARDS,
