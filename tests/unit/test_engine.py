@@ -8,7 +8,7 @@ import pytest
 
 from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
-from a2amesh.workflow.execution import (
+from a2amesh.workflow.dag.state import (
     DispatchNode,
     ExecutionState,
     NodePaused,

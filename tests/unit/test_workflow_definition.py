@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from a2amesh.durations import DurationError, format_duration, parse_duration
 from a2amesh.errors import DefinitionError
-from a2amesh.workflow.definition import (
+from a2amesh.workflow.dag.definition import (
     NODE_TYPES,
     AgentNode,
     Backoff,

@@ -48,8 +48,8 @@ from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.redis import UNAVAILABLE
 from a2amesh.store.tasks import TaskRecordView, TaskStore
-from a2amesh.workflow.engine import Engine
-from a2amesh.workflow.execution import (
+from a2amesh.workflow.dag.engine import Engine
+from a2amesh.workflow.dag.state import (
     CancelCall,
     CancelRequested,
     ClearTimer,
@@ -69,7 +69,7 @@ from a2amesh.workflow.execution import (
     SetTimer,
     TimerFired,
 )
-from a2amesh.workflow.graph_execution import DispatchGraphNode
+from a2amesh.workflow.graph.state import DispatchGraphNode
 
 AnyDispatch = DispatchNode | DispatchGraphNode
 

@@ -33,8 +33,8 @@ from a2amesh.logs import get_logger
 from a2amesh.schedules import ScheduleSpec, ScheduleState, parse_schedule, resolve_timezone, run_id
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.schedules import ScheduleStore, StoredSchedule, schedule_id
-from a2amesh.workflow.definition import WorkflowDefinition
-from a2amesh.workflow.graph import GraphDefinition
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = ["FINISHED", "ScheduledGraph", "Scheduler", "StartRun", "scheduled_graphs"]

@@ -77,12 +77,12 @@ from a2amesh.store.keys import Keys
 from a2amesh.store.redis import UNAVAILABLE, Redis, load_script
 from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
-from a2amesh.workflow.definition import LoopNode, WorkflowDefinition
-from a2amesh.workflow.engine import Engine
-from a2amesh.workflow.execution import EmitEvent, ExecutionState, NodeStatus, ReviewAnswered, TimerFired
-from a2amesh.workflow.graph import GraphDefinition
-from a2amesh.workflow.graph_engine import GraphEngine
-from a2amesh.workflow.graph_execution import GraphState
+from a2amesh.workflow.dag.definition import LoopNode, WorkflowDefinition
+from a2amesh.workflow.dag.engine import Engine
+from a2amesh.workflow.dag.state import EmitEvent, ExecutionState, NodeStatus, ReviewAnswered, TimerFired
+from a2amesh.workflow.graph.definition import GraphDefinition
+from a2amesh.workflow.graph.engine import GraphEngine
+from a2amesh.workflow.graph.state import GraphState
 
 __all__ = ["CONTROL_TYPES", "WorkflowExecutor", "executor_service"]
 

@@ -1,6 +1,6 @@
 """Reading and load-time checks of graph workflow documents (SPEC §6) into :class:`GraphDefinition`.
 
-Both formats of :mod:`a2amesh.workflow.graph` are read here: the seed-000 graph format and the
+Both formats of :mod:`a2amesh.workflow.graph.definition` are read here: the seed-000 graph format and the
 seed-003 simple format (``config.agentId``, ``from``/``to``, an inferred entry node). Every field is
 accepted in camelCase and snake_case.
 
@@ -26,7 +26,8 @@ from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import ScheduleError
 from a2amesh.ids import NAME_RE
 from a2amesh.schedules import MAIN_BRANCH, OneTime, parse_schedule
-from a2amesh.workflow.graph import (
+from a2amesh.workflow.dag.validation import Issue, Severity, ValidationReport
+from a2amesh.workflow.graph.definition import (
     END,
     GUARDS,
     LIMIT_ACTIONS,
@@ -36,7 +37,6 @@ from a2amesh.workflow.graph import (
     GraphNode,
     ToolSpec,
 )
-from a2amesh.workflow.validation import Issue, Severity, ValidationReport
 
 __all__ = ["check_graph", "is_graph_document", "parse_graph", "sanitize_agent_name"]
 

@@ -6,8 +6,8 @@ return the new state and the commands the executor carries out. No I/O, no clock
 seconds, given), and the state handed in is never mutated, so the executor checkpoints the result
 after every step and any replica carries on from a checkpoint; ``in_flight(state)`` rebuilds the
 command of the pending call (same ids, same input) for a replica that takes over. The vocabulary is
-the DAG engine's (:mod:`a2amesh.workflow.execution`) wherever it fits, so one executor loop drives
-both; the graph-specific data lives in :mod:`a2amesh.workflow.graph_execution`.
+the DAG engine's (:mod:`a2amesh.workflow.dag.state`) wherever it fits, so one executor loop drives
+both; the graph-specific data lives in :mod:`a2amesh.workflow.graph.state`.
 
 Commands (``kind``):
 
@@ -38,7 +38,7 @@ Commands (``kind``):
   ``state.failure`` holds the reason, node, edge and guard of a failure).
 
 Events: ``NodeSucceeded``, ``NodeFailed``, ``TimerFired``, ``CancelRequested`` (from
-:mod:`a2amesh.workflow.execution`), :class:`ToolsCompleted`, :class:`ReviewAnswered`. An event that
+:mod:`a2amesh.workflow.dag.state`), :class:`ToolsCompleted`, :class:`ReviewAnswered`. An event that
 no longer applies (a stale result, a disarmed timer, anything after the finish) changes nothing.
 
 Routing: an AGENT's ``next`` picks its CONDITIONAL edge (unknown → the node fails naming node and
@@ -66,7 +66,7 @@ from pydantic import ValidationError
 from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import ConfigError, InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
-from a2amesh.workflow.execution import (
+from a2amesh.workflow.dag.state import (
     CancelCall,
     CancelRequested,
     ClearTimer,
@@ -78,8 +78,8 @@ from a2amesh.workflow.execution import (
     SetTimer,
     TimerFired,
 )
-from a2amesh.workflow.graph import END, END_TOOL, GraphDefinition, GraphEdge, GraphNode, Guard
-from a2amesh.workflow.graph_execution import (
+from a2amesh.workflow.graph.definition import END, END_TOOL, GraphDefinition, GraphEdge, GraphNode, Guard
+from a2amesh.workflow.graph.state import (
     DispatchGraphNode,
     FailureReason,
     GraphCommand,

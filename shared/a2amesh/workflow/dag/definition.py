@@ -3,7 +3,7 @@
 Every field is accepted in snake_case and in camelCase, and Solace Agent Mesh / Argo spellings are
 accepted too (``dependencies`` for ``depends_on``, ``withItems``, ``withParam``, ``retryStrategy``,
 ``when``/``then`` in switch cases, ``agent_persona``). Unknown fields are refused with a
-did-you-mean. The models hold the definition only: :mod:`a2amesh.workflow.validation` checks the
+did-you-mean. The models hold the definition only: :mod:`a2amesh.workflow.dag.validation` checks the
 graph (dependencies, cycles, targets, templates, conditions) and :mod:`a2amesh.workflow.loader`
 reads files.
 """
@@ -673,7 +673,7 @@ class WorkflowDefinition(_Model):
     def parse(cls, data: Any, *, source: str = "<definition>") -> WorkflowDefinition:
         """Build a definition from plain data, raising one :class:`DefinitionError` on bad structure.
 
-        This checks fields and types only; use :func:`a2amesh.workflow.validation.validate` for the
+        This checks fields and types only; use :func:`a2amesh.workflow.dag.validation.validate` for the
         graph, templates and conditions.
         """
         return parse_definition(data, source=source)
@@ -886,7 +886,7 @@ def parse_definition(data: Any, *, source: str = "<definition>") -> WorkflowDefi
         source: the file (or other origin) named in errors.
 
     Returns:
-        The definition (fields and types checked; see :mod:`a2amesh.workflow.validation` for the rest).
+        The definition (fields and types checked; see :mod:`a2amesh.workflow.dag.validation` for the rest).
 
     Raises:
         DefinitionError: the first problem, naming node id and field (the message counts the others).

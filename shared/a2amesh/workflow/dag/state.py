@@ -2,7 +2,7 @@
 
 Everything here is plain, JSON-serialisable pydantic data, so the executor can checkpoint the state
 in Redis after every step and any replica can carry on from it. The logic lives in
-:mod:`a2amesh.workflow.engine`.
+:mod:`a2amesh.workflow.dag.engine`.
 
 Node paths name one *instance* of a node within an execution:
 

@@ -21,8 +21,8 @@ agentId itself is the agent name, with characters outside ``[A-Za-z0-9_-]`` repl
 ``onLimit`` (where a tripped guard goes), HUMAN_HANDOFF ``prompt`` / ``editSchema``,
 ``executionMode`` and ``schedule``.
 
-:mod:`a2amesh.workflow.graph_validation` reads documents into these models and checks them;
-:mod:`a2amesh.workflow.graph_engine` runs them.
+:mod:`a2amesh.workflow.graph.validation` reads documents into these models and checks them;
+:mod:`a2amesh.workflow.graph.engine` runs them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Errors: unknown dependencies, cycles, duplicate or malformed ids, branch/map/loop/exit targets
 that do not exist or are misplaced, switch/conditional/review targets that do not depend on their
-router, bad templates, bad conditions, and (from :mod:`a2amesh.workflow.definition`) unknown node
+router, bad templates, bad conditions, and (from :mod:`a2amesh.workflow.dag.definition`) unknown node
 types and unknown fields. Warnings: unknown agents (they may start later), references to nodes that
 are not upstream, quoted numbers compared with numbers, and similar likely mistakes.
 
@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import DefinitionError
 from a2amesh.workflow.conditions import ConditionError, compile_condition
-from a2amesh.workflow.definition import (
+from a2amesh.workflow.dag.definition import (
     AgentNode,
     ConditionalNode,
     ForkNode,

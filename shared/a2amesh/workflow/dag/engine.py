@@ -1,4 +1,4 @@
-"""The workflow engine: a pure, deterministic state machine over :mod:`a2amesh.workflow.execution` data.
+"""The workflow engine: a pure, deterministic state machine over :mod:`a2amesh.workflow.dag.state` data.
 
 ``Engine(definition).start(...)`` builds the first state of an execution, and
 ``Engine(definition).step(state, event, now)`` applies one event; both return the new state and the
@@ -19,7 +19,7 @@ from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
 from a2amesh.workflow.conditions import ConditionError, evaluate
-from a2amesh.workflow.definition import (
+from a2amesh.workflow.dag.definition import (
     AgentNode,
     ConditionalNode,
     ForkNode,
@@ -33,7 +33,7 @@ from a2amesh.workflow.definition import (
     WorkflowDefinition,
     WorkflowNode,
 )
-from a2amesh.workflow.execution import (
+from a2amesh.workflow.dag.state import (
     CancelCall,
     CancelRequested,
     ClearTimer,
