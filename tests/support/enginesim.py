@@ -17,15 +17,12 @@ import yaml
 
 from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.engine import Engine
-from a2amesh.workflow.dag.state import (
+from a2amesh.workflow.dag.state import Command, DispatchNode, Event, ExecutionState
+from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
-    Command,
-    DispatchNode,
     EmitEvent,
-    Event,
-    ExecutionState,
     Finish,
     NodeFailed,
     NodeSucceeded,

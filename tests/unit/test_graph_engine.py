@@ -12,7 +12,7 @@ import pytest
 
 from a2amesh.errors import ConfigError, InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
-from a2amesh.workflow.dag.state import (
+from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
@@ -20,6 +20,8 @@ from a2amesh.workflow.dag.state import (
     Finish,
     NodeFailed,
     NodeSucceeded,
+    RequestReview,
+    ReviewAnswered,
     SetTimer,
     TimerFired,
 )
@@ -30,8 +32,6 @@ from a2amesh.workflow.graph.state import (
     GraphCommand,
     GraphEvent,
     GraphState,
-    RequestReview,
-    ReviewAnswered,
     RunTools,
     ToolResult,
     ToolsCompleted,

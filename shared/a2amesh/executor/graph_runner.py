@@ -32,7 +32,8 @@ from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps
 from a2amesh.protocol import Message, Part, Role, TaskState
 from a2amesh.replies import ReplyInfo
 from a2amesh.workflow.dag.engine import Engine
-from a2amesh.workflow.dag.state import ExecutionState, NodeFailed, NodePaused, NodeSucceeded, RequestReview
+from a2amesh.workflow.dag.state import ExecutionState, NodePaused
+from a2amesh.workflow.events import NodeFailed, NodeSucceeded, RequestReview
 from a2amesh.workflow.graph.engine import GraphEngine
 from a2amesh.workflow.graph.state import (
     DispatchGraphNode,

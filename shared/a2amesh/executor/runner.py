@@ -49,21 +49,15 @@ from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.redis import UNAVAILABLE
 from a2amesh.store.tasks import TaskRecordView, TaskStore
 from a2amesh.workflow.dag.engine import Engine
-from a2amesh.workflow.dag.state import (
+from a2amesh.workflow.dag.state import Command, DispatchNode, Event, ExecutionState, NodePaused, NodeRun, NodeStatus
+from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
-    Command,
-    DispatchNode,
     EmitEvent,
-    Event,
-    ExecutionState,
     ExecutionStatus,
     Finish,
     NodeFailed,
-    NodePaused,
-    NodeRun,
-    NodeStatus,
     NodeSucceeded,
     RequestReview,
     SetTimer,

@@ -79,7 +79,8 @@ from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
 from a2amesh.workflow.dag.definition import LoopNode, WorkflowDefinition
 from a2amesh.workflow.dag.engine import Engine
-from a2amesh.workflow.dag.state import EmitEvent, ExecutionState, NodeStatus, ReviewAnswered, TimerFired
+from a2amesh.workflow.dag.state import ExecutionState, NodeStatus
+from a2amesh.workflow.events import EmitEvent, ReviewAnswered, TimerFired
 from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.graph.engine import GraphEngine
 from a2amesh.workflow.graph.state import GraphState

@@ -33,22 +33,16 @@ from a2amesh.workflow.dag.definition import (
     WorkflowDefinition,
     WorkflowNode,
 )
-from a2amesh.workflow.dag.state import (
+from a2amesh.workflow.dag.state import Command, DispatchNode, Event, ExecutionState, NodePaused, NodeRun, NodeStatus
+from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
-    Command,
-    DispatchNode,
     EmitEvent,
     ErrorKind,
-    Event,
-    ExecutionState,
     ExecutionStatus,
     Finish,
     NodeFailed,
-    NodePaused,
-    NodeRun,
-    NodeStatus,
     NodeSucceeded,
     RequestReview,
     ReviewAnswered,

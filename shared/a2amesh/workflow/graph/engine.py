@@ -66,7 +66,7 @@ from pydantic import ValidationError
 from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import ConfigError, InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
-from a2amesh.workflow.dag.state import (
+from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
@@ -75,6 +75,8 @@ from a2amesh.workflow.dag.state import (
     Finish,
     NodeFailed,
     NodeSucceeded,
+    RequestReview,
+    ReviewAnswered,
     SetTimer,
     TimerFired,
 )
@@ -89,8 +91,6 @@ from a2amesh.workflow.graph.state import (
     GraphState,
     GraphStatus,
     Pending,
-    RequestReview,
-    ReviewAnswered,
     RunTools,
     ToolCall,
     ToolResult,
