@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from a2amesh.errors import ConfigError, DefinitionError
-from a2amesh.workflow.dag.definition import LoopNode, MapNode
+from a2amesh.workflow.dag.nodes import LoopNode, MapNode
 from a2amesh.workflow.loader import (
     check_file,
     declared_agents,

@@ -77,8 +77,9 @@ from a2amesh.store.keys import Keys
 from a2amesh.store.redis import UNAVAILABLE, Redis, load_script
 from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
-from a2amesh.workflow.dag.definition import LoopNode, WorkflowDefinition
+from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.engine import Engine
+from a2amesh.workflow.dag.nodes import LoopNode
 from a2amesh.workflow.dag.state import ExecutionState, NodeStatus
 from a2amesh.workflow.events import EmitEvent, ReviewAnswered, TimerFired
 from a2amesh.workflow.graph.definition import GraphDefinition

@@ -34,7 +34,8 @@ import yaml
 
 from a2amesh.errors import ConfigError
 from a2amesh.ids import check_name
-from a2amesh.workflow.dag.definition import NODE_TYPES, WorkflowDefinition, node_type_name
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.dag.nodes import NODE_TYPES, node_type_name
 from a2amesh.workflow.dag.validation import Issue, ValidationReport, validate_data
 from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.graph.validation import check_graph, is_graph_document

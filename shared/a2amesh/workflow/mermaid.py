@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from a2amesh.workflow.dag.definition import (
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.dag.nodes import (
     AgentNode,
     ConditionalNode,
     ForkNode,
@@ -24,7 +25,6 @@ from a2amesh.workflow.dag.definition import (
     MapNode,
     Node,
     SwitchNode,
-    WorkflowDefinition,
     WorkflowNode,
 )
 from a2amesh.workflow.graph.definition import GraphDefinition

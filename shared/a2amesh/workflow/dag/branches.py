@@ -5,11 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from a2amesh.workflow.conditions import ConditionError, evaluate
-from a2amesh.workflow.dag.definition import (
-    ConditionalNode,
-    JoinNode,
-    SwitchNode,
-)
+from a2amesh.workflow.dag.nodes import ConditionalNode, JoinNode, SwitchNode
 from a2amesh.workflow.dag.state import NodeRun, NodeStatus
 from a2amesh.workflow.dag.step import StepBase
 

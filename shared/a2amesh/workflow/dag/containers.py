@@ -7,11 +7,7 @@ from typing import Any
 
 from a2amesh.workflow.conditions import ConditionError, evaluate
 from a2amesh.workflow.dag.calls import CallSteps
-from a2amesh.workflow.dag.definition import (
-    ForkNode,
-    LoopNode,
-    MapNode,
-)
+from a2amesh.workflow.dag.nodes import ForkNode, LoopNode, MapNode
 from a2amesh.workflow.dag.state import NodeRun, NodeStatus
 from a2amesh.workflow.templates import TemplateError, resolve, to_text
 

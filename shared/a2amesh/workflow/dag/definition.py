@@ -1,4 +1,7 @@
-"""Pydantic models of the DAG workflow definition format (SPEC §5.1).
+"""Pydantic model of a DAG workflow definition (SPEC §5.1), and parsing one with precise problems.
+
+The node models are in :mod:`a2amesh.workflow.dag.nodes`, their spellings in
+:mod:`a2amesh.workflow.dag.spellings`.
 
 Every field is accepted in snake_case and in camelCase, and Solace Agent Mesh / Argo spellings are
 accepted too (``dependencies`` for ``depends_on``, ``withItems``, ``withParam``, ``retryStrategy``,
@@ -12,219 +15,35 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Literal, NamedTuple, TypeAlias
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal, NamedTuple
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
     Field,
     PrivateAttr,
-    Tag,
     ValidationError,
     field_validator,
-    model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from a2amesh.diagnostics import did_you_mean
 from a2amesh.durations import Duration
 from a2amesh.errors import DefinitionError, ScheduleError
 from a2amesh.schedules import parse_schedule
+from a2amesh.workflow.dag.nodes import (
+    NODE_TYPES,
+    LoopNode,
+    MapNode,
+    Node,
+    RetryStrategy,
+    Skill,
+)
+from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, field_problem
 from a2amesh.workflow.templates import JsonValue, TemplateScope
 
-__all__ = [
-    "NODE_TYPES",
-    "AgentNode",
-    "Backoff",
-    "CallNode",
-    "ConditionalNode",
-    "DefinitionProblem",
-    "ExitHandlers",
-    "ForkBranch",
-    "ForkNode",
-    "HumanReviewNode",
-    "JoinNode",
-    "LoopNode",
-    "MapNode",
-    "Node",
-    "RetryPolicy",
-    "RetryStrategy",
-    "Skill",
-    "SwitchCase",
-    "SwitchNode",
-    "WorkflowDefinition",
-    "WorkflowNode",
-    "camel_case",
-    "node_type_name",
-    "parse_definition",
-    "problems_from_error",
-]
-
-RetryPolicy: TypeAlias = Literal["OnFailure", "OnError", "Always"]
+__all__ = ["DefinitionProblem", "ExitHandlers", "WorkflowDefinition", "parse_definition", "problems_from_error"]
 
 
-def camel_case(name: str) -> str:
-    """``input_schema_override`` → ``inputSchemaOverride``."""
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-_SPELLINGS: dict[type[BaseModel], dict[str, str]] = {}
-
-
-def _field_problem(field: str, problem: str) -> PydanticCustomError:
-    """An error about one field, raised from a model-level check (the field lands in ``ctx``)."""
-    return PydanticCustomError("definition_field", "{field}: {problem}", {"field": field, "problem": problem})
-
-
-def _schema_aliases(schema: dict[str, Any], model: type[BaseModel]) -> None:
-    """Add each accepted alias to a model's JSON Schema, so editors accept SAM/Argo spellings too."""
-    if not issubclass(model, _Model):
-        return
-    properties: dict[str, Any] = schema.get("properties", {})
-    spellings = model.spellings()
-    for spelling, field in spellings.items():
-        if spelling != field and field in properties:
-            described = {k: v for k, v in properties[field].items() if k not in ("title", "description")}
-            properties[spelling] = {"description": f"Alias of `{field}`.", **described}
-    required: list[str] = schema.get("required", [])
-    alternatives = []
-    for field in list(required):
-        names = [field, *(s for s, f in spellings.items() if f == field and s != field)]
-        if len(names) > 1:
-            required.remove(field)
-            alternatives.append({"anyOf": [{"required": [name]} for name in names]})
-    if not required:
-        schema.pop("required", None)
-    if alternatives:
-        schema.setdefault("allOf", []).extend(alternatives)
-
-
-class _Model(BaseModel):
-    """Base of every definition model: frozen, strict about fields, lenient about spellings."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_schema_aliases)
-
-    field_aliases: ClassVar[Mapping[str, str]] = {}
-    """Spellings accepted besides snake_case and camelCase, mapped to the field they mean."""
-
-    @classmethod
-    def spellings(cls) -> dict[str, str]:
-        """Every accepted key of this model, mapped to the field it sets."""
-        cached = _SPELLINGS.get(cls)
-        if cached is None:
-            cached = {}
-            for name in cls.model_fields:
-                cached[name] = name
-                cached.setdefault(camel_case(name), name)
-            for alias, name in cls.field_aliases.items():
-                cached[alias] = name
-                cached.setdefault(camel_case(alias), name)
-            _SPELLINGS[cls] = cached
-        return cached
-
-    @model_validator(mode="before")
-    @classmethod
-    def _accept_spellings(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        spellings = cls.spellings()
-        normalized: dict[str, Any] = {}
-        given_as: dict[str, str] = {}
-        unknown: list[tuple[str, str]] = []
-        for key, value in data.items():
-            name = spellings.get(str(key))
-            if name is None:
-                unknown.append((str(key), _suggest(str(key), spellings)))
-                continue
-            if name in given_as:
-                raise _field_problem(name, f"given twice, as {given_as[name]!r} and {str(key)!r}")
-            given_as[name] = str(key)
-            normalized[name] = value
-        if unknown:
-            listed = ", ".join(repr(key) + hint for key, hint in unknown)
-            raise PydanticCustomError(
-                "unknown_field", "unknown field(s): {fields}", {"fields": listed, "unknown": unknown}
-            )
-        return cls._prepare(normalized)
-
-    @classmethod
-    def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
-        """Hook for subclasses: adjust the normalized input before field validation."""
-        return data
-
-
-def _suggest(key: str, spellings: Mapping[str, str]) -> str:
-    hint = did_you_mean(key, spellings)
-    if not hint:
-        lowered = {s.lower().replace("_", ""): s for s in spellings}
-        match = lowered.get(key.lower().replace("_", "").replace("-", ""))
-        hint = f" (did you mean {match!r}?)" if match else ""
-    return hint
-
-
-def _also_accepts(*alternatives: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
-    """A field ``json_schema_extra`` adding the shorthand forms a before-validator accepts."""
-
-    def extend(schema: dict[str, Any]) -> None:
-        if "anyOf" not in schema:
-            core = {key: schema.pop(key) for key in list(schema) if key not in ("title", "description", "default")}
-            schema["anyOf"] = [core]
-        schema["anyOf"][:0] = alternatives
-
-    return extend
-
-
-def _as_list(value: Any) -> Any:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return value
-
-
-# --- shared parts ----------------------------------------------------------------------------
-
-
-class Backoff(_Model):
-    """Exponential backoff between retries (Argo ``retryStrategy.backoff``)."""
-
-    duration: Duration = Field(1.0, description="Delay before the first retry (seconds or 30s, 5m, 1h, 1d).")
-    factor: float = Field(2.0, ge=1, description="Multiplier applied to the delay after each retry.")
-    max_duration: Duration | None = Field(None, description="Upper bound of any single delay.")
-
-
-class RetryStrategy(_Model):
-    """When and how often a node is retried (node level over workflow level)."""
-
-    limit: int = Field(3, ge=0, description="Retries after the first attempt (0 = no retry).")
-    retry_policy: RetryPolicy = Field(
-        "OnFailure",
-        description="OnFailure: retry when the callee reported failure; OnError: when the call itself failed "
-        "(timeout, transport, JSON-RPC error, redelivery limit); Always: both.",
-    )
-    backoff: Backoff | None = Field(None, description="Delay between attempts; none means retry at once.")
-
-    def retries_on(self, outcome: Literal["failure", "error"]) -> bool:
-        """Whether this policy retries a callee failure (``"failure"``) or a failed call (``"error"``)."""
-        if self.retry_policy == "Always":
-            return True
-        return (self.retry_policy == "OnFailure") == (outcome == "failure")
-
-    def delay(self, retry: int) -> float:
-        """Seconds to wait before retry number ``retry`` (1 for the first retry)."""
-        if self.backoff is None:
-            return 0.0
-        seconds = self.backoff.duration * self.backoff.factor ** max(retry - 1, 0)
-        if self.backoff.max_duration is not None:
-            seconds = min(seconds, self.backoff.max_duration)
-        return float(seconds)
-
-
-class ExitHandlers(_Model):
+class ExitHandlers(DefinitionModel):
     """Nodes run after the DAG, by outcome. A plain node id in ``on_exit`` means ``always``."""
 
     always: str | None = Field(None, description="Node run after every outcome (after the outcome's own handler).")
@@ -242,356 +61,7 @@ class ExitHandlers(_Model):
         return [(name, value) for name in type(self).model_fields if (value := getattr(self, name))]
 
 
-class Skill(_Model):
-    """A skill advertised on the workflow's agent card (A2A ``AgentSkill``)."""
-
-    id: str = Field(description="Unique skill id.")
-    name: str = Field(description="Human-readable name.")
-    description: str = Field("", description="What the skill does.")
-    tags: list[str] = Field(default_factory=list, description="Keywords for discovery.")
-    examples: list[str] | None = Field(None, description="Example requests.")
-    input_modes: list[str] | None = Field(None, description="Media types the skill accepts.")
-    output_modes: list[str] | None = Field(None, description="Media types the skill produces.")
-
-
-# --- nodes -----------------------------------------------------------------------------------
-
-
-class _NodeBase(_Model):
-    field_aliases: ClassVar[Mapping[str, str]] = {"dependencies": "depends_on"}
-
-    id: str = Field(min_length=1, description="Unique node id; templates read its output as {{id.output.field}}.")
-    depends_on: list[str] = Field(
-        default_factory=list,
-        description="Nodes that must finish first (alias: dependencies). A node whose dependencies were all "
-        "skipped is skipped.",
-        json_schema_extra=_also_accepts({"type": "string"}),
-    )
-    when: str | None = Field(None, description="Condition (SPEC §5.3); when false the node is skipped.")
-
-    @field_validator("depends_on", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return _as_list(value)
-
-    @classmethod
-    def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
-        if isinstance(data.get("type"), str):
-            data["type"] = node_type_name(data["type"])
-        return data
-
-    @property
-    def dependencies(self) -> tuple[str, ...]:
-        """Every node this node waits for (``depends_on``, plus ``wait_for`` of a join), deduplicated."""
-        return tuple(dict.fromkeys(self.depends_on))
-
-    def templated_fields(self) -> list[tuple[str, JsonValue]]:
-        """``(field path, value)`` of every field that may hold templates (conditions excluded)."""
-        return []
-
-    def condition_fields(self) -> list[tuple[str, str]]:
-        """``(field path, condition)`` of every condition of this node."""
-        return [("when", self.when)] if self.when is not None else []
-
-    def branch_targets(self) -> list[tuple[str, str]]:
-        """``(field path, node id)`` of the nodes this node routes to (switch, conditional, review)."""
-        return []
-
-    @property
-    def inner_target(self) -> str | None:
-        """The node a map or loop runs on each item/iteration, else ``None``."""
-        return None
-
-
-class _CallNodeBase(_NodeBase):
-    input: JsonValue = Field(None, description="The node input: a JSON value with templates. Omitted: an empty object.")
-    instruction: str | None = Field(None, description="Guidance for the callee, with templates.")
-    input_schema_override: dict[str, JsonValue] | None = Field(
-        None, description="JSON Schema that replaces the callee's own input schema for this node."
-    )
-    output_schema_override: dict[str, JsonValue] | None = Field(
-        None, description="JSON Schema that replaces the callee's own output schema for this node."
-    )
-    retry_strategy: RetryStrategy | None = Field(None, description="Retries of this node (over the workflow's).")
-    timeout: Duration | None = Field(
-        None, description="Per-attempt timeout, counting time in the queue and excluding time paused for a human."
-    )
-
-    def templated_fields(self) -> list[tuple[str, JsonValue]]:
-        fields: list[tuple[str, JsonValue]] = [("input", self.input)]
-        if self.instruction is not None:
-            fields.append(("instruction", self.instruction))
-        return fields
-
-
-class AgentNode(_CallNodeBase):
-    """Calls an agent over the mesh and waits for its result."""
-
-    field_aliases: ClassVar[Mapping[str, str]] = {"dependencies": "depends_on", "agent_persona": "agent_name"}
-
-    type: Literal["agent"] = Field("agent", description="Node type.")
-    agent_name: str = Field(min_length=1, description="Name of the agent to call.")
-
-
-class WorkflowNode(_CallNodeBase):
-    """Calls another workflow over the mesh, exactly like an agent."""
-
-    type: Literal["workflow"] = Field("workflow", description="Node type.")
-    workflow_name: str = Field(min_length=1, description="Name of the workflow to call.")
-
-
-class SwitchCase(_Model):
-    """One case of a switch: the first case whose condition holds picks its node."""
-
-    field_aliases: ClassVar[Mapping[str, str]] = {"when": "condition", "then": "node"}
-
-    condition: str = Field(description="Condition (alias: when).")
-    node: str = Field(min_length=1, description="Node to run when the condition holds (alias: then).")
-
-
-class SwitchNode(_NodeBase):
-    """Multi-way branch: runs the first case whose condition holds, else ``default``; the rest are not taken."""
-
-    type: Literal["switch"] = Field("switch", description="Node type.")
-    cases: list[SwitchCase] = Field(min_length=1, description="Cases, evaluated in order.")
-    default: str | None = Field(None, description="Node to run when no case holds.")
-
-    def condition_fields(self) -> list[tuple[str, str]]:
-        return [
-            *super().condition_fields(),
-            *((f"cases[{i}].condition", c.condition) for i, c in enumerate(self.cases)),
-        ]
-
-    def branch_targets(self) -> list[tuple[str, str]]:
-        targets = [(f"cases[{i}].node", case.node) for i, case in enumerate(self.cases)]
-        if self.default is not None:
-            targets.append(("default", self.default))
-        return targets
-
-
-class ConditionalNode(_NodeBase):
-    """Two-way branch: runs ``true_branch`` or ``false_branch``; the other is not taken."""
-
-    type: Literal["conditional"] = Field("conditional", description="Node type.")
-    condition: str = Field(description="Condition deciding the branch.")
-    true_branch: str = Field(min_length=1, description="Node to run when the condition holds.")
-    false_branch: str | None = Field(None, description="Node to run when it does not.")
-
-    def condition_fields(self) -> list[tuple[str, str]]:
-        return [*super().condition_fields(), ("condition", self.condition)]
-
-    def branch_targets(self) -> list[tuple[str, str]]:
-        targets = [("true_branch", self.true_branch)]
-        if self.false_branch is not None:
-            targets.append(("false_branch", self.false_branch))
-        return targets
-
-
-class MapNode(_NodeBase):
-    """Runs its target node once per item, in parallel up to ``concurrency_limit``.
-
-    Output: ``{"results": [...]}`` in item order.
-    """
-
-    type: Literal["map"] = Field("map", description="Node type.")
-    items: JsonValue = Field(None, description="The list to iterate: a template such as {{workflow.input.items}}.")
-    with_items: list[JsonValue] | None = Field(None, description="Argo style: a literal list of items.")
-    with_param: str | None = Field(None, description="Argo style: a template giving a list (or a JSON text of a list).")
-    node: str = Field(min_length=1, description="The node run per item; it reads {{_map_item}} and {{_map_index}}.")
-    max_items: int = Field(100, ge=1, description="More items than this fail the node.")
-    concurrency_limit: int | None = Field(None, ge=1, description="Most items in flight at once (none: no limit).")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> MapNode:
-        given = [name for name in ("items", "with_items", "with_param") if getattr(self, name) is not None]
-        if len(given) != 1:
-            found = f"found {', '.join(given)}" if given else "found none"
-            raise _field_problem("items", f"give exactly one of items, with_items, with_param ({found})")
-        return self
-
-    @property
-    def item_source(self) -> tuple[str, JsonValue]:
-        """``(field, value)`` of the field that gives the items."""
-        for name in ("items", "with_items", "with_param"):
-            value = getattr(self, name)
-            if value is not None:
-                return name, value
-        raise AssertionError("validated: one item source is set")
-
-    def templated_fields(self) -> list[tuple[str, JsonValue]]:
-        return [self.item_source]
-
-    @property
-    def inner_target(self) -> str | None:
-        return self.node
-
-
-class ForkBranch(_Model):
-    """One branch of a fork: an agent call whose output lands under ``output_key``."""
-
-    field_aliases: ClassVar[Mapping[str, str]] = {"agent_persona": "agent_name"}
-
-    id: str = Field(min_length=1, description="Branch id, unique within the fork.")
-    agent_name: str = Field(min_length=1, description="Agent to call.")
-    input: JsonValue = Field(None, description="Input with templates. Omitted: an empty object.")
-    instruction: str | None = Field(None, description="Guidance for the agent, with templates.")
-    output_key: str | None = Field(None, description="Key of this branch's output in the fork's output (default: id).")
-
-    @property
-    def key(self) -> str:
-        """The key of this branch's output in the fork's output."""
-        return self.output_key or self.id
-
-
-class ForkNode(_NodeBase):
-    """Runs its branches in parallel; output ``{output_key: branch output}``."""
-
-    type: Literal["fork"] = Field("fork", description="Node type.")
-    branches: list[ForkBranch] = Field(min_length=1, description="The parallel branches.")
-    retry_strategy: RetryStrategy | None = Field(None, description="Retries of each branch call.")
-    timeout: Duration | None = Field(None, description="Per-attempt timeout of each branch call.")
-
-    def templated_fields(self) -> list[tuple[str, JsonValue]]:
-        fields: list[tuple[str, JsonValue]] = []
-        for i, branch in enumerate(self.branches):
-            fields.append((f"branches[{i}].input", branch.input))
-            if branch.instruction is not None:
-                fields.append((f"branches[{i}].instruction", branch.instruction))
-        return fields
-
-
-class JoinNode(_NodeBase):
-    """Waits for nodes by strategy; output ``{"results": {id: output|null}, "completed": [ids]}``."""
-
-    type: Literal["join"] = Field("join", description="Node type.")
-    wait_for: list[str] = Field(
-        min_length=1,
-        description="The nodes to wait for (they are dependencies too).",
-        json_schema_extra=_also_accepts({"type": "string"}),
-    )
-    strategy: Literal["all", "any", "n_of_m"] = Field(
-        "all", description="all: every node; any: the first success; n_of_m: the n-th success."
-    )
-    n: int | None = Field(None, ge=1, description="Successes needed with strategy n_of_m.")
-
-    @field_validator("wait_for", mode="before")
-    @classmethod
-    def _one_or_many_wait(cls, value: Any) -> Any:
-        return _as_list(value)
-
-    @model_validator(mode="after")
-    def _quorum(self) -> JoinNode:
-        if self.strategy == "n_of_m":
-            if self.n is None:
-                raise _field_problem("n", "strategy n_of_m needs n")
-            if self.n > len(self.wait_for):
-                raise _field_problem("n", f"n is {self.n} but wait_for lists {len(self.wait_for)} node(s)")
-        elif self.n is not None:
-            raise _field_problem("n", f"n is only used with strategy n_of_m (strategy is {self.strategy})")
-        return self
-
-    @property
-    def dependencies(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys([*self.depends_on, *self.wait_for]))
-
-    @property
-    def quorum(self) -> int:
-        """How many of ``wait_for`` must succeed."""
-        return {"all": len(self.wait_for), "any": 1}.get(self.strategy, self.n or 1)
-
-
-class LoopNode(_NodeBase):
-    """Do-while: runs its target node, then repeats while ``condition`` holds, at most ``max_iterations`` times.
-
-    Output: ``{"iterations_completed": n, "stopped_reason": "condition_false" | "max_iterations"}``.
-    """
-
-    type: Literal["loop"] = Field("loop", description="Node type.")
-    node: str = Field(min_length=1, description="The node run each iteration; it reads {{_loop_iteration}}.")
-    condition: str = Field(description="Evaluated after each iteration; the loop goes on while it holds.")
-    max_iterations: int = Field(100, ge=1, description="The loop stops after this many iterations.")
-    delay: Duration | None = Field(None, description="Pause between iterations.")
-
-    def condition_fields(self) -> list[tuple[str, str]]:
-        return [*super().condition_fields(), ("condition", self.condition)]
-
-    @property
-    def inner_target(self) -> str | None:
-        return self.node
-
-
-class HumanReviewNode(_NodeBase):
-    """Pauses the execution until a human approves, edits or rejects ``data``.
-
-    Output: the approved (or edited) data. On reject: runs ``on_reject`` (a node that depends on this
-    one; other dependents are not taken), or fails the node.
-    """
-
-    type: Literal["human_review"] = Field("human_review", description="Node type.")
-    prompt: str = Field(description="What the reviewer is asked, with templates.")
-    data: JsonValue = Field(None, description="The data to review, with templates.")
-    edit_schema: dict[str, JsonValue] | None = Field(None, description="JSON Schema an edited answer must match.")
-    timeout: Duration | None = Field(None, description="How long to wait for the reviewer.")
-    on_timeout: Literal["approve", "reject", "fail"] = Field("fail", description="What a timeout counts as.")
-    on_reject: str = Field("fail", min_length=1, description="'fail', or the node to run when rejected.")
-
-    def templated_fields(self) -> list[tuple[str, JsonValue]]:
-        return [("prompt", self.prompt), ("data", self.data)]
-
-    def branch_targets(self) -> list[tuple[str, str]]:
-        return [] if self.on_reject == "fail" else [("on_reject", self.on_reject)]
-
-
-NODE_TYPES: dict[str, type[_NodeBase]] = {
-    "agent": AgentNode,
-    "workflow": WorkflowNode,
-    "switch": SwitchNode,
-    "conditional": ConditionalNode,
-    "map": MapNode,
-    "fork": ForkNode,
-    "join": JoinNode,
-    "loop": LoopNode,
-    "human_review": HumanReviewNode,
-}
-"""Node type name → model."""
-
-
-def node_type_name(value: str) -> str:
-    """Normalize a node type as written (``humanReview``, ``Human-Review``) to its name (``human_review``)."""
-    snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", value.strip()).replace("-", "_")
-    return snake.lower()
-
-
-def _node_tag(value: Any) -> str | None:
-    if isinstance(value, Mapping):
-        kind = value.get("type")
-        return node_type_name(kind) if isinstance(kind, str) else None
-    kind = getattr(value, "type", None)
-    return kind if isinstance(kind, str) else None
-
-
-Node: TypeAlias = Annotated[
-    Annotated[AgentNode, Tag("agent")]
-    | Annotated[WorkflowNode, Tag("workflow")]
-    | Annotated[SwitchNode, Tag("switch")]
-    | Annotated[ConditionalNode, Tag("conditional")]
-    | Annotated[MapNode, Tag("map")]
-    | Annotated[ForkNode, Tag("fork")]
-    | Annotated[JoinNode, Tag("join")]
-    | Annotated[LoopNode, Tag("loop")]
-    | Annotated[HumanReviewNode, Tag("human_review")],
-    Discriminator(_node_tag),
-]
-"""Any node, discriminated by ``type``."""
-
-CallNode: TypeAlias = AgentNode | WorkflowNode
-"""A node that calls one agent or workflow."""
-
-
-# --- the definition --------------------------------------------------------------------------
-
-
-class WorkflowDefinition(_Model):
+class WorkflowDefinition(DefinitionModel):
     """A DAG workflow definition (SPEC §5)."""
 
     name: str | None = Field(None, description="Workflow name ([A-Za-z0-9_-]); also its agent name on the mesh.")
@@ -599,7 +69,7 @@ class WorkflowDefinition(_Model):
     version: str | None = Field(
         None,
         description="Version of this definition, free text such as 1.2.0.",
-        json_schema_extra=_also_accepts({"type": "number"}),
+        json_schema_extra=also_accepts({"type": "number"}),
     )
     input_schema: dict[str, JsonValue] | None = Field(None, description="JSON Schema the input must match.")
     output_schema: dict[str, JsonValue] | None = Field(None, description="JSON Schema the output must match.")
@@ -612,7 +82,7 @@ class WorkflowDefinition(_Model):
     on_exit: ExitHandlers | None = Field(
         None,
         description="Exit handlers: one node id (run always), or {always, on_success, on_failure, on_cancel}.",
-        json_schema_extra=_also_accepts({"type": "string", "description": "The node run after every outcome."}),
+        json_schema_extra=also_accepts({"type": "string", "description": "The node run after every outcome."}),
     )
     fail_fast: bool = Field(
         True, description="The first unrecoverable node failure cancels running siblings and fails the execution."
@@ -629,7 +99,7 @@ class WorkflowDefinition(_Model):
         None,
         description="interval: seconds, daily@HH:mm or weekly@d1,d2,…@HH:mm (0 = Sunday); continuous: seconds of "
         "delay between runs (default 5). See docs/schedules.md.",
-        json_schema_extra=_also_accepts({"type": "number"}),
+        json_schema_extra=also_accepts({"type": "number"}),
     )
     schedule_input: JsonValue = Field(None, description="The input of every scheduled run. Omitted: an empty object.")
 
@@ -659,7 +129,7 @@ class WorkflowDefinition(_Model):
         try:
             spec = parse_schedule(mode, schedule, mode_field="execution_mode")
         except ScheduleError as exc:
-            raise _field_problem(exc.field, f"{exc.value!r}: {exc.reason}") from None
+            raise field_problem(exc.field, f"{exc.value!r}: {exc.reason}") from None
         # one_time keeps its (ignored) schedule text so validation can warn about it
         text = spec.text if spec.text is not None or schedule is None else str(schedule)
         return {**data, "execution_mode": spec.mode, "schedule": text}
@@ -789,9 +259,6 @@ class WorkflowDefinition(_Model):
         """
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-# --- errors ----------------------------------------------------------------------------------
 
 
 class DefinitionProblem(NamedTuple):

@@ -19,7 +19,8 @@ from a2amesh.errors import InvalidTransition
 from a2amesh.workflow.conditions import ConditionError, evaluate
 from a2amesh.workflow.dag.branches import BranchSteps
 from a2amesh.workflow.dag.containers import ContainerSteps
-from a2amesh.workflow.dag.definition import (
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.dag.nodes import (
     AgentNode,
     ConditionalNode,
     ForkNode,
@@ -28,7 +29,6 @@ from a2amesh.workflow.dag.definition import (
     LoopNode,
     MapNode,
     SwitchNode,
-    WorkflowDefinition,
     WorkflowNode,
 )
 from a2amesh.workflow.dag.review import ReviewSteps

@@ -7,9 +7,7 @@ from typing import Any
 from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import InvalidTransition
 from a2amesh.workflow.dag.calls import CallSteps
-from a2amesh.workflow.dag.definition import (
-    HumanReviewNode,
-)
+from a2amesh.workflow.dag.nodes import HumanReviewNode
 from a2amesh.workflow.dag.state import NodePaused, NodeRun, NodeStatus
 from a2amesh.workflow.dag.step import EXECUTION_TIMEOUT, timeout_timer
 from a2amesh.workflow.events import (

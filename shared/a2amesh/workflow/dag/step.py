@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from a2amesh.workflow.dag.definition import (
-    LoopNode,
-    MapNode,
-)
+from a2amesh.workflow.dag.nodes import LoopNode, MapNode
 from a2amesh.workflow.dag.state import Command, ExecutionState, NodeRun, NodeStatus
 from a2amesh.workflow.events import (
     CancelCall,

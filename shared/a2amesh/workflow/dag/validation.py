@@ -25,7 +25,8 @@ from pydantic import ValidationError
 from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import DefinitionError
 from a2amesh.workflow.conditions import ConditionError, compile_condition
-from a2amesh.workflow.dag.definition import (
+from a2amesh.workflow.dag.definition import WorkflowDefinition, problems_from_error
+from a2amesh.workflow.dag.nodes import (
     AgentNode,
     ConditionalNode,
     ForkNode,
@@ -34,9 +35,7 @@ from a2amesh.workflow.dag.definition import (
     MapNode,
     Node,
     SwitchNode,
-    WorkflowDefinition,
     WorkflowNode,
-    problems_from_error,
 )
 from a2amesh.workflow.templates import (
     JsonValue,
