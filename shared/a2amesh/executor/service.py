@@ -40,13 +40,7 @@ from a2amesh.errors import (
 from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog
 from a2amesh.executor.graph_runner import load_state, make_runner
-from a2amesh.executor.runner import (
-    CALL_CHAIN_KEY,
-    ExecutionRunner,
-    RunnerDeps,
-    node_record,
-    without_sent,
-)
+from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, node_record, without_sent
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, STOP_LIMIT, Worker, cancel_and_wait

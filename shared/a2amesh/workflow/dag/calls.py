@@ -6,11 +6,7 @@ from a2amesh.ids import node_message_id, task_id_for
 from a2amesh.workflow.dag.nodes import AgentNode, ForkNode, Node, RetryStrategy, WorkflowNode
 from a2amesh.workflow.dag.state import NodeRun, NodeStatus
 from a2amesh.workflow.dag.step import CALL_TYPES, StepBase, add_usage, timeout_timer
-from a2amesh.workflow.events import (
-    ErrorKind,
-    NodeFailed,
-    NodeSucceeded,
-)
+from a2amesh.workflow.events import ErrorKind, NodeFailed, NodeSucceeded
 from a2amesh.workflow.templates import JsonValue, TemplateError, render, resolve
 
 __all__ = ["CallSteps"]

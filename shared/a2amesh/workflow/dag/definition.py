@@ -18,25 +18,13 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from pydantic import (
-    Field,
-    PrivateAttr,
-    ValidationError,
-    field_validator,
-)
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from a2amesh.diagnostics import did_you_mean
 from a2amesh.durations import Duration
 from a2amesh.errors import DefinitionError, ScheduleError
 from a2amesh.schedules import parse_schedule
-from a2amesh.workflow.dag.nodes import (
-    NODE_TYPES,
-    LoopNode,
-    MapNode,
-    Node,
-    RetryStrategy,
-    Skill,
-)
+from a2amesh.workflow.dag.nodes import NODE_TYPES, LoopNode, MapNode, Node, RetryStrategy, Skill
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, field_problem
 from a2amesh.workflow.templates import JsonValue, TemplateScope
 

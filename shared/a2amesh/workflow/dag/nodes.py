@@ -10,13 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
-from pydantic import (
-    Discriminator,
-    Field,
-    Tag,
-    field_validator,
-    model_validator,
-)
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from a2amesh.durations import Duration
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, as_list, field_problem

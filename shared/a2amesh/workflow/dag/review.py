@@ -10,11 +10,7 @@ from a2amesh.workflow.dag.calls import CallSteps
 from a2amesh.workflow.dag.nodes import HumanReviewNode
 from a2amesh.workflow.dag.state import NodePaused, NodeRun, NodeStatus
 from a2amesh.workflow.dag.step import EXECUTION_TIMEOUT, timeout_timer
-from a2amesh.workflow.events import (
-    ExecutionStatus,
-    RequestReview,
-    ReviewAnswered,
-)
+from a2amesh.workflow.events import ExecutionStatus, RequestReview, ReviewAnswered
 from a2amesh.workflow.templates import JsonValue, TemplateError, render, resolve
 
 __all__ = ["ReviewSteps"]

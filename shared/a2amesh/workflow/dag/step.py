@@ -7,13 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from a2amesh.workflow.dag.nodes import LoopNode, MapNode
 from a2amesh.workflow.dag.state import Command, ExecutionState, NodeRun, NodeStatus
-from a2amesh.workflow.events import (
-    CancelCall,
-    ClearTimer,
-    EmitEvent,
-    ErrorKind,
-    SetTimer,
-)
+from a2amesh.workflow.events import CancelCall, ClearTimer, EmitEvent, ErrorKind, SetTimer
 from a2amesh.workflow.templates import UNSET, JsonValue, TemplateScope
 
 if TYPE_CHECKING:
