@@ -39,7 +39,7 @@ class ExecutionControl:
         """CancelTask: cancel a running or paused execution, or mark a task that has not started."""
         ex = self.ex
         runner = ex.runners.get(task_id)
-        if runner is not None:
+        if runner is not None and runner.final_task is None and not runner.finished.done():
             runner.cancel()
             return self._when_stopped(runner)
         status = await ex.store.mark_cancel(task_id)
@@ -93,8 +93,8 @@ class ExecutionControl:
         """SubscribeToTask of an execution running here: a snapshot of its task, then every event."""
         ex = self.ex
         runner = ex.runners.get(task_id)
-        if runner is None:
-            return False
+        if runner is None or runner.final_task is not None or runner.finished.done():
+            return False  # its final is stored: the control plane answers with it
         if reply_to not in runner.targets:
             runner.targets.append(reply_to)
         task = await ex.tasks.get(task_id)
