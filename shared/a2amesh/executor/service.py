@@ -104,6 +104,12 @@ class _Served:
     intake: set[asyncio.Task[None]] = field(default_factory=set)
 
 
+FINAL_REPLY_TRIES = 6
+"""Takeover tries to publish a finished execution's unanswered final before giving it up (docs/protocol.md §6)."""
+FINAL_REPLY_BACKOFF = 1.0
+"""Seconds before the second such try; doubled for each next one, at most :data:`FINAL_REPLY_MAX_BACKOFF`."""
+FINAL_REPLY_MAX_BACKOFF = 60.0
+
 TURN_START_GRACE = 5.0
 """Seconds a conversation turn that took the turn pointer has to write its execution state; meanwhile the
 next turn waits for it (after that the pointer is taken as left by a turn that never started)."""
@@ -170,6 +176,9 @@ class WorkflowExecutor(Worker):
             ScheduleStore(redis, keys), self.store, start=self.start_run, timezone=settings.timezone
         )
         self._scheduled: tuple[object, dict[str, ScheduledGraph]] = (None, {})
+        self._final_tries: dict[str, tuple[int, float]] = {}  # unanswered finals: (failed tries, next try)
+        self.final_reply_tries = FINAL_REPLY_TRIES
+        self.final_reply_backoff = FINAL_REPLY_BACKOFF
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -822,6 +831,10 @@ class WorkflowExecutor(Worker):
                 if before is not None:
                     await before()
                 await runner.run(initial.pop(0), call_ids=initial.pop(0))
+            except Exception as e:
+                # e.g. the final could not be published: the finished execution stays indexed for a takeover,
+                # whose retries are bounded (_retry_final)
+                self.log.warning("execution.driver_failed", execution_id=execution_id, error=str(e) or repr(e))
             finally:
                 if self.runners.get(execution_id) is runner:
                     del self.runners[execution_id]
@@ -880,7 +893,7 @@ class WorkflowExecutor(Worker):
         if outcome == "finished":
             record = await self.store.record(execution_id) or {}
             if record.get("final_published") != "1":
-                await self._publish_orphaned_final(execution_id, record)
+                await self._retry_final(execution_id, record)
             else:
                 await self.store.mark_published(execution_id)  # a stray takeover entry: drop it
             return False
@@ -917,6 +930,33 @@ class WorkflowExecutor(Worker):
         else:
             self._launch(runner, [], before=runner.resume_calls)
         return True
+
+    async def _retry_final(self, execution_id: str, record: dict[str, str]) -> None:
+        """Publish the answer of a finished execution that was never answered: a few tries with backoff, then
+        give up with one log line (the final task stays in Redis, where GetTask answers it)."""
+        tries, next_at = self._final_tries.get(execution_id, (0, 0.0))
+        if time.monotonic() < next_at:
+            return
+        try:
+            await self._publish_orphaned_final(execution_id, record)
+        except TransportError as e:
+            tries += 1
+            if tries < self.final_reply_tries:
+                delay = min(self.final_reply_backoff * 2 ** (tries - 1), FINAL_REPLY_MAX_BACKOFF)
+                self._final_tries[execution_id] = (tries, time.monotonic() + delay)
+                return
+            self._final_tries.pop(execution_id, None)
+            self.log.error(
+                "execution.final_undeliverable",
+                execution_id=execution_id,
+                workflow=record.get("workflow"),
+                reply_to=_stored_reply_to(record),
+                tries=tries,
+                error=str(e),
+            )
+            await self.store.mark_published(execution_id)  # given up: no replica tries it again
+            return
+        self._final_tries.pop(execution_id, None)
 
     async def _engine_for(self, digest: str) -> Engine | GraphEngine | None:
         engine = self.catalog.engine(digest)
