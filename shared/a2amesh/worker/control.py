@@ -162,8 +162,16 @@ class ControlPlane:
 
     # answers
     async def _answer(self, msg: Received, agent: str, request_id: JsonRpcId, result: dict[str, Any]) -> None:
-        if msg.reply:
-            await self.bus.publish(msg.reply, encode_result(request_id, result), {h.AGENT: agent})
+        if not msg.reply:
+            return
+        body = encode_result(request_id, result)
+        if len(body) > self.bus.max_payload:
+            raise TransportError(
+                codes.PAYLOAD_TOO_LARGE,
+                f"the answer of {len(body)} bytes exceeds the server's max_payload of {self.bus.max_payload} bytes; "
+                "ask with a smaller historyLength",
+            )
+        await self.bus.publish(msg.reply, body, {h.AGENT: agent})
 
     async def _error(self, msg: Received, agent: str, request_id: JsonRpcId, error: RpcError) -> None:
         try:
@@ -191,18 +199,21 @@ class ControlPlane:
             # answered from a task of its own: control requests are served one at a time, and a GetTask must
             # not wait behind a task taking its time to stop
             answer = self._answer_when_stopped(msg, agent, request_id, task_id, outcome)
-            if self._group is None:
-                await answer
-            else:
+            try:
+                if self._group is None:
+                    raise RuntimeError("the control plane is not running")
                 self._group.create_task(answer)
+            except RuntimeError:  # shutting down: answer here, as it stands once stopped
+                await answer
 
     async def _answer_when_stopped(
         self, msg: Received, agent: str, request_id: JsonRpcId, task_id: str, outcome: AnswerWhenStopped
     ) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
-                await outcome.stopped()
+        # never raises: a failing child would cancel the whole task group (the worker's serving)
         try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
+                    await outcome.stopped()
             async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
                 task = await outcome.task()
                 if task is not None:
