@@ -16,7 +16,7 @@ from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
-from a2amesh.errors import TransportError
+from a2amesh.errors import RpcError, TransportError
 from a2amesh.executor.service import WorkflowExecutor
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.protocol import Message, Part, Role, SendMessageRequest, Task, TaskState, TaskStatus, codes
@@ -254,7 +254,10 @@ async def test_final_that_cannot_be_published_is_given_up(
     task_id = task_id_for(target.name, message.message_id)
 
     async def final() -> Task | None:
-        task = await client.get_task(target.name, task_id)
+        try:
+            task = await client.get_task(target.name, task_id)
+        except RpcError:  # not claimed yet
+            return None
         return task if task.status.state == TaskState.COMPLETED else None
 
     await eventually(final, timeout=10, what="GetTask to answer the completed task")
