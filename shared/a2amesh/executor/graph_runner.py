@@ -30,7 +30,7 @@ from typing import Any
 from a2amesh.errors import A2AMeshError
 from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps
 from a2amesh.protocol import Message, Part, Role, TaskState
-from a2amesh.replies import ReplyInfo
+from a2amesh.worker.replies import ReplyInfo
 from a2amesh.workflow.dag.engine import Engine
 from a2amesh.workflow.dag.state import ExecutionState, NodePaused
 from a2amesh.workflow.events import NodeFailed, NodeSucceeded, RequestReview
