@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from a2amesh.config import Settings
-from a2amesh.executor.schedules import ScheduleState, parse_schedule, previous_fire, run_id
 from a2amesh.executor.service import WorkflowExecutor
+from a2amesh.schedules import ScheduleState, parse_schedule, previous_fire, run_id
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis

@@ -6,7 +6,7 @@ from typing import Any
 
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from a2amesh.workflow.execution import ExecutionState, NodeRun, NodeStatus
+from a2amesh.workflow.dag.state import ExecutionState, NodeRun, NodeStatus
 
 
 def _state(*paths: str) -> ExecutionState:

@@ -36,8 +36,9 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.registry import CardPublisher
-from a2amesh.rpc import decode_request, encode_result
+from a2amesh.rpc import encode_result
 from a2amesh.store.redis import Redis
+from a2amesh.worker.decode import decode_request
 from tests.support.processes import REPO, Proc, ProcessFactory, process_env
 from tests.support.waiting import eventually, within
 
@@ -130,7 +131,7 @@ class RawAgent:
             msg = await self.consumer.next(0.5)
             if msg is None:
                 continue
-            _, params = decode_request(msg.data, msg.headers, allowed=codes.WORK_METHODS)
+            params = decode_request(msg.data, msg.headers, allowed=codes.WORK_METHODS).params
             assert isinstance(params, SendMessageRequest)
             message = params.message
             self.received[message.message_id] += 1

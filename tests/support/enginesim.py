@@ -15,17 +15,14 @@ from typing import Any
 
 import yaml
 
-from a2amesh.workflow.definition import WorkflowDefinition
-from a2amesh.workflow.engine import Engine
-from a2amesh.workflow.execution import (
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.dag.engine import Engine
+from a2amesh.workflow.dag.state import Command, DispatchNode, Event, ExecutionState
+from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
-    Command,
-    DispatchNode,
     EmitEvent,
-    Event,
-    ExecutionState,
     Finish,
     NodeFailed,
     NodeSucceeded,

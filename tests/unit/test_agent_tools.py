@@ -14,10 +14,10 @@ from a2amesh.agent.definition import AgentDefinition, parse_agent
 from a2amesh.agent.llm_agent import LlmAgent, render_input
 from a2amesh.agent.llm_client import DeltaCoalescer
 from a2amesh.agent.node_handler import NodeRequest, _Invocation, node_instructions, retry_feedback
-from a2amesh.agent.schemas import expects_structured, schema_problem, validate
 from a2amesh.agent.tools import Tool, invoke_tool, peer_tool, peer_tools, tool_from_function
 from a2amesh.agent.usage import Usage
 from a2amesh.config import Settings
+from a2amesh.diagnostics import expects_structured, schema_problem, validate
 from a2amesh.errors import ArtifactError, ConfigError, ToolError
 from a2amesh.store.artifacts import ArtifactScope, format_artifact_uri, parse_artifact_uri
 

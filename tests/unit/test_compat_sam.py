@@ -13,15 +13,8 @@ from pathlib import Path
 import pytest
 
 from a2amesh.errors import ConfigError, DefinitionError
-from a2amesh.workflow.definition import LoopNode, MapNode
-from a2amesh.workflow.loader import (
-    check_file,
-    declared_agents,
-    load_data,
-    load_file,
-    load_workflow,
-    read_document,
-)
+from a2amesh.workflow.dag.nodes import LoopNode, MapNode
+from a2amesh.workflow.loader import check_file, declared_agents, load_data, load_file, load_workflow, read_document
 from a2amesh.workflow.mermaid import to_mermaid
 
 COMPAT = Path(__file__).resolve().parents[2].parent / "shared" / "compat" / "sam"

@@ -8,15 +8,8 @@ import pytest
 
 from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
-from a2amesh.workflow.execution import (
-    DispatchNode,
-    ExecutionState,
-    NodePaused,
-    NodeSucceeded,
-    RequestReview,
-    ReviewAnswered,
-    TimerFired,
-)
+from a2amesh.workflow.dag.state import DispatchNode, ExecutionState, NodePaused
+from a2amesh.workflow.events import NodeSucceeded, RequestReview, ReviewAnswered, TimerFired
 from tests.support.enginesim import HANG, Error, Fail, Sim, definition
 
 

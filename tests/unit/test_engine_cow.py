@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from a2amesh.errors import InvalidTransition
-from a2amesh.workflow.engine import Engine, StepResult, _Step
-from a2amesh.workflow.execution import Event, ExecutionState, NodeStatus, NodeSucceeded, ReviewAnswered
+from a2amesh.workflow.dag.engine import Engine, StepResult, _Step
+from a2amesh.workflow.dag.state import Event, ExecutionState, NodeStatus
+from a2amesh.workflow.events import NodeSucceeded, ReviewAnswered
 from tests.support.enginesim import HANG, Sim, definition
 from tests.unit import test_engine
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from a2amesh.errors import ConfigError, DefinitionError
-from a2amesh.workflow.graph import GraphDefinition
-from a2amesh.workflow.graph_validation import check_graph, is_graph_document, parse_graph
+from a2amesh.workflow.dag.validation import InvalidDefinition, Issue
+from a2amesh.workflow.graph.definition import GraphDefinition
+from a2amesh.workflow.graph.validation import check_graph, is_graph_document, parse_graph
 from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow, check_file, load_data, load_file, load_workflow
 from a2amesh.workflow.mermaid import graph_to_mermaid, to_mermaid
-from a2amesh.workflow.validation import InvalidDefinition, Issue
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT.parent / "shared" / "seeds" / "000_a1b1e415d4235941.txt"

@@ -12,7 +12,7 @@ import pytest
 
 from a2amesh.errors import ConfigError, InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
-from a2amesh.workflow.execution import (
+from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
@@ -20,24 +20,24 @@ from a2amesh.workflow.execution import (
     Finish,
     NodeFailed,
     NodeSucceeded,
+    RequestReview,
+    ReviewAnswered,
     SetTimer,
     TimerFired,
 )
-from a2amesh.workflow.graph import GraphDefinition
-from a2amesh.workflow.graph_engine import GRAPH_TIMEOUT, GraphEngine
-from a2amesh.workflow.graph_execution import (
+from a2amesh.workflow.graph.definition import GraphDefinition
+from a2amesh.workflow.graph.engine import GRAPH_TIMEOUT, GraphEngine
+from a2amesh.workflow.graph.state import (
     DispatchGraphNode,
     GraphCommand,
     GraphEvent,
     GraphState,
-    RequestReview,
-    ReviewAnswered,
     RunTools,
     ToolResult,
     ToolsCompleted,
     parse_event,
 )
-from a2amesh.workflow.graph_validation import parse_graph
+from a2amesh.workflow.graph.validation import parse_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 Agent = Callable[[Any, dict[str, Any]], Any]

@@ -9,11 +9,11 @@ import pytest
 
 from a2amesh.errors import DefinitionError
 from a2amesh.executor.scheduler import scheduled_graphs
-from a2amesh.executor.schedules import Continuous, Daily, Every, ScheduleState
+from a2amesh.schedules import Continuous, Daily, Every, ScheduleState
 from a2amesh.store.schedules import schedule_id, split_schedule_id, timer_ms
-from a2amesh.workflow.definition import WorkflowDefinition
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.dag.validation import validate_data
 from a2amesh.workflow.loader import load_workflow
-from a2amesh.workflow.validation import validate_data
 
 NODES: list[dict[str, Any]] = [{"id": "a", "type": "agent", "agent_name": "b"}]
 

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from a2amesh.errors import ConfigError, ScheduleError
-from a2amesh.executor.schedules import (
+from a2amesh.schedules import (
     Continuous,
     Daily,
     Every,

@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from a2amesh.durations import DurationError, format_duration, parse_duration
 from a2amesh.errors import DefinitionError
-from a2amesh.workflow.definition import (
+from a2amesh.workflow.dag.definition import ExitHandlers, WorkflowDefinition, parse_definition
+from a2amesh.workflow.dag.nodes import (
     NODE_TYPES,
     AgentNode,
     Backoff,
     ConditionalNode,
-    ExitHandlers,
     ForkBranch,
     ForkNode,
     HumanReviewNode,
@@ -25,12 +26,9 @@ from a2amesh.workflow.definition import (
     Skill,
     SwitchCase,
     SwitchNode,
-    WorkflowDefinition,
     WorkflowNode,
-    camel_case,
-    parse_definition,
 )
-from a2amesh.workflow.durations import DurationError, format_duration, parse_duration
+from a2amesh.workflow.dag.spellings import camel_case
 from a2amesh.workflow.mermaid import to_mermaid
 from a2amesh.workflow.schema_export import render_schema
 from a2amesh.workflow.templates import TemplateError, resolve

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from a2amesh.errors import DefinitionError
+from a2amesh.workflow.dag.validation import InvalidDefinition, Issue, validate_data
 from a2amesh.workflow.loader import load_data
-from a2amesh.workflow.validation import InvalidDefinition, Issue, validate_data
 
 
 def agent(node_id: str, *deps: str, **fields: Any) -> dict[str, Any]:

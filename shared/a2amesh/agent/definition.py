@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import ConfigError
 from a2amesh.ids import NAME_RE
 from a2amesh.protocol import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, codes
@@ -134,9 +134,7 @@ def _problem(err: dict[str, Any], data: Any) -> tuple[str, str]:
             parent_model = LlmSpec
         elif loc and loc[0] == "skills":
             parent_model = SkillSpec
-        close = difflib.get_close_matches(str(loc[-1]), list(parent_model.model_fields), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return field, f"unknown field{hint}"
+        return field, f"unknown field{did_you_mean(str(loc[-1]), list(parent_model.model_fields))}"
     msg = str(err["msg"]).removeprefix("Value error, ")
     return field, msg
 

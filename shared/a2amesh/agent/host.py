@@ -26,23 +26,17 @@ from a2amesh.errors import (
     TaskNotCancelable,
     TaskNotFound,
     TransportError,
-    to_rpc_error,
     transport_rpc_error,
 )
 from a2amesh.ids import nuid, task_id_for
-from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, STOP_LIMIT, Worker, cancel_and_wait
+from a2amesh.lifecycle import STOP_LIMIT, Worker, cancel_and_wait
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
     Artifact,
-    CancelTaskRequest,
-    GetTaskRequest,
-    ListTasksRequest,
-    ListTasksResponse,
     Message,
     Part,
     Role,
     StreamResponse,
-    SubscribeToTaskRequest,
     Task,
     TaskArtifactUpdateEvent,
     TaskState,
@@ -53,13 +47,16 @@ from a2amesh.protocol import (
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
-from a2amesh.replies import publish_durable, reply_headers, settle_rejected, valid_reply_subject
-from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
+from a2amesh.rpc import encode_result
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import UNAVAILABLE, Redis
 from a2amesh.store.tasks import TaskRecordView, TaskStore
+from a2amesh.worker.control import AnswerNow, AnswerWhenStopped, Cancellation, ControlPlane
+from a2amesh.worker.decode import WorkRequest
+from a2amesh.worker.intake import Intake
+from a2amesh.worker.replies import publish_durable, reply_headers, send_error
 
 
 def result_artifact(output: Any, part: Part | None = None) -> Artifact:
@@ -90,6 +87,8 @@ class _Run:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     final_stored: bool = False  # the final is in Redis: new subscribers get it from there
     history_length: int | None = None  # the caller's historyLength: how much history its answers carry
+    deadline: float | None = None  # A2A-Deadline (epoch seconds)
+    call_depth: int = 0  # A2A-Call-Depth
     working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
 
     @property
@@ -145,7 +144,8 @@ class AgentHost(Worker):
         self.log = get_logger("agent", agent=self.name, instance=self.instance)
         self._running: dict[str, _Run] = {}
         self._workers: set[asyncio.Task[None]] = set()
-        self._answering: set[asyncio.Task[None]] = set()  # CancelTasks waiting for their task to stop
+        self.intake = Intake(bus, settings, log=self.log, accept=self._execute)
+        self.control = ControlPlane(bus, settings, self.tasks, self, log=self.log)
         self._consumer: PullConsumer | None = None
         self._claim_ttl = settings.ack_wait * 2 / 3
 
@@ -165,7 +165,24 @@ class AgentHost(Worker):
             card_ttl=self.settings.card_ttl,
         )
         await publisher.publish()
-        control = await self.bus.subscribe(self.bus.subjects.control(self.name), self._on_control)
+        try:
+            # the control plane's CancelTask answers still waiting are awaited on leaving: their tasks have
+            # finished or been handed back by then, so each answers at once
+            async with self.control:
+                await self._serve(publisher)
+        finally:
+            with contextlib.suppress(Exception):
+                await publisher.withdraw()
+            await self.client.close()
+            await self.tasks.aclose()
+            self._stopped.set()
+            self.log.info("agent.stopped")
+
+    async def _serve(self, publisher: CardPublisher) -> None:
+        async def on_control(msg: Received) -> None:
+            await self.control.handle(msg, self.name)
+
+        control = await self.bus.subscribe(self.bus.subjects.control(self.name), on_control)
         consumer = await self.bus.pull_consumer(self.bus.subjects.tasks_stream, self.bus.subjects.consumer(self.name))
         heartbeat = asyncio.create_task(publisher.heartbeat(), name=f"{self.name}-card-heartbeat")
         task_beats = asyncio.create_task(self._heartbeat(), name=f"{self.name}-task-heartbeat")
@@ -182,14 +199,6 @@ class AgentHost(Worker):
             for beat in (heartbeat, task_beats):
                 await cancel_and_wait(beat, limit=STOP_LIMIT)
             await control.unsubscribe()
-            if self._answering:  # their tasks have finished or been handed back: each answers at once
-                await asyncio.wait(set(self._answering), timeout=5)
-            with contextlib.suppress(Exception):
-                await publisher.withdraw()
-            await self.client.close()
-            await self.tasks.aclose()
-            self._stopped.set()
-            self.log.info("agent.stopped")
 
     async def _drain_workers(self) -> None:
         if self._workers:
@@ -205,7 +214,7 @@ class AgentHost(Worker):
         await consumer.serve(self._start_worker, lambda: self.concurrency - len(self._workers), self._stop)
 
     def _start_worker(self, msg: WorkMsg) -> None:
-        worker = asyncio.create_task(self._process(msg))
+        worker = asyncio.create_task(self.intake.handle(msg, self.name))
         self._workers.add(worker)
         worker.add_done_callback(self._worker_done)
 
@@ -228,26 +237,19 @@ class AgentHost(Worker):
         else:
             await self.bus.publish(subject, body, hdrs)
 
-    def _valid_reply_subject(self, subject: str | None) -> bool:
-        return valid_reply_subject(self.bus, subject)
-
     async def _send_error(
         self, reply_to: str | None, request_id: JsonRpcId, error: RpcError, attempt: int, seq: int = 1
     ) -> None:
-        if not self._valid_reply_subject(reply_to):
-            return
-        assert reply_to is not None
-        token = reply_to.rsplit(".", 1)[-1]
-        with contextlib.suppress(TransportError):
-            await self._send(
-                reply_to,
-                encode_error(request_id, error),
-                attempt=attempt,
-                seq=seq,
-                final=True,
-                msg_id=f"error:{token}:{attempt}",
-                durable=True,
-            )
+        await send_error(
+            self.bus,
+            self.settings,
+            agent=self.name,
+            reply_to=reply_to,
+            request_id=request_id,
+            error=error,
+            attempt=attempt,
+            seq=seq,
+        )
 
     async def _emit(self, run: _Run, response: StreamResponse, *, final: bool, durable: bool = False) -> None:
         run.seq += 1
@@ -287,50 +289,9 @@ class AgentHost(Worker):
         await self._emit(run, StreamResponse(status_update=status), final=True)
 
     # work
-    async def _process(self, msg: WorkMsg) -> None:
-        reply_to = msg.headers.get(h.REPLY_TO)
-        request_id = request_id_of(msg.data)
-        attempt = msg.num_delivered
-        try:
-            if not self._valid_reply_subject(reply_to):
-                self.log.warning("request.no_reply_to", got=reply_to, seq=msg.stream_seq)
-                await msg.term()
-                return
-            envelope, params = decode_work_request(
-                msg.data,
-                msg.headers,
-                max_request_bytes=self.settings.max_request_bytes,
-                max_call_depth=self.settings.max_call_depth,
-                now=time.time(),
-            )
-            history_length = params.configuration.history_length if params.configuration else None
-            await self._execute(msg, envelope.id, envelope.method, params.message, reply_to or "", history_length)
-        except A2AMeshError as e:
-            err = to_rpc_error(e)
-            self.log.info("request.rejected", code=err.code, error=str(err), seq=msg.stream_seq)
-            await self._send_error(reply_to, request_id, err, attempt)
-            await settle_rejected(msg, e)
-        except UNAVAILABLE as e:
-            # Redis unreachable (restart, pause): hand the request back; it is redelivered, not failed
-            self.log.warning("request.store_unavailable", seq=msg.stream_seq, error=str(e) or type(e).__name__)
-            with contextlib.suppress(Exception):
-                await msg.nak(delay=1)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            self.log.exception("request.internal_error", seq=msg.stream_seq)
-            await self._send_error(reply_to, request_id, to_rpc_error(e), attempt)
-            await msg.term()
-
-    async def _execute(
-        self,
-        msg: WorkMsg,
-        request_id: JsonRpcId,
-        method: str,
-        message: Message,
-        reply_to: str,
-        history_length: int | None = None,
-    ) -> None:
+    async def _execute(self, msg: WorkMsg, request: WorkRequest) -> None:
+        """Claim and run a valid request (the intake's ``accept``); settles ``msg`` unless another replica runs it."""
+        message = request.message
         attempt = msg.num_delivered
         history: list[Message] = []
         if message.task_id:
@@ -358,11 +319,13 @@ class AgentHost(Worker):
         run = _Run(
             task=initial,
             msg=msg,
-            request_id=request_id,
-            streaming=method == codes.SEND_STREAMING_MESSAGE,
+            request_id=request.request_id,
+            streaming=request.streaming,
             attempt=attempt,
-            targets=[_Target(reply_to, primary=True)],
-            history_length=history_length,
+            targets=[_Target(request.reply_to, primary=True)],
+            history_length=request.history_length,
+            deadline=request.deadline,
+            call_depth=request.call_depth,
         )
         self._running[task_id] = run
         try:
@@ -437,8 +400,8 @@ class AgentHost(Worker):
             context_id=run.task.context_id or "",
             message=last,
             attempt=run.attempt,
-            deadline=deadline_of(run.msg.headers),
-            call_depth=int(run.msg.headers.get(h.CALL_DEPTH, "0") or 0),
+            deadline=run.deadline,
+            call_depth=run.call_depth,
             max_call_depth=self.settings.max_call_depth,
             headers={k: v for k, v in run.msg.headers.items() if k in h.PROPAGATED},
             client=self.client,
@@ -642,88 +605,36 @@ class AgentHost(Worker):
         except A2AMeshError as e:
             return TaskOutcome(TaskState.FAILED, message=f"the output could not be stored as an artifact: {e}")
 
-    # control
-    async def _on_control(self, msg: Received) -> None:
-        request_id = request_id_of(msg.data)
-        try:
-            envelope, params = decode_request(msg.data, msg.headers, allowed=codes.CONTROL_METHODS)
-            if isinstance(params, GetTaskRequest):
-                task = await self.tasks.get(params.id)
-                if task is None:
-                    raise TaskNotFound(params.id)
-                await self._answer(msg, envelope.id, task.to_json_dict())
-            elif isinstance(params, CancelTaskRequest):
-                await self._cancel(msg, envelope.id, params.id)
-            elif isinstance(params, SubscribeToTaskRequest):
-                await self._subscribe(msg, params.id)
-            elif isinstance(params, ListTasksRequest):
-                await self._answer(msg, envelope.id, (await self._list(params)).to_json_dict())
-        except A2AMeshError as e:
-            self.log.info("control.rejected", error=str(e))
-            await self._control_error(msg, request_id, to_rpc_error(e))
-        except Exception as e:
-            self.log.exception("control.internal_error")
-            await self._control_error(msg, request_id, to_rpc_error(e))
-
-    async def _control_error(self, msg: Received, request_id: JsonRpcId, error: RpcError) -> None:
-        if msg.reply:
-            await self.bus.publish(msg.reply, encode_error(request_id, error), {h.AGENT: self.name})
-        else:  # SubscribeToTask is published, not requested: its answer goes to A2A-Reply-To
-            await self._send_error(msg.headers.get(h.REPLY_TO), request_id, error, attempt=1)
-
-    async def _answer(self, msg: Received, request_id: JsonRpcId, result: dict[str, Any]) -> None:
-        if msg.reply:
-            await self.bus.publish(msg.reply, encode_result(request_id, result), {h.AGENT: self.name})
-
-    async def _cancel(self, msg: Received, request_id: JsonRpcId, task_id: str) -> None:
+    # control (the backend of worker.control.ControlPlane)
+    async def cancel(self, agent: str, task_id: str) -> Cancellation:
+        """CancelTask: mark the task canceled; stop it if it runs here."""
         view = await self.tasks.mark_canceled(task_id)
         if view.outcome == "terminal":
             raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
         run = self._running.get(task_id)
         if run is not None:
             run.request_cancel()
-            # answered from a task of its own: control requests are served one at a time, and a GetTask
-            # must not wait behind a handler taking its time to stop
-            answer = asyncio.create_task(self._answer_when_finished(msg, request_id, run))
-            self._answering.add(answer)
-            answer.add_done_callback(self._answering.discard)
-            return
+            finished = run.finished
+
+            async def current() -> Task:
+                return run.task
+
+            return AnswerWhenStopped(finished.wait, current)
         if view.owner and view.owner != self.instance:
-            return  # the owning replica answers
+            return None  # the owning replica answers
         task = view.task or Task(id=task_id, status=TaskStatus(state=TaskState.SUBMITTED))
-        task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
-        await self._answer(msg, request_id, task.to_json_dict())
+        return AnswerNow(
+            task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
+        )
 
-    async def _answer_when_finished(self, msg: Received, request_id: JsonRpcId, run: _Run) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(run.finished.wait(), CANCEL_ANSWER_LIMIT)
-        try:
-            await self._answer(msg, request_id, run.task.to_json_dict())
-        except Exception as e:  # NATS away: the canceller's request times out, as it would without an answer
-            self.log.warning("control.answer_failed", task_id=run.task.id, error=str(e) or type(e).__name__)
-
-    async def _subscribe(self, msg: Received, task_id: str) -> None:
-        reply_to = msg.headers.get(h.REPLY_TO)
-        if not self._valid_reply_subject(reply_to):
-            raise RpcError(codes.INVALID_REQUEST, f"SubscribeToTask needs a {h.REPLY_TO} header with a reply subject")
-        assert reply_to is not None
+    async def follow(self, agent: str, task_id: str, reply_to: str) -> bool:
+        """SubscribeToTask of a task running here: the subscriber gets a snapshot, then every event."""
         run = self._running.get(task_id)
-        if run is not None and run.msg is not None and not run.final_stored:
-            if run.add_target(reply_to):
-                await self._send_snapshot(run, reply_to)
-            return
-        view = await self.tasks.add_subscriber(task_id, reply_to)
-        if view.outcome == "terminal" and view.task is not None:
-            token = reply_to.rsplit(".", 1)[-1]
-            await self._send(
-                reply_to,
-                encode_result(task_id, {"task": view.task.to_json_dict()}),
-                attempt=1,
-                seq=1,
-                final=True,
-                msg_id=f"{task_id}:final:{token}",
-                durable=True,
-            )
+        if run is None or run.msg is None or run.final_stored:
+            return False
+        if run.add_target(reply_to):
+            await self._send_snapshot(run, reply_to)
+        return True
 
     async def _send_snapshot(self, run: _Run, subject: str) -> None:
         """A subscriber's first event: the task as it stands (one per subscriber, whoever sends it)."""
@@ -737,15 +648,3 @@ class AgentHost(Worker):
             msg_id=f"{run.task.id}:snapshot:{token}",
             durable=True,
         )
-
-    async def _list(self, req: ListTasksRequest) -> ListTasksResponse:
-        offset = int(req.page_token) if req.page_token and req.page_token.isdigit() else 0
-        size = req.page_size or 50
-        tasks, total = await self.tasks.list(
-            self.name, context_id=req.context_id, state=req.status, offset=offset, limit=size
-        )
-        if not req.include_artifacts:
-            tasks = [t.model_copy(update={"artifacts": None}) for t in tasks]
-        tasks = [t.with_history(req.history_length) for t in tasks]
-        nxt = str(offset + size) if offset + size < total else ""
-        return ListTasksResponse(tasks=tasks, next_page_token=nxt, page_size=len(tasks), total_size=total)

@@ -43,7 +43,7 @@ from a2amesh.agent.embeds import (
 )
 from a2amesh.agent.python_agent import AgentRuntime, PythonAgent
 from a2amesh.agent.results import RESULT_ARTIFACT, encoded_size, url_part
-from a2amesh.agent.schemas import SchemaIssue, expects_structured, format_issues, schema_problem, validate
+from a2amesh.diagnostics import SchemaIssue, expects_structured, format_issues, schema_problem, validate
 from a2amesh.errors import (
     ArtifactError,
     ArtifactNotFound,

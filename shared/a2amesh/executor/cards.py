@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from a2amesh.protocol import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, codes
-from a2amesh.workflow.definition import WorkflowDefinition
-from a2amesh.workflow.graph import GraphDefinition
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.graph.definition import GraphDefinition
 
 __all__ = ["workflow_card"]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from a2amesh.errors import ConfigError
 from a2amesh.logs import get_logger
-from a2amesh.workflow.engine import Engine
-from a2amesh.workflow.graph_engine import GraphEngine
+from a2amesh.workflow.dag.engine import Engine
+from a2amesh.workflow.graph.engine import GraphEngine
 from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow, load_file
 
 __all__ = ["Catalog", "CatalogChange"]

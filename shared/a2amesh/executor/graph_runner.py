@@ -1,7 +1,7 @@
 """Drives one graph-workflow execution (SPEC §6) with the DAG runner's machinery.
 
 :class:`GraphRunner` is an :class:`~a2amesh.executor.runner.ExecutionRunner` over a
-:class:`~a2amesh.workflow.graph_engine.GraphEngine`: the same inbox, lease-guarded checkpoint, agent
+:class:`~a2amesh.workflow.graph.engine.GraphEngine`: the same inbox, lease-guarded checkpoint, agent
 dispatch, timers, pause/park, progress and final answer. What differs is here: the node records of
 a graph (one per node instance), the ``graph_node_request`` message, the TOOL_EXECUTOR's tool runs
 and the takeover of the one call a graph waits for.
@@ -30,11 +30,12 @@ from typing import Any
 from a2amesh.errors import A2AMeshError
 from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps
 from a2amesh.protocol import Message, Part, Role, TaskState
-from a2amesh.replies import ReplyInfo
-from a2amesh.workflow.engine import Engine
-from a2amesh.workflow.execution import ExecutionState, NodeFailed, NodePaused, NodeSucceeded, RequestReview
-from a2amesh.workflow.graph_engine import GraphEngine
-from a2amesh.workflow.graph_execution import (
+from a2amesh.worker.replies import ReplyInfo
+from a2amesh.workflow.dag.engine import Engine
+from a2amesh.workflow.dag.state import ExecutionState, NodePaused
+from a2amesh.workflow.events import NodeFailed, NodeSucceeded, RequestReview
+from a2amesh.workflow.graph.engine import GraphEngine
+from a2amesh.workflow.graph.state import (
     DispatchGraphNode,
     GraphState,
     Pending,

@@ -42,34 +42,28 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.protocol.base import utc_timestamp
-from a2amesh.replies import ReplyInfo, ReplyPublisher
 from a2amesh.rpc import decode_stream_reply, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.redis import UNAVAILABLE
 from a2amesh.store.tasks import TaskRecordView, TaskStore
-from a2amesh.workflow.engine import Engine
-from a2amesh.workflow.execution import (
+from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
+from a2amesh.workflow.dag.engine import Engine
+from a2amesh.workflow.dag.state import Command, DispatchNode, Event, ExecutionState, NodePaused, NodeRun, NodeStatus
+from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
-    Command,
-    DispatchNode,
     EmitEvent,
-    Event,
-    ExecutionState,
     ExecutionStatus,
     Finish,
     NodeFailed,
-    NodePaused,
-    NodeRun,
-    NodeStatus,
     NodeSucceeded,
     RequestReview,
     SetTimer,
     TimerFired,
 )
-from a2amesh.workflow.graph_execution import DispatchGraphNode
+from a2amesh.workflow.graph.state import DispatchGraphNode
 
 AnyDispatch = DispatchNode | DispatchGraphNode
 

@@ -1,7 +1,7 @@
 """Schedules at run time (SPEC §7, seed 003): the executor's tick fires due schedules as executions.
 
 Every replica runs the same :class:`Scheduler` from its tick; nothing is elected. The state of each
-schedule (:class:`~a2amesh.executor.schedules.ScheduleState`) and its timer live in Redis
+schedule (:class:`~a2amesh.schedules.ScheduleState`) and its timer live in Redis
 (:mod:`a2amesh.store.schedules`), so any replica fires a tick and a restart loses nothing. One
 tick of one replica:
 
@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from a2amesh import faults
-from a2amesh.executor.schedules import ScheduleSpec, ScheduleState, parse_schedule, resolve_timezone, run_id
 from a2amesh.logs import get_logger
+from a2amesh.schedules import ScheduleSpec, ScheduleState, parse_schedule, resolve_timezone, run_id
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.schedules import ScheduleStore, StoredSchedule, schedule_id
-from a2amesh.workflow.definition import WorkflowDefinition
-from a2amesh.workflow.graph import GraphDefinition
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = ["FINISHED", "ScheduledGraph", "Scheduler", "StartRun", "scheduled_graphs"]

@@ -30,36 +30,25 @@ from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.errors import (
     A2AMeshError,
+    ArtifactError,
     ConfigError,
     RpcError,
-    TaskNotCancelable,
     TaskNotFound,
     TransportError,
-    to_rpc_error,
 )
 from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog
+from a2amesh.executor.control import ExecutionControl
 from a2amesh.executor.graph_runner import load_state, make_runner
-from a2amesh.executor.runner import (
-    CALL_CHAIN_KEY,
-    ExecutionRunner,
-    RunnerDeps,
-    node_record,
-    without_sent,
-)
+from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, node_record, without_sent
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
-from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, STOP_LIMIT, Worker, cancel_and_wait
+from a2amesh.lifecycle import STOP_LIMIT, Worker, cancel_and_wait
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
-    CancelTaskRequest,
-    GetTaskRequest,
-    ListTasksRequest,
-    ListTasksResponse,
     Message,
     Part,
     Role,
-    SubscribeToTaskRequest,
     Task,
     TaskState,
     TaskStatus,
@@ -68,21 +57,25 @@ from a2amesh.protocol import (
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.registry import CardPublisher
-from a2amesh.replies import ReplyInfo, ReplyPublisher, settle_rejected, valid_reply_subject
-from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
 from a2amesh.service import ProcessService
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import UNAVAILABLE, Redis, load_script
+from a2amesh.store.redis import Redis, load_script
 from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
-from a2amesh.workflow.definition import LoopNode, WorkflowDefinition
-from a2amesh.workflow.engine import Engine
-from a2amesh.workflow.execution import EmitEvent, ExecutionState, NodeStatus, ReviewAnswered, TimerFired
-from a2amesh.workflow.graph import GraphDefinition
-from a2amesh.workflow.graph_engine import GraphEngine
-from a2amesh.workflow.graph_execution import GraphState
+from a2amesh.worker.control import ControlPlane
+from a2amesh.worker.decode import WorkRequest, deadline_of
+from a2amesh.worker.intake import Intake
+from a2amesh.worker.replies import ReplyInfo, ReplyPublisher, send_error, valid_reply_subject
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.dag.engine import Engine
+from a2amesh.workflow.dag.nodes import LoopNode
+from a2amesh.workflow.dag.state import ExecutionState, NodeStatus
+from a2amesh.workflow.events import EmitEvent, ReviewAnswered, TimerFired
+from a2amesh.workflow.graph.definition import GraphDefinition
+from a2amesh.workflow.graph.engine import GraphEngine
+from a2amesh.workflow.graph.state import GraphState
 
 __all__ = ["CONTROL_TYPES", "WorkflowExecutor", "executor_service"]
 
@@ -106,6 +99,12 @@ class _Served:
     pull: asyncio.Task[None]
     intake: set[asyncio.Task[None]] = field(default_factory=set)
 
+
+FINAL_REPLY_TRIES = 6
+"""Takeover tries to publish a finished execution's unanswered final before giving it up (docs/protocol.md §6)."""
+FINAL_REPLY_BACKOFF = 1.0
+"""Seconds before the second such try; doubled for each next one, at most :data:`FINAL_REPLY_MAX_BACKOFF`."""
+FINAL_REPLY_MAX_BACKOFF = 60.0
 
 TURN_START_GRACE = 5.0
 """Seconds a conversation turn that took the turn pointer has to write its execution state; meanwhile the
@@ -163,6 +162,8 @@ class WorkflowExecutor(Worker):
         self.runners: dict[str, ExecutionRunner] = {}
         self.served: dict[str, _Served] = {}
         self.log = get_logger("executor", instance=self.instance)
+        self.intake = Intake(bus, settings, log=self.log, accept=self._accept)
+        self.control = ControlPlane(bus, settings, self.tasks, ExecutionControl(self), log=self.log)
         self._drivers: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self._saved_digests: dict[str, float] = {}
@@ -171,6 +172,9 @@ class WorkflowExecutor(Worker):
             ScheduleStore(redis, keys), self.store, start=self.start_run, timezone=settings.timezone
         )
         self._scheduled: tuple[object, dict[str, ScheduledGraph]] = (None, {})
+        self._final_tries: dict[str, tuple[int, float]] = {}  # unanswered finals: (failed tries, next try)
+        self.final_reply_tries = FINAL_REPLY_TRIES
+        self.final_reply_backoff = FINAL_REPLY_BACKOFF
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -182,15 +186,23 @@ class WorkflowExecutor(Worker):
         for problem in change.errors.values():
             self.log.error("workflow.invalid", error=problem)
         try:
-            for name in sorted(self.catalog.workflows):
-                await self._serve(name)
-            for loop in (self._heartbeat_loop, self._renew_loop, self._tick_loop, self._reload_loop):
-                self._spawn(loop())
-            self.log.info("executor.ready", workflows=sorted(self.served), folder=str(self.folder))
-            self.ready.set()
-            await self._stop.wait()
+            # the control plane's CancelTask answers still waiting are awaited before the stores close
+            async with self.control:
+                try:
+                    for name in sorted(self.catalog.workflows):
+                        await self._serve(name)
+                    for loop in (self._heartbeat_loop, self._renew_loop, self._tick_loop, self._reload_loop):
+                        self._spawn(loop())
+                    self.log.info("executor.ready", workflows=sorted(self.served), folder=str(self.folder))
+                    self.ready.set()
+                    await self._stop.wait()
+                finally:
+                    await self._shutdown_sequence()
         finally:
-            await self._shutdown_sequence()
+            await self.client.close()
+            await self.store.aclose()
+            await self.tasks.aclose()
+            self.log.info("executor.stopped")
             self._stopped.set()
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
@@ -236,10 +248,6 @@ class WorkflowExecutor(Worker):
             with contextlib.suppress(Exception):
                 await served.publisher.withdraw()
         self.served.clear()
-        await self.client.close()
-        await self.store.aclose()
-        await self.tasks.aclose()
-        self.log.info("executor.stopped")
 
     # --- serving workflows -------------------------------------------------------------------
 
@@ -256,7 +264,7 @@ class WorkflowExecutor(Worker):
         consumer = await self.bus.pull_consumer(self.bus.subjects.tasks_stream, self.bus.subjects.consumer(name))
 
         async def on_control(msg: Received) -> None:
-            await self._on_control(name, msg)
+            await self.control.handle(msg, name)
 
         control = await self.bus.subscribe(self.bus.subjects.control(name), on_control)
         pull = asyncio.create_task(self._pull_loop(name, consumer), name=f"pull-{name}")
@@ -321,7 +329,7 @@ class WorkflowExecutor(Worker):
     async def _pull_loop(self, name: str, consumer: PullConsumer) -> None:
         def start(msg: WorkMsg) -> None:
             served = self.served.get(name)
-            task = asyncio.create_task(self._on_request(name, msg))
+            task = asyncio.create_task(self.intake.handle(msg, name))
             if served is not None:
                 served.intake.add(task)
                 task.add_done_callback(served.intake.discard)
@@ -331,58 +339,25 @@ class WorkflowExecutor(Worker):
 
     # --- requests ----------------------------------------------------------------------------
 
-    async def _on_request(self, name: str, msg: WorkMsg) -> None:
-        reply_to = msg.headers.get(h.REPLY_TO)
-        request_id = request_id_of(msg.data)
-        try:
-            if not valid_reply_subject(self.bus, reply_to):
-                self.log.warning("request.no_reply_to", workflow=name, got=reply_to, seq=msg.stream_seq)
-                await msg.term()
-                return
-            envelope, params = decode_work_request(
-                msg.data,
-                msg.headers,
-                max_request_bytes=self.settings.max_request_bytes,
-                max_call_depth=self.settings.max_call_depth,
-                now=time.time(),
+    async def _accept(self, msg: WorkMsg, request: WorkRequest) -> None:
+        """A valid request (the intake's ``accept``): create, resume or attach to its execution, then ack."""
+        async with msg.kept_alive(self.settings.ack_wait / 3):  # Redis may be slow or paused
+            await self._start_execution(
+                request.agent, msg, request.request_id, request.method, request.message, request.reply_to
             )
-            async with msg.kept_alive(self.settings.ack_wait / 3):  # Redis may be slow or paused
-                await self._start_execution(name, msg, envelope.id, envelope.method, params.message, reply_to or "")
-        except A2AMeshError as e:
-            err = to_rpc_error(e)
-            self.log.info("request.rejected", workflow=name, code=err.code, error=str(err))
-            await self._send_error(name, reply_to, request_id, err, msg.num_delivered)
-            await settle_rejected(msg, e)
-        except UNAVAILABLE as e:
-            # Redis unreachable (restart, pause): hand the request back; the record is created NX, so a
-            # redelivery of a request whose execution was created after all attaches to it
-            self.log.warning("request.store_unavailable", workflow=name, error=str(e) or type(e).__name__)
-            with contextlib.suppress(Exception):
-                await msg.nak(delay=1)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            self.log.exception("request.internal_error", workflow=name)
-            await self._send_error(name, reply_to, request_id, to_rpc_error(e), msg.num_delivered)
-            await msg.term()
 
     async def _send_error(
         self, name: str, reply_to: str | None, request_id: JsonRpcId, error: RpcError, attempt: int
     ) -> None:
-        if not valid_reply_subject(self.bus, reply_to):
-            return
-        assert reply_to is not None
-        token = reply_to.rsplit(".", 1)[-1]
-        hdrs = {
-            h.AGENT: name,
-            h.ATTEMPT: str(attempt),
-            h.SEQ: "1",
-            h.FINAL: "true",
-            h.TTL: f"{int(self.settings.reply_final_ttl)}s",
-            h.MSG_ID: f"error:{token}:{attempt}",
-        }
-        with contextlib.suppress(TransportError):
-            await self.bus.js_publish(reply_to, encode_error(request_id, error), hdrs)
+        await send_error(
+            self.bus,
+            self.settings,
+            agent=name,
+            reply_to=reply_to,
+            request_id=request_id,
+            error=error,
+            attempt=attempt,
+        )
 
     async def _start_execution(
         self, name: str, msg: WorkMsg, request_id: JsonRpcId, method: str, message: Message, reply_to: str
@@ -791,9 +766,14 @@ class WorkflowExecutor(Worker):
         for part in message.parts:
             if part.data is not None and not (isinstance(part.data, dict) and part.data.get("type") in CONTROL_TYPES):
                 return part.data
-        for part in message.parts:
+        for i, part in enumerate(message.parts):
             if part.url is not None and part.url.startswith("artifact://"):
-                stored = await self.artifacts.load_uri(part.url, user=reply.headers.get(h.USER))
+                try:
+                    stored = await self.artifacts.load_uri(part.url, user=reply.headers.get(h.USER))
+                except ArtifactError as e:  # the caller's URL names nothing readable: its mistake, not ours
+                    raise RpcError(
+                        codes.INVALID_PARAMS, f"invalid params of SendMessage: params.message.parts[{i}].url: {e}"
+                    ) from e
                 return stored.value
         return {"text": message.text()}
 
@@ -847,6 +827,10 @@ class WorkflowExecutor(Worker):
                 if before is not None:
                     await before()
                 await runner.run(initial.pop(0), call_ids=initial.pop(0))
+            except Exception as e:
+                # e.g. the final could not be published: the finished execution stays indexed for a takeover,
+                # whose retries are bounded (_retry_final)
+                self.log.warning("execution.driver_failed", execution_id=execution_id, error=str(e) or repr(e))
             finally:
                 if self.runners.get(execution_id) is runner:
                     del self.runners[execution_id]
@@ -905,7 +889,7 @@ class WorkflowExecutor(Worker):
         if outcome == "finished":
             record = await self.store.record(execution_id) or {}
             if record.get("final_published") != "1":
-                await self._publish_orphaned_final(execution_id, record)
+                await self._retry_final(execution_id, record)
             else:
                 await self.store.mark_published(execution_id)  # a stray takeover entry: drop it
             return False
@@ -943,6 +927,33 @@ class WorkflowExecutor(Worker):
             self._launch(runner, [], before=runner.resume_calls)
         return True
 
+    async def _retry_final(self, execution_id: str, record: dict[str, str]) -> None:
+        """Publish the answer of a finished execution that was never answered: a few tries with backoff, then
+        give up with one log line (the final task stays in Redis, where GetTask answers it)."""
+        tries, next_at = self._final_tries.get(execution_id, (0, 0.0))
+        if time.monotonic() < next_at:
+            return
+        try:
+            await self._publish_orphaned_final(execution_id, record)
+        except TransportError as e:
+            tries += 1
+            if tries < self.final_reply_tries:
+                delay = min(self.final_reply_backoff * 2 ** (tries - 1), FINAL_REPLY_MAX_BACKOFF)
+                self._final_tries[execution_id] = (tries, time.monotonic() + delay)
+                return
+            self._final_tries.pop(execution_id, None)
+            self.log.error(
+                "execution.final_undeliverable",
+                execution_id=execution_id,
+                workflow=record.get("workflow"),
+                reply_to=_stored_reply_to(record),
+                tries=tries,
+                error=str(e),
+            )
+            await self.store.mark_published(execution_id)  # given up: no replica tries it again
+            return
+        self._final_tries.pop(execution_id, None)
+
     async def _engine_for(self, digest: str) -> Engine | GraphEngine | None:
         engine = self.catalog.engine(digest)
         if engine is not None:
@@ -967,133 +978,6 @@ class WorkflowExecutor(Worker):
             self.deps, engine, load_state(engine, raw), epoch=int(record.get("epoch") or 1), reply=reply
         )
         await runner.publish_final()
-
-    # --- control -----------------------------------------------------------------------------
-
-    async def _on_control(self, name: str, msg: Received) -> None:
-        request_id = request_id_of(msg.data)
-        try:
-            envelope, params = decode_request(msg.data, msg.headers, allowed=codes.CONTROL_METHODS)
-            if isinstance(params, GetTaskRequest):
-                task = await self.tasks.get(params.id)
-                if task is None:
-                    raise TaskNotFound(params.id)
-                await self._answer(name, msg, envelope.id, task.to_json_dict())
-            elif isinstance(params, CancelTaskRequest):
-                await self._cancel(name, msg, envelope.id, params.id)
-            elif isinstance(params, SubscribeToTaskRequest):
-                await self._subscribe(name, msg, params.id)
-            elif isinstance(params, ListTasksRequest):
-                await self._answer(name, msg, envelope.id, (await self._list(name, params)).to_json_dict())
-        except A2AMeshError as e:
-            if msg.reply:
-                await self.bus.publish(msg.reply, encode_error(request_id, to_rpc_error(e)), {h.AGENT: name})
-        except Exception as e:
-            self.log.exception("control.internal_error", workflow=name)
-            if msg.reply:
-                await self.bus.publish(msg.reply, encode_error(request_id, to_rpc_error(e)), {h.AGENT: name})
-
-    async def _answer(self, name: str, msg: Received, request_id: JsonRpcId, result: dict[str, Any]) -> None:
-        if msg.reply:
-            await self.bus.publish(msg.reply, encode_result(request_id, result), {h.AGENT: name})
-
-    async def _cancel(self, name: str, msg: Received, request_id: JsonRpcId, task_id: str) -> None:
-        runner = self.runners.get(task_id)
-        if runner is not None:
-            runner.cancel()
-            # answered from a task of its own: control requests are served one at a time, and a GetTask
-            # must not wait behind an execution running its on_cancel handlers
-            self._spawn(self._answer_when_finished(name, msg, request_id, runner))
-            return
-        status = await self.store.mark_cancel(task_id)
-        if status == "":
-            view = await self.tasks.mark_canceled(task_id)
-            if view.outcome == "terminal":
-                raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
-            task = Task(id=task_id, status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp()))
-            await self._answer(name, msg, request_id, task.to_json_dict())
-            return
-        if status == "paused":
-            await self._cancel_parked(name, msg, request_id, task_id)
-            return
-        if status != "running":
-            raise TaskNotCancelable(task_id, status)
-        lease = await self.store.redis.get(self.store.keys.lease(task_id))
-        if lease:
-            return  # its owner answers once the cancellation is applied
-        task = await self.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
-        task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
-        await self._answer(name, msg, request_id, task.to_json_dict())
-
-    async def _answer_when_finished(
-        self, name: str, msg: Received, request_id: JsonRpcId, runner: ExecutionRunner
-    ) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(runner.finished), CANCEL_ANSWER_LIMIT)
-        try:
-            task = runner.final_task or await self.tasks.get(runner.task_id)
-            if task is not None:
-                await self._answer(name, msg, request_id, task.to_json_dict())
-        except Exception as e:  # NATS or Redis away: the canceller's request times out, as it would unanswered
-            self.log.warning("control.answer_failed", task_id=runner.task_id, error=str(e) or type(e).__name__)
-
-    async def _cancel_parked(self, name: str, msg: Received, request_id: JsonRpcId, task_id: str) -> None:
-        """Cancel an execution paused for a human: take it back, apply the cancellation (``on_cancel`` runs), answer.
-
-        When another replica holds it (a resume being applied), the ``cancel`` mark set by
-        ``exec_mark_cancel.lua`` makes that replica apply the cancellation; it answers the callers it has.
-        """
-        outcome, epoch = await self.store.acquire(task_id, self.instance)
-        if outcome != "acquired":
-            return
-        record = await self.store.record(task_id) or {}
-        raw = await self.store.state(task_id)
-        engine = await self._engine_for(record.get("digest", ""))
-        if raw is None or engine is None:
-            await self.store.release(task_id, f"{self.instance}:{epoch}", handover=False)
-            raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be canceled: its state is missing")
-        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = make_runner(self.deps, engine, load_state(engine, raw), epoch=epoch, reply=reply)
-        runner.cancel()
-        self.log.info("execution.cancel_paused", execution_id=task_id)
-        self._launch(runner, [])
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(runner.finished), 10)
-        task = runner.final_task or await self.tasks.get(task_id)
-        if task is not None:
-            await self._answer(name, msg, request_id, task.to_json_dict())
-
-    async def _subscribe(self, name: str, msg: Received, task_id: str) -> None:
-        reply_to = msg.headers.get(h.REPLY_TO)
-        if not valid_reply_subject(self.bus, reply_to):
-            raise RpcError(codes.INVALID_REQUEST, f"SubscribeToTask needs a {h.REPLY_TO} header with a reply subject")
-        assert reply_to is not None
-        runner = self.runners.get(task_id)
-        if runner is not None:
-            if reply_to not in runner.targets:
-                runner.targets.append(reply_to)
-            task = await self.tasks.get(task_id)
-            if task is not None:
-                publisher = ReplyPublisher(self.bus, self.settings, agent=name, task_id=task_id, attempt=runner.epoch)
-                with contextlib.suppress(TransportError):
-                    await publisher.snapshot(reply_to, task_id, task, 1)
-            return
-        view = await self.tasks.add_subscriber(task_id, reply_to)
-        if view.outcome == "terminal" and view.task is not None:
-            publisher = ReplyPublisher(self.bus, self.settings, agent=name, task_id=task_id, attempt=1)
-            with contextlib.suppress(TransportError):
-                await publisher.final(reply_to, task_id, view.task, 1, streaming=False)
-
-    async def _list(self, name: str, req: ListTasksRequest) -> ListTasksResponse:
-        offset = int(req.page_token) if req.page_token and req.page_token.isdigit() else 0
-        size = req.page_size or 50
-        tasks, total = await self.tasks.list(
-            name, context_id=req.context_id, state=req.status, offset=offset, limit=size
-        )
-        if not req.include_artifacts:
-            tasks = [t.model_copy(update={"artifacts": None}) for t in tasks]
-        nxt = str(offset + size) if offset + size < total else ""
-        return ListTasksResponse(tasks=tasks, next_page_token=nxt, page_size=len(tasks), total_size=total)
 
 
 def _initial_records(runner: ExecutionRunner) -> dict[str, str]:

@@ -4,7 +4,7 @@ Per execution (every key carries the ``{execution_id}`` hash tag, so each script
 
 - ``exec:{id}`` (hash): the record — workflow, digest, status, task and context ids, input, output,
   error, usage, timings, lease ``epoch``, ``cancel`` mark, ``final_published``, the caller's reply info;
-- ``exec:{id}:state``: the engine's :class:`~a2amesh.workflow.execution.ExecutionState`, checkpointed
+- ``exec:{id}:state``: the engine's :class:`~a2amesh.workflow.dag.state.ExecutionState`, checkpointed
   after every step — whole, or split: the state without its ``nodes``, each node instance then kept in
 - ``exec:{id}:state_nodes`` (hash, field = node path, value = ``ordinal JSON``), so a step writes only the
   instances it changed (:meth:`ExecutionStore.state` puts the two back together);

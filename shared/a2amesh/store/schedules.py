@@ -18,8 +18,8 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from a2amesh.executor.schedules import MAIN_BRANCH, ScheduleState
 from a2amesh.logs import get_logger
+from a2amesh.schedules import MAIN_BRANCH, ScheduleState
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, load_script
 

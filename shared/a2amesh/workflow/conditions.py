@@ -21,7 +21,6 @@ strings and lists built by an expression are bounded.
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import math
 import operator
@@ -32,6 +31,7 @@ from typing import Any, Final
 
 import simpleeval
 
+from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import A2AMeshError
 from a2amesh.workflow.templates import (
     JsonValue,
@@ -527,7 +527,7 @@ def _check_call(text: str, node: ast.Call) -> None:
         raise ConditionError(text, f"only these functions can be called: {', '.join(FUNCTIONS)}")
     name = node.func.id
     if name not in FUNCTIONS:
-        hint = _did_you_mean(name, FUNCTIONS)
+        hint = did_you_mean(name, FUNCTIONS)
         raise ConditionError(text, f"calling {name!r} is not allowed{hint}; functions: {', '.join(FUNCTIONS)}")
     if node.keywords:
         raise ConditionError(text, f"{name}() takes no keyword arguments")
@@ -546,7 +546,7 @@ def _check_name(text: str, node: ast.Name, bound: Mapping[str, Binding], literal
         return
     if node.id in FUNCTIONS:
         raise ConditionError(text, f"{node.id} is a function: call it, as {node.id}(...)")
-    hint = _did_you_mean(node.id, [*LITERALS, *FUNCTIONS])
+    hint = did_you_mean(node.id, [*LITERALS, *FUNCTIONS])
     raise ConditionError(
         text,
         f"unknown name {node.id!r}{hint}: quote text ('{node.id}'), and write values as templates "
@@ -560,11 +560,6 @@ def _check_constant(text: str, node: ast.Constant) -> None:
         raise ConditionError(text, f"{type(value).__name__} literals are not supported")
     if isinstance(value, str) and len(value) > MAX_TEXT_LENGTH:
         raise ConditionError(text, f"a text literal is longer than {MAX_TEXT_LENGTH}")
-
-
-def _did_you_mean(word: str, candidates: Collection[str]) -> str:
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _warnings(tree: ast.Expression, bound: Mapping[str, Binding]) -> list[str]:

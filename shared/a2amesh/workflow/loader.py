@@ -10,7 +10,7 @@ Three shapes are recognized:
 - an **app config** alone: a mapping with ``name`` and ``workflow``;
 - a **bare workflow block**: a mapping with ``nodes``, named by its ``name``, else the ``name``
   argument, else the file's stem;
-- a **graph workflow** (SPEC §6, :mod:`a2amesh.workflow.graph`): a mapping with ``edges``,
+- a **graph workflow** (SPEC §6, :mod:`a2amesh.workflow.graph.definition`): a mapping with ``edges``,
   ``entrypointNodeId`` or ``branches``, named like a bare block (its ``id`` before the stem); it
   loads as a :class:`LoadedGraph`.
 
@@ -34,10 +34,11 @@ import yaml
 
 from a2amesh.errors import ConfigError
 from a2amesh.ids import check_name
-from a2amesh.workflow.definition import NODE_TYPES, WorkflowDefinition, node_type_name
-from a2amesh.workflow.graph import GraphDefinition
-from a2amesh.workflow.graph_validation import check_graph, is_graph_document
-from a2amesh.workflow.validation import Issue, ValidationReport, validate_data
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.dag.nodes import NODE_TYPES, node_type_name
+from a2amesh.workflow.dag.validation import Issue, ValidationReport, validate_data
+from a2amesh.workflow.graph.definition import GraphDefinition
+from a2amesh.workflow.graph.validation import check_graph, is_graph_document
 
 __all__ = [
     "CheckedWorkflow",

@@ -7,14 +7,15 @@ switch, conditional or review are labelled with the case that takes them; dotted
 map or loop to the node it runs, and from the end of the DAG to the exit handlers.
 
 Graph workflows (SPEC §6) render with :func:`graph_to_mermaid` (``to_mermaid`` picks it for a
-:class:`~a2amesh.workflow.graph.GraphDefinition`).
+:class:`~a2amesh.workflow.graph.definition.GraphDefinition`).
 """
 
 from __future__ import annotations
 
 import re
 
-from a2amesh.workflow.definition import (
+from a2amesh.workflow.dag.definition import WorkflowDefinition
+from a2amesh.workflow.dag.nodes import (
     AgentNode,
     ConditionalNode,
     ForkNode,
@@ -24,10 +25,9 @@ from a2amesh.workflow.definition import (
     MapNode,
     Node,
     SwitchNode,
-    WorkflowDefinition,
     WorkflowNode,
 )
-from a2amesh.workflow.graph import GraphDefinition
+from a2amesh.workflow.graph.definition import GraphDefinition
 
 __all__ = ["graph_to_mermaid", "to_mermaid"]
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from a2amesh.workflow.definition import WorkflowDefinition
+from a2amesh.workflow.dag.definition import WorkflowDefinition
 
 __all__ = ["SCHEMA_ID", "render_schema", "workflow_json_schema"]
 

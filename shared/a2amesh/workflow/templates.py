@@ -21,7 +21,6 @@ combine values. Dict keys are never templated.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 from collections.abc import Collection, Iterator, Mapping
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
 
+from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import A2AMeshError
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "TemplateError",
     "TemplateScope",
     "check",
-    "did_you_mean",
     "find_templates",
     "has_templates",
     "iter_templates",
@@ -211,12 +210,6 @@ def _parse_workflow(template: str, text: str, rest: tuple[str, ...]) -> Referenc
     if tail:
         raise TemplateError(template, f"workflow.{head} is text and has no fields")
     return Reference(RefKind.STATUS if head == "status" else RefKind.ERROR, text)
-
-
-def did_you_mean(word: str, candidates: Collection[str]) -> str:
-    """A ``" (did you mean 'x'?)"`` suffix naming the closest candidate, or ``""``."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def find_templates(text: str) -> list[tuple[int, int, str]]:

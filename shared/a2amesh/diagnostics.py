@@ -1,8 +1,15 @@
-"""JSON Schema validation for the node handler and tool calls: every error with its JSON path."""
+"""What a user is told when their data or definition is wrong: JSON Schema errors with paths, did-you-mean.
+
+One place for both, shared by the agent (node handler and tool calls: :func:`validate`,
+:func:`format_issues`) and the workflow engines (:func:`schema_errors`), and by every load-time
+check that suggests a spelling (:func:`did_you_mean`).
+"""
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -10,7 +17,15 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 
-__all__ = ["SchemaIssue", "expects_structured", "format_issues", "schema_problem", "validate"]
+__all__ = [
+    "SchemaIssue",
+    "did_you_mean",
+    "expects_structured",
+    "format_issues",
+    "schema_errors",
+    "schema_problem",
+    "validate",
+]
 
 _MAX_MESSAGE = 300
 
@@ -42,6 +57,34 @@ def _validator(schema_json: str) -> Any:
     schema = json.loads(schema_json)
     cls = validators.validator_for(schema, default=Draft202012Validator)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+@lru_cache(maxsize=256)
+def _plain_validator(schema_json: str) -> Draft202012Validator:
+    """A draft 2020-12 validator without format checks, per distinct schema (workflow schemas)."""
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def schema_errors(schema: Mapping[str, Any] | None, value: Any, *, limit: int = 5) -> list[str]:
+    """Every way ``value`` breaks a JSON Schema, each with its JSON path (``$.items[0].sku: ...``).
+
+    The workflow engines' form: at most ``limit`` errors ordered by path, no format checks, and an
+    invalid schema reported as one error rather than raised.
+    """
+    if not schema:
+        return []
+    try:
+        validator = _plain_validator(json.dumps(schema, sort_keys=True, default=str))
+        found = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
+    except SchemaError as exc:
+        return [f"the schema itself is invalid: {exc.message}"]
+    return [f"{error.json_path}: {error.message}" for error in found[:limit]]
+
+
+def did_you_mean(word: str, candidates: Collection[str], *, cutoff: float = 0.6) -> str:
+    """A ``" (did you mean 'x'?)"`` suffix naming the closest candidate, or ``""``."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=cutoff)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _key(schema: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """Reading and load-time checks of graph workflow documents (SPEC §6) into :class:`GraphDefinition`.
 
-Both formats of :mod:`a2amesh.workflow.graph` are read here: the seed-000 graph format and the
+Both formats of :mod:`a2amesh.workflow.graph.definition` are read here: the seed-000 graph format and the
 seed-003 simple format (``config.agentId``, ``from``/``to``, an inferred entry node). Every field is
 accepted in camelCase and snake_case.
 
@@ -15,7 +15,6 @@ unknown agents, and conversational agents that have no END edge.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
@@ -23,10 +22,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
+from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import ScheduleError
-from a2amesh.executor.schedules import MAIN_BRANCH, OneTime, parse_schedule
 from a2amesh.ids import NAME_RE
-from a2amesh.workflow.graph import (
+from a2amesh.schedules import MAIN_BRANCH, OneTime, parse_schedule
+from a2amesh.workflow.dag.validation import Issue, Severity, ValidationReport
+from a2amesh.workflow.graph.definition import (
     END,
     GUARDS,
     LIMIT_ACTIONS,
@@ -36,7 +37,6 @@ from a2amesh.workflow.graph import (
     GraphNode,
     ToolSpec,
 )
-from a2amesh.workflow.validation import Issue, Severity, ValidationReport
 
 __all__ = ["check_graph", "is_graph_document", "parse_graph", "sanitize_agent_name"]
 
@@ -82,9 +82,7 @@ def _camel(field: str) -> str:
 
 
 def _suggest(key: str, spellings: Iterable[str]) -> str:
-    camel = [s for s in spellings if "_" not in s]
-    close = difflib.get_close_matches(key, camel, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(key, [s for s in spellings if "_" not in s])
 
 
 def _node_type(value: str) -> str:
@@ -270,8 +268,7 @@ class _Reader:
                 return None
             kind = "AGENT"
         if not isinstance(kind, str) or _node_type(kind) not in NODE_TYPES:
-            close = difflib.get_close_matches(_node_type(str(kind)), list(NODE_TYPES), n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(_node_type(str(kind)), NODE_TYPES, cutoff=0.5)
             self.error(
                 node_id, "nodeType", f"unknown node type {kind!r}{hint}; expected one of: {', '.join(NODE_TYPES)}"
             )

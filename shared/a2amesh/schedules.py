@@ -42,8 +42,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2amesh.durations import DurationError, parse_duration
 from a2amesh.errors import ConfigError, ScheduleError
-from a2amesh.workflow.durations import DurationError, parse_duration
 
 __all__ = [
     "DAY_NAMES",

@@ -1,4 +1,4 @@
-"""Replies to a caller: headers, durable publishing, and the publisher of a workflow task's answers.
+"""The one reply sender: reply subjects, headers, durable publishing, error replies, a workflow task's answers.
 
 Agents (``agent/host.py``) and workflows (``executor/``) answer the same way (SPEC §3.4, §3.5). A workflow
 answers exactly as an agent does: replies on the caller's ``A2A-Reply-To`` subject with
@@ -11,28 +11,36 @@ JetStream duplicate.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus, WorkMsg
+from a2amesh.bus.nats import Bus
 from a2amesh.config import Settings
-from a2amesh.errors import A2AMeshError, TransportError
-from a2amesh.protocol import StreamResponse, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, codes
+from a2amesh.errors import RpcError, TransportError
+from a2amesh.logs import get_logger
+from a2amesh.protocol import StreamResponse, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from a2amesh.protocol.jsonrpc import JsonRpcId
-from a2amesh.rpc import encode_result
+from a2amesh.rpc import encode_error, encode_result
 
 __all__ = [
     "ReplyInfo",
     "ReplyPublisher",
     "publish_durable",
     "reply_headers",
-    "settle_rejected",
+    "send_error",
     "valid_reply_subject",
 ]
 
 FINAL_PUBLISH_TRIES = 3
+"""Tries of a durable reply publish (backoff 0.2 s, 0.4 s) before it is given up as undeliverable."""
+
+REPLY_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The grammar of the two last tokens of a reply subject, ``{instance}`` and ``{call_id}`` (docs/protocol.md §3)."""
+
+log = get_logger("replies")
 
 
 class ReplyInfo(BaseModel):
@@ -50,9 +58,18 @@ class ReplyInfo(BaseModel):
 
 
 def valid_reply_subject(bus: Bus, subject: str | None) -> bool:
-    """Whether ``subject`` is a reply subject of this namespace (``…reply.{instance}.{call_id}``)."""
+    """Whether ``subject`` is exactly ``{ns}.a2a.v1.reply.{instance}.{call_id}`` of this namespace.
+
+    Both tokens match :data:`REPLY_TOKEN`: no empty token, no wildcard, no space or other character a
+    publish could fail on, so a reply subject accepted here can always be published to.
+    """
+    if not subject:
+        return False
     prefix = bus.subjects.reply_prefix()
-    return bool(subject) and str(subject).startswith(prefix) and str(subject).count(".") == prefix.count(".") + 1
+    if not subject.startswith(prefix):
+        return False
+    tokens = subject[len(prefix) :].split(".")
+    return len(tokens) == 2 and all(REPLY_TOKEN.fullmatch(t) for t in tokens)
 
 
 class ReplyPublisher:
@@ -83,6 +100,8 @@ class ReplyPublisher:
         body = encode_result(request_id, StreamResponse(status_update=event))
         token = subject.rsplit(".", 1)[-1]
         msg_id = f"{self.task_id}:{self.attempt}:{seq}:{token}"
+        if not valid_reply_subject(self.bus, subject):
+            return
         await self.bus.publish(subject, body, self._headers(seq, final=False, durable=False, msg_id=msg_id))
 
     async def snapshot(self, subject: str, request_id: JsonRpcId, task: Task, seq: int) -> None:
@@ -113,6 +132,10 @@ class ReplyPublisher:
         await self._durable(subject, body, hdrs)
 
     async def _durable(self, subject: str, body: bytes, hdrs: dict[str, str]) -> None:
+        if not valid_reply_subject(self.bus, subject):
+            # recorded before subjects were checked to the grammar: no publish to it can ever succeed
+            log.warning("reply.invalid_subject", agent=self.agent, task_id=self.task_id, subject=subject)
+            return
         await publish_durable(self.bus, subject, body, hdrs)
 
 
@@ -149,10 +172,35 @@ async def publish_durable(bus: Bus, subject: str, body: bytes, hdrs: dict[str, s
             await asyncio.sleep(0.2 * (i + 1))
 
 
-async def settle_rejected(msg: WorkMsg, error: A2AMeshError) -> None:
-    """The ack of a request answered with an error: a passed deadline is acked (it is done with, not bad);
-    every other rejection is terminated so it is never delivered again."""
-    if isinstance(error, TransportError) and error.reason == codes.DEADLINE_EXCEEDED:
-        await msg.ack()
-    else:
-        await msg.term()
+async def send_error(
+    bus: Bus,
+    settings: Settings,
+    *,
+    agent: str,
+    reply_to: str | None,
+    request_id: JsonRpcId,
+    error: RpcError,
+    attempt: int,
+    seq: int = 1,
+) -> bool:
+    """Answer a call with a JSON-RPC error (final, durable) on its reply subject.
+
+    Never raises: a ``reply_to`` that is not a valid reply subject is answered nowhere, and a reply the
+    replies stream does not take after :data:`FINAL_PUBLISH_TRIES` is logged once and given up.
+
+    Returns:
+        Whether the error was published.
+    """
+    if not valid_reply_subject(bus, reply_to):
+        return False
+    assert reply_to is not None
+    token = reply_to.rsplit(".", 1)[-1]
+    hdrs = reply_headers(
+        settings, agent=agent, attempt=attempt, seq=seq, final=True, durable=True, msg_id=f"error:{token}:{attempt}"
+    )
+    try:
+        await publish_durable(bus, reply_to, encode_error(request_id, error), hdrs)
+    except TransportError as e:
+        log.warning("reply.undeliverable", agent=agent, subject=reply_to, code=error.code, error=str(e))
+        return False
+    return True

@@ -21,8 +21,8 @@ agentId itself is the agent name, with characters outside ``[A-Za-z0-9_-]`` repl
 ``onLimit`` (where a tripped guard goes), HUMAN_HANDOFF ``prompt`` / ``editSchema``,
 ``executionMode`` and ``schedule``.
 
-:mod:`a2amesh.workflow.graph_validation` reads documents into these models and checks them;
-:mod:`a2amesh.workflow.graph_engine` runs them.
+:mod:`a2amesh.workflow.graph.validation` reads documents into these models and checks them;
+:mod:`a2amesh.workflow.graph.engine` runs them.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
-from a2amesh.executor.schedules import ScheduleSpec, parse_schedule
-from a2amesh.workflow.durations import Duration
+from a2amesh.durations import Duration
+from a2amesh.schedules import ScheduleSpec, parse_schedule
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = [

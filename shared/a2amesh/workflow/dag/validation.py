@@ -2,7 +2,7 @@
 
 Errors: unknown dependencies, cycles, duplicate or malformed ids, branch/map/loop/exit targets
 that do not exist or are misplaced, switch/conditional/review targets that do not depend on their
-router, bad templates, bad conditions, and (from :mod:`a2amesh.workflow.definition`) unknown node
+router, bad templates, bad conditions, and (from :mod:`a2amesh.workflow.dag.definition`) unknown node
 types and unknown fields. Warnings: unknown agents (they may start later), references to nodes that
 are not upstream, quoted numbers compared with numbers, and similar likely mistakes.
 
@@ -22,9 +22,11 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import DefinitionError
 from a2amesh.workflow.conditions import ConditionError, compile_condition
-from a2amesh.workflow.definition import (
+from a2amesh.workflow.dag.definition import WorkflowDefinition, problems_from_error
+from a2amesh.workflow.dag.nodes import (
     AgentNode,
     ConditionalNode,
     ForkNode,
@@ -33,9 +35,7 @@ from a2amesh.workflow.definition import (
     MapNode,
     Node,
     SwitchNode,
-    WorkflowDefinition,
     WorkflowNode,
-    problems_from_error,
 )
 from a2amesh.workflow.templates import (
     JsonValue,
@@ -43,7 +43,6 @@ from a2amesh.workflow.templates import (
     RefKind,
     TemplateError,
     check,
-    did_you_mean,
     find_templates,
     iter_templates,
     operator_of,

@@ -3,9 +3,9 @@
 Plain, JSON-serialisable pydantic data, so the executor checkpoints the state in Redis after every
 step (and, for a conversational workflow, keeps the last state per ``contextId`` as the next turn's
 ``previous``). The shared parts of the vocabulary — ``NodeSucceeded``, ``NodeFailed``,
-``TimerFired``, ``CancelRequested``, ``CancelCall``, ``SetTimer``, ``ClearTimer``, ``EmitEvent`` and
-``Finish`` — are the DAG engine's (:mod:`a2amesh.workflow.execution`); the logic and the full
-description of every command and event are in :mod:`a2amesh.workflow.graph_engine`.
+``TimerFired``, ``CancelRequested``, ``ReviewAnswered``, ``RequestReview``, ``CancelCall``, ``SetTimer``,
+``ClearTimer``, ``EmitEvent`` and ``Finish`` — are in :mod:`a2amesh.workflow.events`; the logic and the full
+description of every command and event are in :mod:`a2amesh.workflow.graph.engine`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from a2amesh.workflow.execution import (
+from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
@@ -28,7 +28,7 @@ from a2amesh.workflow.execution import (
     SetTimer,
     TimerFired,
 )
-from a2amesh.workflow.graph import Guard
+from a2amesh.workflow.graph.definition import Guard
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
@@ -41,8 +41,6 @@ __all__ = [
     "GraphState",
     "GraphStatus",
     "Pending",
-    "RequestReview",
-    "ReviewAnswered",
     "RunTools",
     "ToolCall",
     "ToolResult",

@@ -1,8 +1,8 @@
-"""The data of the workflow engine: execution state, the events it consumes and the commands it emits.
+"""The data of the DAG engine: execution state, and the events and commands only it has.
 
 Everything here is plain, JSON-serialisable pydantic data, so the executor can checkpoint the state
-in Redis after every step and any replica can carry on from it. The logic lives in
-:mod:`a2amesh.workflow.engine`.
+in Redis after every step and any replica can carry on from it. The events and commands both engines
+share are in :mod:`a2amesh.workflow.events`; the logic lives in :mod:`a2amesh.workflow.dag.engine`.
 
 Node paths name one *instance* of a node within an execution:
 
@@ -21,47 +21,33 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2amesh.workflow.events import (
+    CancelCall,
+    CancelRequested,
+    ClearTimer,
+    EmitEvent,
+    ErrorKind,
+    ExecutionStatus,
+    Finish,
+    NodeFailed,
+    NodeSucceeded,
+    RequestReview,
+    ReviewAnswered,
+    SetTimer,
+    TimerFired,
+)
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
-    "CancelCall",
-    "CancelRequested",
-    "ClearTimer",
     "Command",
     "DispatchNode",
-    "EmitEvent",
-    "ErrorKind",
     "Event",
     "ExecutionState",
-    "ExecutionStatus",
-    "Finish",
-    "NodeFailed",
     "NodePaused",
     "NodeRun",
     "NodeStatus",
-    "NodeSucceeded",
     "Phase",
-    "RequestReview",
-    "ReviewAnswered",
-    "SetTimer",
-    "TimerFired",
 ]
-
-
-class ExecutionStatus(StrEnum):
-    """Status of a whole execution."""
-
-    RUNNING = "running"
-    PAUSED = "paused"
-    """Waiting for a human (a review node, or a callee that asked for input); no call in flight."""
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELED = "canceled"
-
-    @property
-    def final(self) -> bool:
-        """The execution has finished."""
-        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELED)
 
 
 class NodeStatus(StrEnum):
@@ -90,9 +76,6 @@ class NodeStatus(StrEnum):
 
 Phase: TypeAlias = Literal["dag", "exit", "done"]
 """Where an execution is: running its DAG, running exit handlers, or finished."""
-
-ErrorKind: TypeAlias = Literal["failure", "error"]
-"""``failure``: the callee reported failure; ``error``: the call itself failed (SPEC §5.4 retry policies)."""
 
 
 class _Data(BaseModel):
@@ -192,30 +175,6 @@ class ExecutionState(_Data):
 # --- events ----------------------------------------------------------------------------------
 
 
-class NodeSucceeded(_Data):
-    """A node call completed (callee state ``TASK_STATE_COMPLETED``)."""
-
-    kind: Literal["node_succeeded"] = "node_succeeded"
-    path: str
-    attempt: int
-    output: JsonValue = None
-    task_id: str | None = None
-    usage: dict[str, Any] | None = None
-
-
-class NodeFailed(_Data):
-    """A node call failed: the callee reported failure, or the call itself failed."""
-
-    kind: Literal["node_failed"] = "node_failed"
-    path: str
-    attempt: int
-    error: str
-    error_kind: ErrorKind = "failure"
-    retryable: bool = True
-    task_id: str | None = None
-    usage: dict[str, Any] | None = None
-
-
 class NodePaused(_Data):
     """A callee asked for input (its task is ``TASK_STATE_INPUT_REQUIRED``): the calling node waits for a human."""
 
@@ -225,30 +184,6 @@ class NodePaused(_Data):
     review: dict[str, Any] = Field(description="The callee's review_request (its own path).")
     task_id: str | None = None
     usage: dict[str, Any] | None = None
-
-
-class ReviewAnswered(_Data):
-    """A human answered a review (the SPEC's resume body ``{"decision", "data"}`` validates as one)."""
-
-    kind: Literal["review_answered"] = "review_answered"
-    decision: Literal["approve", "edit", "reject"]
-    data: JsonValue = None
-    reason: str | None = None
-    path: str | None = Field(None, description="The review addressed (default: the one the execution waits for).")
-
-
-class TimerFired(_Data):
-    """A timer armed by :class:`SetTimer` is due."""
-
-    kind: Literal["timer_fired"] = "timer_fired"
-    timer_id: str
-
-
-class CancelRequested(_Data):
-    """Someone cancelled the execution (CancelTask, ``a2amesh cancel``)."""
-
-    kind: Literal["cancel_requested"] = "cancel_requested"
-    reason: str = "canceled by request"
 
 
 Event: TypeAlias = Annotated[
@@ -282,64 +217,6 @@ class DispatchNode(_Data):
     resume: dict[str, Any] | None = Field(
         None, description="Continue the callee's paused task (task_id) with this resume body instead of a new call."
     )
-
-
-class RequestReview(_Data):
-    """Pause for a human: the task goes to TASK_STATE_INPUT_REQUIRED with ``review`` as a DataPart."""
-
-    kind: Literal["request_review"] = "request_review"
-    path: str
-    node_id: str
-    review: dict[str, JsonValue] = Field(description='{"type": "review_request", path, prompt, data, edit_schema}.')
-    guard: Literal["stepLimit", "timeout", "maxRounds"] | None = Field(
-        None, description="The guard that tripped, when a guard caused the handoff (graph workflows)."
-    )
-
-
-class CancelCall(_Data):
-    """Cancel a callee's task (node timeout, fail-fast, a join that no longer needs it, cancellation)."""
-
-    kind: Literal["cancel_call"] = "cancel_call"
-    path: str
-    agent: str
-    task_id: str
-
-
-class SetTimer(_Data):
-    """Arm a timer; the executor feeds :class:`TimerFired` back when it is due."""
-
-    kind: Literal["set_timer"] = "set_timer"
-    timer_id: str
-    due: float
-
-
-class ClearTimer(_Data):
-    """Disarm a timer that is no longer needed."""
-
-    kind: Literal["clear_timer"] = "clear_timer"
-    timer_id: str
-
-
-class EmitEvent(_Data):
-    """A lifecycle event: logged, published on the events subjects, and sent to the caller as progress."""
-
-    kind: Literal["emit"] = "emit"
-    event: str = Field(description="execution.started, node.started, node.completed, node.failed, node.skipped, ...")
-    seq: int
-    path: str | None = None
-    node_id: str | None = None
-    status: str | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
-    at: float
-
-
-class Finish(_Data):
-    """The execution finished: answer the caller once."""
-
-    kind: Literal["finish"] = "finish"
-    status: ExecutionStatus
-    output: JsonValue = None
-    error: str | None = None
 
 
 Command: TypeAlias = Annotated[

@@ -1,0 +1,305 @@
+"""The one A2A control plane: GetTask, CancelTask, SubscribeToTask and ListTasks on a control subject.
+
+The agent host and the workflow executor answer these identically from the task records in Redis; what
+differs (stopping a task that runs here, following one that runs here) they provide through
+:class:`ControlBackend`. Answers go to the NATS reply inbox with ``A2A-Agent``; a request without one
+(``SubscribeToTask`` is published, not requested) gets its error on ``A2A-Reply-To`` (docs/protocol.md §7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol
+
+from a2amesh.bus import headers as h
+from a2amesh.bus.nats import Bus, Received
+from a2amesh.config import Settings
+from a2amesh.errors import A2AMeshError, RpcError, TaskNotFound, TransportError, to_rpc_error
+from a2amesh.jsontext import dumps_bytes
+from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT
+from a2amesh.protocol import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    ListTasksResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskStatus,
+    codes,
+)
+from a2amesh.protocol.jsonrpc import JsonRpcId
+from a2amesh.rpc import encode_error, encode_result
+from a2amesh.store.tasks import TaskStore
+from a2amesh.worker.decode import parse_body, request_id_of, validate_request
+from a2amesh.worker.replies import publish_durable, reply_headers, send_error, valid_reply_subject
+
+__all__ = [
+    "SUMMARY_KEY",
+    "AnswerNow",
+    "AnswerWhenStopped",
+    "Cancellation",
+    "ControlBackend",
+    "ControlPlane",
+]
+
+DEFAULT_PAGE_SIZE = 50
+SUMMARY_KEY = "a2amesh.summary"
+"""Task metadata key set on a task that a ListTasks page carries summarised (id, context, state only)."""
+_ENVELOPE_SLACK = 4096
+"""Bytes of a ListTasks answer's budget kept for the envelope, the page fields and the headers."""
+
+
+@dataclass(frozen=True)
+class AnswerNow:
+    """CancelTask is answered at once with this task."""
+
+    task: Task
+
+
+@dataclass(frozen=True)
+class AnswerWhenStopped:
+    """The task runs here and was asked to stop: answer once it has (at most ``CANCEL_ANSWER_LIMIT``).
+
+    Attributes:
+        stopped: waits until the task has stopped.
+        task: the task to answer with then (as it stands, if it is still stopping at the limit).
+    """
+
+    stopped: Callable[[], Awaitable[object]]
+    task: Callable[[], Awaitable[Task | None]]
+
+
+Cancellation = AnswerNow | AnswerWhenStopped | None
+"""What a backend did with a CancelTask: answer now, answer once stopped, or ``None`` (its owner answers)."""
+
+
+class ControlBackend(Protocol):
+    """What the agent host and the executor each provide to the control plane."""
+
+    async def cancel(self, agent: str, task_id: str) -> Cancellation:
+        """Mark ``task_id`` canceled and stop it if it runs here.
+
+        Raises:
+            TaskNotCancelable: the task is final.
+        """
+        ...
+
+    async def follow(self, agent: str, task_id: str, reply_to: str) -> bool:
+        """Send ``reply_to`` the events of ``task_id`` if it runs here (a snapshot first); False if it does not."""
+        ...
+
+
+class ControlPlane:
+    """Answers the control subjects of one worker; ``async with`` owns the answers still waiting.
+
+    Args:
+        bus: the worker's bus.
+        settings: reply TTLs, ``max_request_bytes``.
+        tasks: the task records.
+        backend: the worker's side (stop, follow).
+        log: the worker's logger.
+    """
+
+    def __init__(self, bus: Bus, settings: Settings, tasks: TaskStore, backend: ControlBackend, *, log: Any) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.tasks = tasks
+        self.backend = backend
+        self.log = log
+        self._group: asyncio.TaskGroup | None = None
+
+    async def __aenter__(self) -> ControlPlane:
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        self._group = group
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        group, self._group = self._group, None
+        if group is not None:
+            await group.__aexit__(kind, exc, tb)
+
+    async def handle(self, msg: Received, agent: str) -> None:
+        """Answer one control request sent to ``agent``. Never raises."""
+        request_id: JsonRpcId = None
+        try:
+            if len(msg.data) > self.settings.max_request_bytes:
+                raise TransportError(
+                    codes.PAYLOAD_TOO_LARGE,
+                    f"control request of {len(msg.data)} bytes exceeds the limit of "
+                    f"{self.settings.max_request_bytes} bytes",
+                )
+            body = parse_body(msg.data)
+            request_id = request_id_of(body)
+            decoded = validate_request(body, msg.headers, allowed=codes.CONTROL_METHODS)
+            request_id = decoded.request_id
+            params = decoded.params
+            if isinstance(params, GetTaskRequest):
+                task = await self.tasks.get(params.id)
+                if task is None:
+                    raise TaskNotFound(params.id)
+                await self._answer(msg, agent, request_id, task.with_history(params.history_length).to_json_dict())
+            elif isinstance(params, CancelTaskRequest):
+                await self._cancel(msg, agent, request_id, params.id)
+            elif isinstance(params, SubscribeToTaskRequest):
+                await self._subscribe(msg, agent, params.id)
+            elif isinstance(params, ListTasksRequest):
+                await self._answer(msg, agent, request_id, (await self.list(agent, params)).to_json_dict())
+        except A2AMeshError as e:
+            self.log.info("control.rejected", agent=agent, error=str(e))
+            await self._error(msg, agent, request_id, to_rpc_error(e))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.log.exception("control.internal_error", agent=agent)
+            await self._error(msg, agent, request_id, to_rpc_error(e))
+
+    # answers
+    async def _answer(self, msg: Received, agent: str, request_id: JsonRpcId, result: dict[str, Any]) -> None:
+        if not msg.reply:
+            return
+        body = encode_result(request_id, result)
+        if len(body) > self.bus.max_payload:
+            raise TransportError(
+                codes.PAYLOAD_TOO_LARGE,
+                f"the answer of {len(body)} bytes exceeds the server's max_payload of {self.bus.max_payload} bytes; "
+                "ask with a smaller historyLength",
+            )
+        await self.bus.publish(msg.reply, body, {h.AGENT: agent})
+
+    async def _error(self, msg: Received, agent: str, request_id: JsonRpcId, error: RpcError) -> None:
+        try:
+            if msg.reply:
+                await self.bus.publish(msg.reply, encode_error(request_id, error), {h.AGENT: agent})
+            else:  # SubscribeToTask is published, not requested: its answer goes to A2A-Reply-To
+                await send_error(
+                    self.bus,
+                    self.settings,
+                    agent=agent,
+                    reply_to=msg.headers.get(h.REPLY_TO),
+                    request_id=request_id,
+                    error=error,
+                    attempt=1,
+                )
+        except Exception as e:  # NATS away: the requester times out, as it would without an answer
+            self.log.warning("control.answer_failed", agent=agent, error=str(e) or type(e).__name__)
+
+    # CancelTask
+    async def _cancel(self, msg: Received, agent: str, request_id: JsonRpcId, task_id: str) -> None:
+        outcome = await self.backend.cancel(agent, task_id)
+        if isinstance(outcome, AnswerNow):
+            await self._answer(msg, agent, request_id, outcome.task.to_json_dict())
+        elif isinstance(outcome, AnswerWhenStopped):
+            # answered from a task of its own: control requests are served one at a time, and a GetTask must
+            # not wait behind a task taking its time to stop
+            answer = self._answer_when_stopped(msg, agent, request_id, task_id, outcome)
+            try:
+                if self._group is None:
+                    raise RuntimeError("the control plane is not running")
+                self._group.create_task(answer)
+            except RuntimeError:  # shutting down: answer here, as it stands once stopped
+                await answer
+
+    async def _answer_when_stopped(
+        self, msg: Received, agent: str, request_id: JsonRpcId, task_id: str, outcome: AnswerWhenStopped
+    ) -> None:
+        # never raises: a failing child would cancel the whole task group (the worker's serving)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
+                    await outcome.stopped()
+            async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
+                task = await outcome.task()
+                if task is not None:
+                    await self._answer(msg, agent, request_id, task.to_json_dict())
+        except Exception as e:  # NATS or Redis away: the canceller's request times out, as it would unanswered
+            self.log.warning("control.answer_failed", task_id=task_id, error=str(e) or type(e).__name__)
+
+    # SubscribeToTask
+    async def _subscribe(self, msg: Received, agent: str, task_id: str) -> None:
+        reply_to = msg.headers.get(h.REPLY_TO)
+        if not valid_reply_subject(self.bus, reply_to):
+            raise RpcError(
+                codes.INVALID_REQUEST,
+                f"SubscribeToTask needs a {h.REPLY_TO} header with a reply subject "
+                f"({self.bus.subjects.reply_prefix()}{{instance}}.{{call_id}})",
+            )
+        assert reply_to is not None
+        if await self.backend.follow(agent, task_id, reply_to):
+            return
+        view = await self.tasks.add_subscriber(task_id, reply_to)
+        if view.outcome == "terminal" and view.task is not None:
+            token = reply_to.rsplit(".", 1)[-1]
+            hdrs = reply_headers(
+                self.settings,
+                agent=agent,
+                attempt=1,
+                seq=1,
+                final=True,
+                durable=True,
+                msg_id=f"{task_id}:final:{token}",
+            )
+            try:
+                await publish_durable(
+                    self.bus, reply_to, encode_result(task_id, {"task": view.task.to_json_dict()}), hdrs
+                )
+            except TransportError as e:
+                self.log.warning("reply.undeliverable", agent=agent, subject=reply_to, error=str(e))
+
+    # ListTasks
+    async def list(self, agent: str, req: ListTasksRequest) -> ListTasksResponse:
+        """One page of ``agent``'s tasks, newest first, sized to fit the server's ``max_payload``.
+
+        Raises:
+            RpcError: -32602 for a page token this plane did not hand out.
+        """
+        offset = _offset_of(req.page_token)
+        size = req.page_size or DEFAULT_PAGE_SIZE
+        tasks, total = await self.tasks.list(
+            agent, context_id=req.context_id, state=req.status, offset=offset, limit=size
+        )
+        budget = max(self.bus.max_payload - _ENVELOPE_SLACK, 1024)
+        item_limit = max(budget // 8, 512)
+        page: list[Task] = []
+        used = 0
+        for task in tasks:
+            if not req.include_artifacts:
+                task = task.model_copy(update={"artifacts": None})
+            task = task.with_history(req.history_length)
+            weight = len(dumps_bytes(task.to_json_dict()))
+            if weight > item_limit:
+                task = _summary(task)
+                weight = len(dumps_bytes(task.to_json_dict()))
+            if page and used + weight + 1 > budget:
+                break  # the rest go on the next page
+            page.append(task)
+            used += weight + 1
+        end = offset + len(page)
+        return ListTasksResponse(
+            tasks=page, next_page_token=str(end) if end < total else "", page_size=len(page), total_size=total
+        )
+
+
+def _offset_of(token: str | None) -> int:
+    if not token:
+        return 0
+    if len(token) > 9 or not token.isascii() or not token.isdigit():
+        shown = token if len(token) <= 40 else f"{token[:40]}…"
+        raise RpcError(
+            codes.INVALID_PARAMS,
+            f"invalid params of ListTasks: params.pageToken: {shown!r} is not a page token "
+            "(give the nextPageToken of the previous page)",
+        )
+    return int(token)
+
+
+def _summary(task: Task) -> Task:
+    """A task too large for a list page: its id, context and state (GetTask has the rest)."""
+    status = TaskStatus(state=task.status.state, timestamp=task.status.timestamp)
+    return Task(id=task.id, context_id=task.context_id, status=status, metadata={SUMMARY_KEY: True})
