@@ -35,6 +35,16 @@ def final_answers(sent: Sent) -> list[Answer]:
     return sent.answers if sent.spec.target == "control" else [a for a in sent.answers if a.final]
 
 
+def unread(body: dict[str, Any]) -> bool:
+    """An error answered with id null for a body that was refused unread (JSON-RPC 2.0 §5: the id could not
+    be detected): a parse error, or a body over the size limit."""
+    err = body.get("error")
+    if body.get("id") is not None or not isinstance(err, dict):
+        return False
+    reasons = [d.get("reason") for d in err.get("data") or [] if isinstance(d, dict)]
+    return err.get("code") == codes.PARSE_ERROR or "PAYLOAD_TOO_LARGE" in reasons
+
+
 def malformed(answer: Answer, sent: Sent, name: str) -> str | None:
     """Why ``answer`` is not a well-formed JSON-RPC 2.0 response to ``sent`` (None when it is)."""
     body = answer.json()
@@ -51,7 +61,7 @@ def malformed(answer: Answer, sent: Sent, name: str) -> str | None:
     if "id" not in body:
         return "no id"
     expect = sent.spec.expect_id
-    if expect != UNCHECKED and sent.spec.target != "subscribe" and body["id"] != expect:
+    if expect != UNCHECKED and sent.spec.target != "subscribe" and body["id"] != expect and not unread(body):
         return f"id {body['id']!r} does not echo the request's id {expect!r}"
     if answer.headers.get("A2A-Agent") != name:
         return f"A2A-Agent is {answer.headers.get('A2A-Agent')!r}, not {name!r}"
