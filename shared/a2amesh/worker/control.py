@@ -34,7 +34,7 @@ from a2amesh.protocol import (
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.rpc import encode_error, encode_result
 from a2amesh.store.tasks import TaskStore
-from a2amesh.worker.decode import parse_body, request_id_of, validate_request
+from a2amesh.worker.decode import parse_body, validate_request
 from a2amesh.worker.replies import publish_durable, reply_headers, send_error, valid_reply_subject
 
 __all__ = [
@@ -136,7 +136,7 @@ class ControlPlane:
                     f"{self.settings.max_request_bytes} bytes",
                 )
             body = parse_body(msg.data)
-            request_id = request_id_of(body)
+            request_id = body.request_id
             decoded = validate_request(body, msg.headers, allowed=codes.CONTROL_METHODS)
             request_id = decoded.request_id
             params = decoded.params

@@ -9,6 +9,7 @@ raises anything else for any input: the intake (:mod:`a2amesh.worker.intake`) re
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +26,10 @@ from a2amesh.rpc import pydantic_problem
 
 __all__ = [
     "CLOCK_SKEW",
+    "MAX_INT_ID",
     "MAX_DEADLINE_MS",
     "MAX_JSON_DEPTH",
+    "Body",
     "Decoded",
     "WorkRequest",
     "call_depth_of",
@@ -130,12 +133,36 @@ def _surrogate_path(value: Any) -> str | None:
     return None
 
 
-def parse_body(data: bytes) -> Any:
-    """Parse a body as JSON within the limits of the binding.
+MAX_INT_ID = 2**63 - 1
+"""The largest integer a request ``id`` may be (JSON-RPC leaves it open; 64 bits is what every peer can echo)."""
+
+
+MAX_EXACT_FLOAT = 2.0**53
+"""The largest magnitude of a non-integer (or float-parsed) ``id``: beyond it a number is not echoed as sent."""
+
+
+@dataclass(frozen=True)
+class Body:
+    """A parsed body: its value, the request id as far as it can be read, and what breaks the binding's limits.
+
+    The id is read before the limits are checked, so that an error about the params still echoes it
+    (JSON-RPC 2.0 §5: the id is null only when it cannot be detected).
+    """
+
+    value: Any
+    request_id: JsonRpcId
+    problem: RpcError | None = None
+
+
+def parse_body(data: bytes) -> Body:
+    """Parse a body as JSON and check it against the limits of the binding.
+
+    A nesting deeper than :data:`MAX_JSON_DEPTH` (-32700) or a string holding a lone UTF-16 surrogate
+    (-32602 inside ``params``, -32600 elsewhere) is not raised here but kept as :attr:`Body.problem`, for
+    :func:`validate_request` to raise with the id known.
 
     Raises:
-        RpcError: -32700 for what is not JSON or nests too deep; -32602 (-32600 outside ``params``) for a
-            string holding a lone UTF-16 surrogate, naming where.
+        RpcError: -32700 for what is not JSON at all, or nests too deep for the standard parser.
     """
     try:
         value = orjson.loads(data)
@@ -152,40 +179,59 @@ def parse_body(data: bytes) -> Any:
             ) from e
         except (ValueError, UnicodeDecodeError) as e:
             raise RpcError(codes.PARSE_ERROR, f"request body is not valid JSON: {e}") from e
+    request_id = request_id_of(value)
     # a body with few brackets cannot nest deep: only count levels when it might
     if data.count(b"[") + data.count(b"{") > MAX_JSON_DEPTH:
         problem = _depth_problem(value)
         if problem is not None:
-            raise RpcError(codes.PARSE_ERROR, f"request body is not valid JSON for this binding: {problem}")
+            error = RpcError(codes.PARSE_ERROR, f"request body is not valid JSON for this binding: {problem}")
+            return Body(value, request_id, error)
     if standard:  # orjson accepts no lone surrogate: only text it refused can hold one
         where = _surrogate_path(value)
         if where is not None:
             code = codes.INVALID_PARAMS if where.startswith("params") else codes.INVALID_REQUEST
-            raise RpcError(code, f"{where}: invalid Unicode (a lone UTF-16 surrogate escape such as \\ud800)")
-    return value
+            error = RpcError(code, f"{where}: invalid Unicode (a lone UTF-16 surrogate escape such as \\ud800)")
+            return Body(value, request_id, error)
+    return Body(value, request_id)
 
 
 def request_id_of(body: Any) -> JsonRpcId:
-    """The ``id`` of a parsed body, as far as it can be read (for the error reply to a bad request)."""
-    if isinstance(body, dict):
-        rid = body.get("id")
-        if isinstance(rid, str | int | float) and not isinstance(rid, bool):
-            return rid
+    """The ``id`` of a parsed body when it is one a reply can echo exactly: a string of valid Unicode, a 64-bit
+    integer or a number within ±2^53; None otherwise (for the error reply to a bad request)."""
+    if not isinstance(body, dict):
+        return None
+    rid = body.get("id")
+    if isinstance(rid, bool):
+        return None
+    if isinstance(rid, int):
+        return rid if -MAX_INT_ID - 1 <= rid <= MAX_INT_ID else None
+    if isinstance(rid, float):  # orjson reads an integer beyond 64 bits as a float: it could not be echoed as sent
+        return rid if math.isfinite(rid) and abs(rid) <= MAX_EXACT_FLOAT else None
+    if isinstance(rid, str):
+        return None if _SURROGATE.search(rid) else rid
     return None
 
 
-def validate_request(body: Any, headers: dict[str, str], *, allowed: tuple[str, ...]) -> Decoded:
-    """Validate a parsed body: envelope, method, ``A2A-Version``, params (in that order).
+def validate_request(parsed: Body, headers: dict[str, str], *, allowed: tuple[str, ...]) -> Decoded:
+    """Validate a parsed body: its limits, envelope, method, ``A2A-Version``, params (in that order).
 
     Raises:
-        RpcError: -32600, -32601, -32009 or -32602, saying what is wrong and where.
+        RpcError: -32700 (too deep), -32600, -32601, -32009 or -32602, saying what is wrong and where.
     """
+    if parsed.problem is not None:
+        raise parsed.problem
+    body = parsed.value
     if not isinstance(body, dict):
         raise RpcError(codes.INVALID_REQUEST, f"a JSON-RPC request must be an object, got {type(body).__name__}")
     try:
         envelope = JsonRpcRequest.model_validate(body)
     except ValidationError as e:
         raise RpcError(codes.INVALID_REQUEST, f"invalid JSON-RPC 2.0 envelope: {pydantic_problem(e, 'request')}") from e
+    if envelope.id is not None and envelope.id != parsed.request_id:
+        raise RpcError(
+            codes.INVALID_REQUEST,
+            f"id: must be a string, an integer within 64 bits or a number within ±2^53 (got {_shown_id(envelope.id)})",
+        )
     if envelope.method not in allowed:
         raise RpcError(
             codes.METHOD_NOT_FOUND,
@@ -244,7 +290,7 @@ def call_depth_of(headers: dict[str, str]) -> int:
 
 
 def decode_work_request(
-    body: Any,
+    body: Body,
     headers: dict[str, str],
     *,
     agent: str,
@@ -282,3 +328,8 @@ def decode_work_request(
         deadline=deadline,
         call_depth=depth,
     )
+
+
+def _shown_id(value: JsonRpcId) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:40]}… ({len(text)} characters)"

@@ -37,7 +37,7 @@ from a2amesh.errors import A2AMeshError, RpcError, TransportError, to_rpc_error
 from a2amesh.protocol import codes
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.store.redis import UNAVAILABLE
-from a2amesh.worker.decode import WorkRequest, decode_work_request, parse_body, request_id_of
+from a2amesh.worker.decode import WorkRequest, decode_work_request, parse_body
 from a2amesh.worker.replies import send_error, valid_reply_subject
 
 __all__ = ["Accept", "Intake"]
@@ -82,7 +82,7 @@ class Intake:
                     "bytes; send large inputs as artifact:// URLs",
                 )
             body = parse_body(msg.data)
-            request_id = request_id_of(body)
+            request_id = body.request_id
             request = decode_work_request(
                 body,
                 msg.headers,
