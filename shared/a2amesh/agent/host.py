@@ -23,6 +23,7 @@ from a2amesh.config import Settings
 from a2amesh.errors import (
     A2AMeshError,
     RpcError,
+    StoreUnavailable,
     TaskNotCancelable,
     TaskNotFound,
     TransportError,
@@ -52,13 +53,14 @@ from a2amesh.protocol import (
 )
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
+from a2amesh.protocol.vocabulary import NODE_REQUEST
 from a2amesh.registry import CardPublisher
 from a2amesh.replies import publish_durable, reply_headers, settle_rejected, valid_reply_subject
 from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import UNAVAILABLE, Redis
+from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import TaskRecordView, TaskStore
 
 
@@ -305,16 +307,16 @@ class AgentHost(Worker):
             )
             history_length = params.configuration.history_length if params.configuration else None
             await self._execute(msg, envelope.id, envelope.method, params.message, reply_to or "", history_length)
+        except StoreUnavailable as e:
+            # Redis unreachable (restart, pause): hand the request back; it is redelivered, not failed
+            self.log.warning("request.store_unavailable", seq=msg.stream_seq, error=str(e) or type(e).__name__)
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=1)
         except A2AMeshError as e:
             err = to_rpc_error(e)
             self.log.info("request.rejected", code=err.code, error=str(err), seq=msg.stream_seq)
             await self._send_error(reply_to, request_id, err, attempt)
             await settle_rejected(msg, e)
-        except UNAVAILABLE as e:
-            # Redis unreachable (restart, pause): hand the request back; it is redelivered, not failed
-            self.log.warning("request.store_unavailable", seq=msg.stream_seq, error=str(e) or type(e).__name__)
-            with contextlib.suppress(Exception):
-                await msg.nak(delay=1)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -430,7 +432,7 @@ class AgentHost(Worker):
         assert run.msg is not None
         last = run.task.history[-1] if run.task.history else None
         assert last is not None
-        node_req = control_part(last, "workflow_node_request") or {}
+        node_req = control_part(last, NODE_REQUEST) or {}
         ctx = TaskContext(
             agent=self.name,
             task_id=run.task.id,
@@ -621,7 +623,7 @@ class AgentHost(Worker):
             try:
                 async with asyncio.timeout(self.settings.ack_wait / 3):
                     return await self.tasks.write(run.task, self.name, self.instance, release=True)
-            except UNAVAILABLE as e:
+            except (StoreUnavailable, TimeoutError) as e:
                 self.log.warning("task.final_write_retry", task_id=run.task.id, error=str(e) or type(e).__name__)
                 with contextlib.suppress(Exception):
                     await run.msg.in_progress()
@@ -639,6 +641,8 @@ class AgentHost(Worker):
                 user=run.msg.headers.get(h.USER) or None,
                 threshold=self.inline_threshold,
             )
+        except StoreUnavailable:
+            raise  # Redis away: the request is handed back, not failed
         except A2AMeshError as e:
             return TaskOutcome(TaskState.FAILED, message=f"the output could not be stored as an artifact: {e}")
 

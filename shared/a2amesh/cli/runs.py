@@ -17,6 +17,7 @@ from a2amesh.cli.output import duration, print_table, seconds_of_ms, when
 from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import RpcError, UsageError
 from a2amesh.protocol import Message, Part, Task, TaskState, codes
+from a2amesh.protocol.vocabulary import RETRY_REQUEST, REVIEW_REQUEST, WORKFLOW_EVENT_KEY
 
 if TYPE_CHECKING:
     from a2amesh.store.executions import ExecutionStore
@@ -97,13 +98,13 @@ def _review_request(task: Task) -> dict[str, Any] | None:
     """The ``review_request`` DataPart of a task paused for a human, or None."""
     message = task.status.message
     for part in message.parts if message is not None else []:
-        if isinstance(part.data, dict) and part.data.get("type") == "review_request":
+        if isinstance(part.data, dict) and part.data.get("type") == REVIEW_REQUEST:
             return dict(part.data)
     return None
 
 
 def _progress_line(metadata: dict[str, Any], started: float) -> str | None:
-    event = metadata.get("workflow_event")
+    event = metadata.get(WORKFLOW_EVENT_KEY)
     if not isinstance(event, dict):
         return None
     kind = str(event.get("event", ""))
@@ -135,7 +136,7 @@ async def cmd_retry(args: argparse.Namespace) -> int:
 
     execution_id, record = await _find(args, args.run)
     workflow = record.get("workflow", "")
-    control = {"type": "workflow_retry", "execution_id": execution_id, "from_node": args.from_node}
+    control = {"type": RETRY_REQUEST, "execution_id": execution_id, "from_node": args.from_node}
     message = make_message(data=json.loads(record.get("input") or "{}"), parts=[Part.of_data(control)])
     return await _run(args, workflow, message)
 

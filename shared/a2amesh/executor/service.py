@@ -32,6 +32,7 @@ from a2amesh.errors import (
     A2AMeshError,
     ConfigError,
     RpcError,
+    StoreUnavailable,
     TaskNotCancelable,
     TaskNotFound,
     TransportError,
@@ -41,7 +42,6 @@ from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog
 from a2amesh.executor.graph_runner import load_state, make_runner
 from a2amesh.executor.runner import (
-    CALL_CHAIN_KEY,
     ExecutionRunner,
     RunnerDeps,
     node_record,
@@ -67,6 +67,7 @@ from a2amesh.protocol import (
 )
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
+from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, CONTROL_PART_TYPES, NODE_PATH_KEY, NODE_REQUEST, RETRY_REQUEST
 from a2amesh.registry import CardPublisher
 from a2amesh.replies import ReplyInfo, ReplyPublisher, settle_rejected, valid_reply_subject
 from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
@@ -74,7 +75,7 @@ from a2amesh.service import ProcessService
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import UNAVAILABLE, Redis, load_script
+from a2amesh.store.redis import Redis
 from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
 from a2amesh.workflow.definition import LoopNode, WorkflowDefinition
@@ -86,10 +87,7 @@ from a2amesh.workflow.graph_execution import GraphState
 
 __all__ = ["CONTROL_TYPES", "WorkflowExecutor", "executor_service"]
 
-RETRY_PART = "workflow_retry"
-CONTROL_TYPES = frozenset({"workflow_node_request", "graph_node_request", RETRY_PART})
-NODE_PATH_KEY = "a2amesh.node_path"
-"""Message metadata: the calling node's path (set by a workflow on its calls and on resumes it forwards down)."""
+CONTROL_TYPES = CONTROL_PART_TYPES | {RETRY_REQUEST}
 """DataPart ``type`` values that are control parts, not the workflow input."""
 _WAKE = TimerFired(timer_id="__wake__")
 
@@ -153,7 +151,6 @@ class WorkflowExecutor(Worker):
         keys = Keys(settings.namespace)
         self.client = Client(bus, settings, instance=self.instance)
         self.store = ExecutionStore(redis, keys, retention=settings.task_retention, lease_ttl=settings.lease_ttl)
-        self._turn_script = redis.register_script(load_script("turn_take"))
         self.tasks = TaskStore(redis, keys, retention=settings.task_retention, queued_ttl=settings.tasks_max_age)
         self.artifacts = ArtifactStore(
             redis, keys, retention=settings.artifact_retention, max_bytes=settings.artifact_max_bytes
@@ -348,17 +345,17 @@ class WorkflowExecutor(Worker):
             )
             async with msg.kept_alive(self.settings.ack_wait / 3):  # Redis may be slow or paused
                 await self._start_execution(name, msg, envelope.id, envelope.method, params.message, reply_to or "")
-        except A2AMeshError as e:
-            err = to_rpc_error(e)
-            self.log.info("request.rejected", workflow=name, code=err.code, error=str(err))
-            await self._send_error(name, reply_to, request_id, err, msg.num_delivered)
-            await settle_rejected(msg, e)
-        except UNAVAILABLE as e:
+        except StoreUnavailable as e:
             # Redis unreachable (restart, pause): hand the request back; the record is created NX, so a
             # redelivery of a request whose execution was created after all attaches to it
             self.log.warning("request.store_unavailable", workflow=name, error=str(e) or type(e).__name__)
             with contextlib.suppress(Exception):
                 await msg.nak(delay=1)
+        except A2AMeshError as e:
+            err = to_rpc_error(e)
+            self.log.info("request.rejected", workflow=name, code=err.code, error=str(err))
+            await self._send_error(name, reply_to, request_id, err, msg.num_delivered)
+            await settle_rejected(msg, e)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -404,7 +401,7 @@ class WorkflowExecutor(Worker):
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED},
         )
         engine = self.catalog.engine_for(workflow)
-        retry = None if isinstance(engine, GraphEngine) else control_part(message, RETRY_PART)
+        retry = None if isinstance(engine, GraphEngine) else control_part(message, RETRY_REQUEST)
         if isinstance(engine, GraphEngine) or retry is not None:
             # starting takes a conversation turn or reads an earlier execution: look before starting. A plain
             # DAG start leaves both checks to the create script (one round trip fewer).
@@ -585,9 +582,8 @@ class WorkflowExecutor(Worker):
         """
         if not engine.graph.is_conversational or not context_id:
             return None
-        key = self.store.keys.conversation_turn(name, context_id)
         while True:
-            pointer = str(await self.store.redis.get(key) or "")
+            pointer = await self.store.turn_pointer(name, context_id)
             current, before, taken_ms = _parse_turn_pointer(pointer)
             if current == task_id:
                 return await self._turn_state(before)
@@ -609,7 +605,7 @@ class WorkflowExecutor(Worker):
                     f"turn {previous.turn} of context {context_id} (task {previous.task_id}) is paused for a human; "
                     "resume it first",
                 )
-            if await self._turn_script(keys=[key], args=[pointer, f"{task_id} {current} {int(time.time() * 1000)}"]):
+            if await self.store.take_turn(name, context_id, pointer, f"{task_id} {current} {int(time.time() * 1000)}"):
                 return previous
 
     async def _turn_state(self, task_id: str) -> GraphState | None:
@@ -1018,8 +1014,7 @@ class WorkflowExecutor(Worker):
             return
         if status != "running":
             raise TaskNotCancelable(task_id, status)
-        lease = await self.store.redis.get(self.store.keys.lease(task_id))
-        if lease:
+        if await self.store.leased(task_id):
             return  # its owner answers once the cancellation is applied
         task = await self.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
         task = task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
@@ -1124,7 +1119,7 @@ def _next_due_ms(timers: dict[str, float]) -> int | None:
 
 def _node_request(message: Message) -> dict[str, Any] | None:
     """The ``workflow_node_request`` part, with the caller's node path (where a resume of ours goes up)."""
-    request = control_part(message, "workflow_node_request")
+    request = control_part(message, NODE_REQUEST)
     path = (message.metadata or {}).get(NODE_PATH_KEY)
     if request is not None and isinstance(path, str) and path:
         return {**request, "node_path": path}

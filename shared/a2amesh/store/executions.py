@@ -119,6 +119,7 @@ class ExecutionStore:
         self._acquire = redis.register_script(load_script("lease_acquire"))
         self._release = redis.register_script(load_script("lease_release"))
         self._mark_cancel = redis.register_script(load_script("exec_mark_cancel"))
+        self._turn_take = redis.register_script(load_script("turn_take"))
 
     def _exec_keys(self, execution_id: str) -> list[str]:
         k = self.keys
@@ -398,6 +399,22 @@ class ExecutionStore:
     async def due_timers(self, execution_id: str) -> list[str]:
         """Timer ids of an execution that are due."""
         return _strs(await self.redis.zrangebyscore(self.keys.execution_timers(execution_id), "-inf", now_ms()))
+
+    async def leased(self, execution_id: str) -> bool:
+        """Whether a live lease holds the execution (its owner is running it)."""
+        return bool(await self.redis.get(self.keys.lease(execution_id)))
+
+    # --- conversation turns (SPEC §3.8) ------------------------------------------------------------
+
+    async def turn_pointer(self, workflow: str, context_id: str) -> str:
+        """The context's turn pointer ``"{task} {previous task} {taken ms}"``, or ``""`` before the first turn."""
+        return str(await self.redis.get(self.keys.conversation_turn(workflow, context_id)) or "")
+
+    async def take_turn(self, workflow: str, context_id: str, expected: str, pointer: str) -> bool:
+        """Move the context's turn pointer from ``expected`` to ``pointer`` (compare-and-set): False when
+        another turn moved it first."""
+        key = self.keys.conversation_turn(workflow, context_id)
+        return bool(await self._turn_take(keys=[key], args=[expected, pointer]))
 
     # --- reads ---------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from jsonschema.exceptions import SchemaError
 
 from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
+from a2amesh.protocol.vocabulary import REVIEW_REQUEST
 from a2amesh.workflow.conditions import ConditionError, evaluate
 from a2amesh.workflow.definition import (
     AgentNode,
@@ -972,7 +973,7 @@ class _Step:
         run.status = NodeStatus.WAITING_INPUT
         run.input = data
         run.review = {
-            "type": "review_request",
+            "type": REVIEW_REQUEST,
             "path": run.path,
             "prompt": prompt,
             "data": data,
@@ -994,7 +995,7 @@ class _Step:
         review = dict(event.review)
         inner = str(review.get("path") or "")
         review["path"] = f"{run.path}/{inner}" if inner else run.path
-        review.setdefault("type", "review_request")
+        review.setdefault("type", REVIEW_REQUEST)
         run.review = review
         run.status = NodeStatus.WAITING_INPUT
         self.emit("node.waiting_input", run, prompt=review.get("prompt"), callee_task_id=run.task_id)
