@@ -21,6 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from a2amesh.config import Settings
 from a2amesh.errors import StoreError, StoreUnavailable
+from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.store.wire import SharedConnection, endpoint_of
 
@@ -212,7 +213,7 @@ class AutoPipeline:
         self._max = max_in_flight
         self._in_flight = 0
         self._waiting: list[tuple[Callable[[Any], None], asyncio.Future[list[Any]]]] = []
-        self._batches: set[asyncio.Task[None]] = set()
+        self._batches = Background()
         pool = redis.connection_pool
         self._shared = pool.shared_connection() if shared and isinstance(pool, MeshConnectionPool) else None
 
@@ -263,12 +264,9 @@ class AutoPipeline:
             return
         batch, self._waiting = self._waiting, []
         self._in_flight += 1
-        task = asyncio.get_running_loop().create_task(self._send(batch))
-        self._batches.add(task)
-        task.add_done_callback(self._batch_done)
+        self._batches.spawn(self._send(batch)).add_done_callback(self._batch_done)
 
     def _batch_done(self, task: asyncio.Task[None]) -> None:
-        self._batches.discard(task)
         self._in_flight -= 1
         self._next_batch()
 
