@@ -58,6 +58,10 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
 """(importing module, imported module) → the change that removes it. The imports are left out of both checks."""
 
 
+SEAMS: dict[str, str] = {"nats": "bus", "redis": "store"}
+"""Third-party client → the one unit allowed to import it (STYLE §6: the transport and store seams)."""
+
+
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -68,8 +72,8 @@ def _is_module(name: str) -> bool:
     return (ROOT / rel).with_suffix(".py").is_file() or (ROOT / rel / "__init__.py").is_file()
 
 
-def _imports(path: Path, module: str) -> set[str]:
-    """The a2amesh modules ``module`` imports (``from pkg import mod`` names the submodule)."""
+def _imported_names(path: Path, module: str) -> set[str]:
+    """Every module name ``module`` imports (``from pkg import mod`` names the submodule when it is ours)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -83,7 +87,12 @@ def _imports(path: Path, module: str) -> set[str]:
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 found.add(sub if _is_module(sub) else base)
-    return {name for name in found if name == "a2amesh" or name.startswith("a2amesh.")}
+    return found
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """The a2amesh modules ``module`` imports."""
+    return {name for name in _imported_names(path, module) if name == "a2amesh" or name.startswith("a2amesh.")}
 
 
 def _unit(module: str) -> str:
@@ -137,6 +146,18 @@ def test_no_import_cycle_between_units() -> None:
         for a in sorted(cycle):
             lines += [f"{s} imports {d}" for b in sorted(graph[a] & cycle) for s, d in [witness[(a, b)]]]
     assert not cycles, f"import cycles between units {[sorted(c) for c in cycles]}:\n" + "\n".join(lines)
+
+
+def test_only_the_seams_import_nats_and_redis() -> None:
+    """nats or redis imported outside bus/ or store/ would let transport or store details leak upwards."""
+    leaks = []
+    for path in sorted(ROOT.rglob("*.py")):
+        module = _module_name(path)
+        for name in _imported_names(path, module):
+            owner = SEAMS.get(name.split(".")[0])
+            if owner is not None and _unit(module) != owner:
+                leaks.append(f"{module} imports {name} (only {owner}/ may)")
+    assert not leaks, "\n".join(leaks)
 
 
 @pytest.mark.parametrize(("src", "dst"), sorted(KNOWN_VIOLATIONS))

@@ -9,7 +9,7 @@ import argparse
 import sys
 import traceback
 
-from a2amesh.errors import A2AMeshError, ConfigError, RpcError, StoreError, TransportError, UsageError
+from a2amesh.errors import A2AMeshError, ConfigError, RpcError, TransportError, UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "exit_code_of"]
 
@@ -26,7 +26,7 @@ def exit_code_of(args: argparse.Namespace, e: Exception) -> int:
         return _fail(args, e, EXIT_FAILED, prefix=f"error {e.code}")
     if isinstance(e, TransportError):
         return _fail(args, e, EXIT_FAILED, prefix=e.reason)
-    if isinstance(e, A2AMeshError | StoreError):
+    if isinstance(e, A2AMeshError):
         return _fail(args, e, EXIT_FAILED)
     # the outer edge: one line, never a traceback unless --debug
     return _fail(args, e, EXIT_FAILED, prefix=f"internal error ({type(e).__name__}; --debug shows more)")
