@@ -10,9 +10,9 @@ import contextlib
 import datetime as dt
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import nats
 import nats.errors
@@ -340,6 +340,9 @@ class Kv:
     async def watch(self) -> AsyncIterator[KvEntry | None]:
         """Current values, then ``None`` once (initial values done), then every change."""
         watcher = await self._kv.watchall()
+        # nats-py leaves these two unannotated
+        next_entry = cast(Callable[[], Awaitable[Any]], watcher.__anext__)
+        stop = cast(Callable[[], Coroutine[Any, Any, None]], watcher.stop)
         seen = 0  # entries given so far
         marker_due: int | None = None  # the marker waits until this many entries have been given
         try:
@@ -347,10 +350,10 @@ class Kv:
                 # not watcher.updates(): its wait_for can swallow a cancellation on Python 3.11
                 try:
                     if marker_due is None:
-                        e = await watcher.__anext__()  # type: ignore[no-untyped-call]
+                        e = await next_entry()
                     else:
                         async with asyncio.timeout(KV_MARKER_GRACE):
-                            e = await watcher.__anext__()  # type: ignore[no-untyped-call]
+                            e = await next_entry()
                 except StopAsyncIteration:
                     return
                 except TimeoutError:  # what is missing was dropped by nats-py (an expiry marker): done
@@ -375,7 +378,7 @@ class Kv:
                     yield None
         finally:
             # stopping a watcher can wait on the server: never let it hold up a cancellation
-            _CLEANUPS.spawn(watcher.stop())  # type: ignore[no-untyped-call]
+            _CLEANUPS.spawn(stop())
 
 
 async def _delivered(watcher: Any) -> int:

@@ -26,7 +26,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from a2amesh.jsontext import dumps_text
 from a2amesh.protocol import Task
@@ -424,7 +424,7 @@ class ExecutionStore:
 
     async def record(self, execution_id: str) -> dict[str, str] | None:
         """The execution record, or None."""
-        data: dict[str, str] = await self.redis.hgetall(self.keys.execution(execution_id))  # type: ignore[assignment]
+        data = cast(dict[str, str], await self.redis.hgetall(self.keys.execution(execution_id)))
         return {str(k): str(v) for k, v in data.items()} if data else None
 
     async def state(self, execution_id: str) -> str | None:
@@ -447,13 +447,14 @@ class ExecutionStore:
 
     async def nodes(self, execution_id: str) -> dict[str, dict[str, Any]]:
         """Node records by path."""
-        raw: dict[str, str] = await self.redis.hgetall(self.keys.execution_nodes(execution_id))  # type: ignore[assignment]
+        raw = cast(dict[str, str], await self.redis.hgetall(self.keys.execution_nodes(execution_id)))
         return {str(path): json.loads(value) for path, value in raw.items()}
 
     async def events(self, execution_id: str, count: int = EVENTS_MAXLEN) -> list[dict[str, Any]]:
         """The event log, oldest first."""
-        entries: list[tuple[str, dict[str, str]]] = await self.redis.xrange(  # type: ignore[assignment]
-            self.keys.execution_events(execution_id), count=count
+        entries = cast(
+            list[tuple[str, dict[str, str]]],
+            await self.redis.xrange(self.keys.execution_events(execution_id), count=count),
         )
         return [json.loads(fields["event"]) for _, fields in entries if "event" in fields]
 
