@@ -39,8 +39,7 @@ from a2amesh.errors import (
 )
 from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog
-from a2amesh.executor.graph_runner import load_state, make_runner
-from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, node_record, without_sent
+from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, make_runner, open_runner, without_sent
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT, STOP_LIMIT, Worker, cancel_and_wait
@@ -75,6 +74,7 @@ from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.engine import Engine
 from a2amesh.workflow.dag.nodes import LoopNode
 from a2amesh.workflow.dag.state import ExecutionState, NodeStatus
+from a2amesh.workflow.engine_protocol import ExecutableEngine
 from a2amesh.workflow.events import EmitEvent, ReviewAnswered, TimerFired
 from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.graph.engine import GraphEngine
@@ -156,7 +156,7 @@ class WorkflowExecutor(Worker):
         )
         self.deps = RunnerDeps(bus, self.client, self.store, self.tasks, self.artifacts, settings, self.instance)
         self.max_executions = settings.max_executions_per_replica
-        self.runners: dict[str, ExecutionRunner] = {}
+        self.runners: dict[str, ExecutionRunner[Any]] = {}
         self.served: dict[str, _Served] = {}
         self.log = get_logger("executor", instance=self.instance)
         self._drivers: dict[str, asyncio.Task[None]] = {}
@@ -449,7 +449,7 @@ class WorkflowExecutor(Worker):
         created = await self.store.create(
             task_id,
             owner=self.instance,
-            state_json=runner.state.model_dump_json(),
+            state_json=runner.state_json(),
             fields={
                 "workflow": name,
                 "digest": workflow.digest,
@@ -461,7 +461,7 @@ class WorkflowExecutor(Worker):
                 "reused_from": getattr(state, "reused_from", None) or "",
                 **_final_fields(state),
             },
-            nodes=_initial_records(runner),
+            nodes=runner.initial_records(),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
             timers=timers,
             task=working,
@@ -543,7 +543,7 @@ class WorkflowExecutor(Worker):
         created = await self.store.create(
             execution_id,
             owner=self.instance,
-            state_json=runner.state.model_dump_json(),
+            state_json=runner.state_json(),
             fields={
                 "workflow": graph.workflow,
                 "digest": workflow.digest,
@@ -557,7 +557,7 @@ class WorkflowExecutor(Worker):
                 "fire": int(fire.timestamp()),
                 **_final_fields(state),
             },
-            nodes=_initial_records(runner),
+            nodes=runner.initial_records(),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
             timers=timers,
             task=working,
@@ -658,7 +658,7 @@ class WorkflowExecutor(Worker):
             node_request=old.node_request,
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
         )
-        runner = make_runner(self.deps, engine, load_state(engine, raw), epoch=epoch, reply=reply)
+        runner = open_runner(self.deps, engine, raw, epoch=epoch, reply=reply)
         latest = await self.store.record(task_id) or {}
         if latest.get("cancel") == "1":
             runner.cancel()  # canceled while parked, before this resume took it: the cancellation wins next
@@ -666,7 +666,7 @@ class WorkflowExecutor(Worker):
             runner.targets.append(latest["resumer"])  # who resumed at this leaf (see _forward_up)
             await self.store.set_fields(task_id, {"resumer": ""})
         try:
-            state, commands = engine.step(runner.state, event, time.time())  # type: ignore[arg-type]
+            state, commands = runner.engine.resume(runner.state, event, time.time())
         except A2AMeshError as e:
             await self.store.park(task_id, token, _next_due_ms(runner.state.timers))
             raise RpcError(codes.INVALID_PARAMS, f"cannot resume {task_id}: {e}") from e
@@ -707,7 +707,7 @@ class WorkflowExecutor(Worker):
         if raw is None or engine is None:
             return False
         try:  # refuse a bad answer here, with the leaf's own words (the engines are pure: a dry run)
-            engine.step(load_state(engine, raw), event, time.time())  # type: ignore[arg-type]
+            engine.resume(engine.parse_state(raw), event, time.time())
         except A2AMeshError as e:
             raise RpcError(codes.INVALID_PARAMS, f"cannot resume {message.task_id}: {e}") from e
         body = event.model_dump(mode="json", exclude={"kind"}, exclude_none=True)
@@ -827,7 +827,7 @@ class WorkflowExecutor(Worker):
 
     def _launch(
         self,
-        runner: ExecutionRunner,
+        runner: ExecutionRunner[Any],
         commands: list[Any],
         *,
         call_ids: dict[str, str] | None = None,
@@ -921,14 +921,11 @@ class WorkflowExecutor(Worker):
             self.log.error("execution.cannot_resume", execution_id=execution_id, digest=record.get("digest"))
             await self.store.release(execution_id, f"{self.instance}:{epoch}", handover=False)
             return False
-        state = load_state(engine, raw)
-        if isinstance(state, GraphState) and isinstance(engine, GraphEngine) and state.branch != engine.branch:
-            engine = GraphEngine(engine.root, branch=state.branch)  # a scheduled branch run
         reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = make_runner(self.deps, engine, state, epoch=epoch, reply=reply)
+        runner = open_runner(self.deps, engine, raw, epoch=epoch, reply=reply)  # a scheduled branch run: its graph
         if record.get("cancel") == "1":
             runner.cancel()
-        next_due = min(state.timers.values(), default=None)
+        next_due = min(runner.state.timers.values(), default=None)
         await self.store.reindex_timers(execution_id, None if next_due is None else int(next_due * 1000))
         self.log.info("execution.adopted", execution_id=execution_id, epoch=epoch, paused=runner.parked)
         if runner.parked:
@@ -939,7 +936,7 @@ class WorkflowExecutor(Worker):
             self._launch(runner, [], before=runner.resume_calls)
         return True
 
-    async def _engine_for(self, digest: str) -> Engine | GraphEngine | None:
+    async def _engine_for(self, digest: str) -> ExecutableEngine[Any] | None:
         engine = self.catalog.engine(digest)
         if engine is not None:
             return engine
@@ -959,9 +956,7 @@ class WorkflowExecutor(Worker):
         if raw is None or engine is None:
             return
         reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = make_runner(
-            self.deps, engine, load_state(engine, raw), epoch=int(record.get("epoch") or 1), reply=reply
-        )
+        runner = open_runner(self.deps, engine, raw, epoch=int(record.get("epoch") or 1), reply=reply)
         await runner.publish_final()
 
     # --- control -----------------------------------------------------------------------------
@@ -1022,7 +1017,7 @@ class WorkflowExecutor(Worker):
         await self._answer(name, msg, request_id, task.to_json_dict())
 
     async def _answer_when_finished(
-        self, name: str, msg: Received, request_id: JsonRpcId, runner: ExecutionRunner
+        self, name: str, msg: Received, request_id: JsonRpcId, runner: ExecutionRunner[Any]
     ) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(runner.finished), CANCEL_ANSWER_LIMIT)
@@ -1049,7 +1044,7 @@ class WorkflowExecutor(Worker):
             await self.store.release(task_id, f"{self.instance}:{epoch}", handover=False)
             raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be canceled: its state is missing")
         reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = make_runner(self.deps, engine, load_state(engine, raw), epoch=epoch, reply=reply)
+        runner = open_runner(self.deps, engine, raw, epoch=epoch, reply=reply)
         runner.cancel()
         self.log.info("execution.cancel_paused", execution_id=task_id)
         self._launch(runner, [])
@@ -1090,15 +1085,6 @@ class WorkflowExecutor(Worker):
             tasks = [t.model_copy(update={"artifacts": None}) for t in tasks]
         nxt = str(offset + size) if offset + size < total else ""
         return ListTasksResponse(tasks=tasks, next_page_token=nxt, page_size=len(tasks), total_size=total)
-
-
-def _initial_records(runner: ExecutionRunner) -> dict[str, str]:
-    """Node records of a new execution (a graph's first node instance, a DAG's every node)."""
-    state = runner.state
-    if isinstance(state, ExecutionState):
-        return {path: node_record(run) for path, run in state.nodes.items()}
-    empty = state.model_copy(update={"pending": None})
-    return runner.node_records(empty, state)
 
 
 def _final_fields(state: ExecutionState | GraphState) -> dict[str, Any]:

@@ -10,14 +10,19 @@ Plain, JSON-serialisable pydantic data, so the executor can checkpoint and repla
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2amesh.protocol import Message
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
+    "CALL_CHAIN_KEY",
+    "NODE_PATH_KEY",
+    "NODE_REQUEST",
     "CancelCall",
     "CancelRequested",
     "ClearTimer",
@@ -25,13 +30,23 @@ __all__ = [
     "ErrorKind",
     "ExecutionStatus",
     "Finish",
+    "NodeCall",
     "NodeFailed",
+    "NodePaused",
     "NodeSucceeded",
     "RequestReview",
     "ReviewAnswered",
     "SetTimer",
     "TimerFired",
 ]
+
+
+CALL_CHAIN_KEY = "a2amesh.call_chain"
+"""Message metadata key holding the workflows above a call (to refuse indirect recursion)."""
+NODE_PATH_KEY = "a2amesh.node_path"
+"""Message metadata key: the calling node's path (set by a workflow on its calls and on resumes it forwards down)."""
+NODE_REQUEST = "workflow_node_request"
+"""DataPart ``type`` of the control part a DAG node's call carries (SPEC §4)."""
 
 
 class ExecutionStatus(StrEnum):
@@ -85,6 +100,17 @@ class NodeFailed(_Data):
     usage: dict[str, Any] | None = None
 
 
+class NodePaused(_Data):
+    """A callee asked for input (its task is ``TASK_STATE_INPUT_REQUIRED``): the calling node waits for a human."""
+
+    kind: Literal["node_paused"] = "node_paused"
+    path: str
+    attempt: int
+    review: dict[str, Any] = Field(description="The callee's review_request (its own path).")
+    task_id: str | None = None
+    usage: dict[str, Any] | None = None
+
+
 class ReviewAnswered(_Data):
     """A human answered a review (the SPEC's resume body ``{"decision", "data"}`` validates as one)."""
 
@@ -110,6 +136,31 @@ class CancelRequested(_Data):
 
 
 # --- commands --------------------------------------------------------------------------------
+
+
+class NodeCall(_Data):
+    """Send one attempt of a node to its agent or workflow (messageId checkpointed before publishing).
+
+    What the executor needs of every format's call; each format's command adds its own fields and
+    says how it goes on the wire (:meth:`message`). Answer with :class:`NodeSucceeded`,
+    :class:`NodeFailed` or :class:`NodePaused` for ``(path, attempt)``.
+    """
+
+    path: str
+    node_id: str
+    agent: str
+    attempt: int
+    iteration: int
+    message_id: str
+    task_id: str
+    input: JsonValue
+    deadline: float | None = Field(None, description="Epoch seconds: the call's deadline, if any.")
+    call_depth: int
+    call_chain: list[str]
+
+    @abstractmethod
+    def message(self, *, execution_id: str, workflow: str, context_id: str | None) -> Message:
+        """The A2A message that carries this call (pure: same command, same message)."""
 
 
 class RequestReview(_Data):
