@@ -65,7 +65,7 @@ from a2amesh.replies import ReplyInfo, ReplyPublisher, settle_rejected, valid_re
 from a2amesh.rpc import deadline_of, decode_request, decode_work_request, encode_error, encode_result, request_id_of
 from a2amesh.service import ProcessService
 from a2amesh.store.artifacts import ArtifactStore
-from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.executions import ExecutionRecord, ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import UNAVAILABLE, Redis, load_script
 from a2amesh.store.schedules import ScheduleStore
@@ -404,7 +404,7 @@ class WorkflowExecutor(Worker):
         if isinstance(engine, GraphEngine) or retry is not None:
             # starting takes a conversation turn or reads an earlier execution: look before starting. A plain
             # DAG start leaves both checks to the create script (one round trip fewer).
-            record, canceled = await asyncio.gather(self.store.record(task_id), self.tasks.is_canceled(task_id))
+            record, canceled = await asyncio.gather(self.store.execution(task_id), self.tasks.is_canceled(task_id))
             if record is not None:
                 await self._attach(name, task_id, record, reply, msg)
                 return
@@ -470,7 +470,7 @@ class WorkflowExecutor(Worker):
             await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
             return
         if not created.created:
-            await self._attach(name, task_id, await self.store.record(task_id) or {}, reply, msg)
+            await self._attach(name, task_id, await self.store.execution(task_id) or ExecutionRecord(), reply, msg)
             return
         faults.crash_point("after_execution_create")
         # The WORKING task was written with the execution, so a callee asked about its caller finds it: the
@@ -617,10 +617,10 @@ class WorkflowExecutor(Worker):
     ) -> None:
         """A SendMessage on a paused task: the human's answer ``{"decision", "data", "reason"?, "path"?}``."""
         task_id = str(message.task_id)
-        record = await self.store.record(task_id)
+        record = await self.store.execution(task_id)
         if record is None:
             raise TaskNotFound(task_id)
-        status = record.get("status", "")
+        status = record.status
         if status != "paused":
             raise RpcError(
                 codes.UNSUPPORTED_OPERATION,
@@ -646,11 +646,11 @@ class WorkflowExecutor(Worker):
             return
         token = f"{self.instance}:{epoch}"
         raw = await self.store.state(task_id)
-        engine = await self._engine_for(record.get("digest", ""))
+        engine = await self._engine_for(record.digest)
         if raw is None or engine is None:
             await self.store.release(task_id, token, handover=False)
             raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be resumed: its state is missing")
-        old = ReplyInfo.model_validate_json(record.get("reply") or "{}")
+        old = ReplyInfo.model_validate_json(record.reply or "{}")
         reply = ReplyInfo(
             reply_to=reply_to,
             request_id=request_id,
@@ -659,11 +659,11 @@ class WorkflowExecutor(Worker):
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
         )
         runner = open_runner(self.deps, engine, raw, epoch=epoch, reply=reply)
-        latest = await self.store.record(task_id) or {}
-        if latest.get("cancel") == "1":
+        latest = await self.store.execution(task_id) or ExecutionRecord()
+        if latest.cancel:
             runner.cancel()  # canceled while parked, before this resume took it: the cancellation wins next
-        if latest.get("resumer") and NODE_PATH_KEY in (message.metadata or {}):
-            runner.targets.append(latest["resumer"])  # who resumed at this leaf (see _forward_up)
+        if latest.resumer and NODE_PATH_KEY in (message.metadata or {}):
+            runner.targets.append(latest.resumer)  # who resumed at this leaf (see _forward_up)
             await self.store.set_fields(task_id, {"resumer": ""})
         try:
             state, commands = runner.engine.resume(runner.state, event, time.time())
@@ -683,7 +683,7 @@ class WorkflowExecutor(Worker):
         msg: WorkMsg,
         request_id: JsonRpcId,
         message: Message,
-        record: dict[str, str],
+        record: ExecutionRecord,
         event: ReviewAnswered,
         reply_to: str,
     ) -> bool:
@@ -695,15 +695,16 @@ class WorkflowExecutor(Worker):
         next review). Returns False when there is no paused parent to go through (the leaf is resumed
         on its own).
         """
-        parent = ReplyInfo.model_validate_json(record.get("reply") or "{}").node_request or {}
+        parent = ReplyInfo.model_validate_json(record.reply or "{}").node_request or {}
         parent_id, parent_workflow = parent.get("execution_id"), parent.get("workflow_name")
         node_path = parent.get("node_path")
         if not (parent_id and parent_workflow and node_path):
             return False
-        if ((await self.store.record(str(parent_id))) or {}).get("status") != "paused":
+        parent_record = await self.store.execution(str(parent_id))
+        if parent_record is None or parent_record.status != "paused":
             return False
         raw = await self.store.state(str(message.task_id))
-        engine = await self._engine_for(record.get("digest", ""))
+        engine = await self._engine_for(record.digest)
         if raw is None or engine is None:
             return False
         try:  # refuse a bad answer here, with the leaf's own words (the engines are pure: a dry run)
@@ -744,7 +745,7 @@ class WorkflowExecutor(Worker):
         await self.store.save_definition(digest, definition.to_data())
         self._saved_digests[digest] = time.time()
 
-    async def _attach(self, name: str, task_id: str, record: dict[str, str], reply: ReplyInfo, msg: WorkMsg) -> None:
+    async def _attach(self, name: str, task_id: str, record: ExecutionRecord, reply: ReplyInfo, msg: WorkMsg) -> None:
         """A redelivered or re-sent request for an existing execution: follow it instead of starting another."""
         runner = self.runners.get(task_id)
         if runner is not None and reply.reply_to and reply.reply_to != runner.reply.reply_to:
@@ -753,7 +754,7 @@ class WorkflowExecutor(Worker):
             view = await self.tasks.add_subscriber(task_id, reply.reply_to)
             if view.outcome == "terminal" and view.task is not None:
                 publisher = ReplyPublisher(
-                    self.bus, self.settings, agent=name, task_id=task_id, attempt=int(record.get("epoch", "1") or 1)
+                    self.bus, self.settings, agent=name, task_id=task_id, attempt=record.epoch or 1
                 )
                 with contextlib.suppress(TransportError):
                     await publisher.final(reply.reply_to, reply.request_id, view.task, 1, streaming=False)
@@ -899,31 +900,31 @@ class WorkflowExecutor(Worker):
         """Take over an execution whose lease expired (or answer a finished one that never answered)."""
         outcome, epoch = await self.store.acquire(execution_id, self.instance)
         if outcome == "finished":
-            record = await self.store.record(execution_id) or {}
-            if record.get("final_published") != "1":
+            record = await self.store.execution(execution_id) or ExecutionRecord()
+            if not record.final_published:
                 await self._publish_orphaned_final(execution_id, record)
             else:
                 await self.store.mark_published(execution_id)  # a stray takeover entry: drop it
             return False
         if outcome != "acquired":
             return False
-        record = await self.store.record(execution_id) or {}
-        workflow = record.get("workflow", "")
+        record = await self.store.execution(execution_id) or ExecutionRecord()
+        workflow = record.workflow
         if workflow:
             # its creator may have died between the create and the listing entries (the lease entry goes
             # with the create): written again, the ones already there kept
             await self.store.index_created(
-                execution_id, workflow=workflow, status=record.get("status", "running"), timers={}, repair=True
+                execution_id, workflow=workflow, status=record.status or "running", timers={}, repair=True
             )
         raw = await self.store.state(execution_id)
-        engine = await self._engine_for(record.get("digest", ""))
+        engine = await self._engine_for(record.digest)
         if raw is None or engine is None:
-            self.log.error("execution.cannot_resume", execution_id=execution_id, digest=record.get("digest"))
+            self.log.error("execution.cannot_resume", execution_id=execution_id, digest=record.digest)
             await self.store.release(execution_id, f"{self.instance}:{epoch}", handover=False)
             return False
-        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
+        reply = ReplyInfo.model_validate_json(record.reply or "{}")
         runner = open_runner(self.deps, engine, raw, epoch=epoch, reply=reply)  # a scheduled branch run: its graph
-        if record.get("cancel") == "1":
+        if record.cancel:
             runner.cancel()
         next_due = min(runner.state.timers.values(), default=None)
         await self.store.reindex_timers(execution_id, None if next_due is None else int(next_due * 1000))
@@ -950,13 +951,13 @@ class WorkflowExecutor(Worker):
         self.catalog.remember(digest, engine)
         return engine
 
-    async def _publish_orphaned_final(self, execution_id: str, record: dict[str, str]) -> None:
+    async def _publish_orphaned_final(self, execution_id: str, record: ExecutionRecord) -> None:
         raw = await self.store.state(execution_id)
-        engine = await self._engine_for(record.get("digest", ""))
+        engine = await self._engine_for(record.digest)
         if raw is None or engine is None:
             return
-        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = open_runner(self.deps, engine, raw, epoch=int(record.get("epoch") or 1), reply=reply)
+        reply = ReplyInfo.model_validate_json(record.reply or "{}")
+        runner = open_runner(self.deps, engine, raw, epoch=record.epoch or 1, reply=reply)
         await runner.publish_final()
 
     # --- control -----------------------------------------------------------------------------
@@ -1037,13 +1038,13 @@ class WorkflowExecutor(Worker):
         outcome, epoch = await self.store.acquire(task_id, self.instance)
         if outcome != "acquired":
             return
-        record = await self.store.record(task_id) or {}
+        record = await self.store.execution(task_id) or ExecutionRecord()
         raw = await self.store.state(task_id)
-        engine = await self._engine_for(record.get("digest", ""))
+        engine = await self._engine_for(record.digest)
         if raw is None or engine is None:
             await self.store.release(task_id, f"{self.instance}:{epoch}", handover=False)
             raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be canceled: its state is missing")
-        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
+        reply = ReplyInfo.model_validate_json(record.reply or "{}")
         runner = open_runner(self.deps, engine, raw, epoch=epoch, reply=reply)
         runner.cancel()
         self.log.info("execution.cancel_paused", execution_id=task_id)
@@ -1113,9 +1114,9 @@ def _node_request(message: Message) -> dict[str, Any] | None:
     return request
 
 
-def _stored_reply_to(record: dict[str, str]) -> str | None:
+def _stored_reply_to(record: ExecutionRecord) -> str | None:
     try:
-        return ReplyInfo.model_validate_json(record.get("reply") or "{}").reply_to
+        return ReplyInfo.model_validate_json(record.reply or "{}").reply_to
     except ValueError:
         return None
 
