@@ -20,11 +20,11 @@ from a2amesh.errors import RpcError, TransportError
 from a2amesh.executor.service import WorkflowExecutor
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.protocol import Message, Part, Role, SendMessageRequest, Task, TaskState, TaskStatus, codes
+from a2amesh.protocol.vocabulary import SUMMARY_KEY
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import TaskStore
-from a2amesh.worker.control import SUMMARY_KEY
 from tests.integration.test_bad_input import error_of, no_pending_acks, send_raw
 from tests.support.inbox import Inbox
 from tests.support.waiting import eventually, within

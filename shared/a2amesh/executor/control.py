@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from a2amesh.errors import RpcError, TaskNotCancelable, TransportError
-from a2amesh.executor.graph_runner import load_state, make_runner
-from a2amesh.executor.runner import ExecutionRunner
+from a2amesh.executor.runner import ExecutionRunner, open_runner
 from a2amesh.protocol import Task, TaskState, TaskStatus, codes
 from a2amesh.protocol.base import utc_timestamp
+from a2amesh.store.executions import ExecutionRecord
 from a2amesh.worker.control import AnswerNow, AnswerWhenStopped, Cancellation
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 
@@ -57,7 +57,7 @@ class ExecutionControl:
         task = await ex.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
         return AnswerNow(_canceled(task))
 
-    def _when_stopped(self, runner: ExecutionRunner) -> AnswerWhenStopped:
+    def _when_stopped(self, runner: ExecutionRunner[Any]) -> AnswerWhenStopped:
         async def stopped() -> None:
             await asyncio.shield(runner.finished)
 
@@ -76,14 +76,14 @@ class ExecutionControl:
         outcome, epoch = await ex.store.acquire(task_id, ex.instance)
         if outcome != "acquired":
             return None
-        record = await ex.store.record(task_id) or {}
+        record = await ex.store.execution(task_id) or ExecutionRecord()
         raw = await ex.store.state(task_id)
-        engine = await ex._engine_for(record.get("digest", ""))
+        engine = await ex._engine_for(record.digest)
         if raw is None or engine is None:
             await ex.store.release(task_id, f"{ex.instance}:{epoch}", handover=False)
             raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be canceled: its state is missing")
-        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = make_runner(ex.deps, engine, load_state(engine, raw), epoch=epoch, reply=reply)
+        reply = ReplyInfo.model_validate_json(record.reply or "{}")
+        runner = open_runner(ex.deps, engine, raw, epoch=epoch, reply=reply)
         runner.cancel()
         ex.log.info("execution.cancel_paused", execution_id=task_id)
         ex._launch(runner, [])

@@ -12,19 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import json
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
 
 from a2amesh import faults
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.client import Call, Client
 from a2amesh.config import Settings
-from a2amesh.errors import A2AMeshError, RpcError, StoreUnavailable, TransportError
+from a2amesh.errors import A2AMeshError, ConfigError, RpcError, StoreUnavailable, TransportError
+from a2amesh.executor.handlers import HANDLERS, CommandHandler
 from a2amesh.ids import nuid
 from a2amesh.jsontext import dumps_bytes
 from a2amesh.logs import get_logger
@@ -44,7 +46,6 @@ from a2amesh.protocol import (
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.vocabulary import (
     CALL_CHAIN_KEY,
-    NODE_PATH_KEY,
     NODE_REQUEST,
     NODE_RESULT,
     REVIEW_REQUEST,
@@ -55,8 +56,7 @@ from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.tasks import TaskRecordView, TaskStore
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
-from a2amesh.workflow.dag.engine import Engine
-from a2amesh.workflow.dag.state import Command, DispatchNode, Event, ExecutionState, NodePaused, NodeRun, NodeStatus
+from a2amesh.workflow.engine_protocol import ExecutableEngine, OpenCall, RunState
 from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
@@ -64,51 +64,40 @@ from a2amesh.workflow.events import (
     EmitEvent,
     ExecutionStatus,
     Finish,
+    NodeCall,
     NodeFailed,
+    NodePaused,
     NodeSucceeded,
     RequestReview,
     SetTimer,
     TimerFired,
 )
-from a2amesh.workflow.graph.state import DispatchGraphNode
 
-AnyDispatch = DispatchNode | DispatchGraphNode
+__all__ = ["CALL_CHAIN_KEY", "REVIEW_REQUEST", "ExecutionRunner", "RunnerDeps", "make_runner", "open_runner"]
 
-__all__ = ["CALL_CHAIN_KEY", "REVIEW_REQUEST", "ExecutionRunner", "RunnerDeps", "node_record"]
+StateT = TypeVar("StateT", bound=RunState)
+C = TypeVar("C")
+CallOutcome = NodeSucceeded | NodeFailed | NodePaused
+"""The event a call's answer stands for."""
 
 DISPATCH_RETRY_FOR = 30.0
 """Seconds a node request is re-published while JetStream is unavailable (a NATS restart) before the node fails."""
 SEQ_OFFSET = 1
 """A2A-Seq of an engine event is its seq + 1: seq 1 is the ``task`` event that opens a stream."""
-_RECORD_EXCLUDE = {
-    "items",
-    "children",
-    "last_output",
-    "launched",
-    "timer",
-    "open_children",
-    "completed_children",
-    "failed_children",
-}
 _LIFECYCLE_NODE_EVENTS = {"started", "completed", "failed", "skipped"}
-_TASK_STATE = {
+_TASK_STATE: dict[str, TaskState] = {
     ExecutionStatus.COMPLETED: TaskState.COMPLETED,
     ExecutionStatus.FAILED: TaskState.FAILED,
     ExecutionStatus.CANCELED: TaskState.CANCELED,
 }
 
 
-def node_record(run: NodeRun) -> str:
-    """The JSON record of a node instance kept for ``a2amesh show`` (container bookkeeping left out)."""
-    return run.model_dump_json(exclude=_RECORD_EXCLUDE)
-
-
-def without_sent(commands: list[Any], *, events: bool = True) -> list[Any]:
+def without_sent(commands: Sequence[C], *, events: bool = True) -> list[C]:
     """The commands left once a step's dispatches, and with them its events unless ``events=False``, went
     out (:meth:`ExecutionRunner.send_dispatches`); all of them when the step dispatches nothing."""
-    if not any(isinstance(c, DispatchNode | DispatchGraphNode) for c in commands):
-        return commands
-    sent = DispatchNode | DispatchGraphNode | EmitEvent if events else DispatchNode | DispatchGraphNode
+    if not any(isinstance(c, NodeCall) for c in commands):
+        return list(commands)
+    sent = NodeCall | EmitEvent if events else NodeCall
     return [c for c in commands if not isinstance(c, sent)]
 
 
@@ -127,6 +116,8 @@ class RunnerDeps:
     artifacts: ArtifactStore
     settings: Settings
     instance: str
+    handlers: Mapping[type[BaseModel], CommandHandler[Any]] = field(default_factory=lambda: HANDLERS)
+    """How the commands engines leave to the executor (``io_commands``) are carried out, by type."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +129,23 @@ class _CallRef:
     agent: str
 
 
-class ExecutionRunner:
-    """Owns one execution while its lease holds.
+def make_runner(
+    deps: RunnerDeps, engine: ExecutableEngine[Any], state: RunState, *, epoch: int, reply: ReplyInfo
+) -> ExecutionRunner[Any]:
+    """The runner of a new execution (``state``: its first state, from ``engine.start``) of either format."""
+    return ExecutionRunner(deps, engine, state, epoch=epoch, reply=reply)
+
+
+def open_runner(
+    deps: RunnerDeps, engine: ExecutableEngine[StateT], raw: str, *, epoch: int, reply: ReplyInfo
+) -> ExecutionRunner[StateT]:
+    """The runner of a checkpointed execution (``raw``: its stored state), with the engine that runs it."""
+    state = engine.parse_state(raw)
+    return ExecutionRunner(deps, engine.for_state(state), state, epoch=epoch, reply=reply)
+
+
+class ExecutionRunner(Generic[StateT]):
+    """Owns one execution while its lease holds, whatever its format (through :class:`ExecutableEngine`).
 
     Args:
         deps: the executor's connections and stores.
@@ -147,11 +153,17 @@ class ExecutionRunner:
         state: the last checkpointed state.
         epoch: the lease epoch this runner holds.
         reply: how the caller wants its answer.
+
+    Raises:
+        ConfigError: the engine leaves commands to the executor that no handler carries out.
     """
 
     def __init__(
-        self, deps: RunnerDeps, engine: Engine, state: ExecutionState, *, epoch: int, reply: ReplyInfo
+        self, deps: RunnerDeps, engine: ExecutableEngine[StateT], state: StateT, *, epoch: int, reply: ReplyInfo
     ) -> None:
+        missing = [kind.__name__ for kind in engine.io_commands if kind not in deps.handlers]
+        if missing:
+            raise ConfigError("executor", "handlers", f"no handler for {', '.join(missing)} ({engine.name})")
         self.deps = deps
         self.engine = engine
         self.state = state
@@ -160,7 +172,7 @@ class ExecutionRunner:
         self.reply = reply
         self.execution_id = state.execution_id
         self.task_id = state.task_id or state.execution_id
-        self.inbox: Mailbox[Event] = Mailbox()
+        self.inbox: Mailbox[BaseModel] = Mailbox()
         self.targets: list[str] = []
         self.lost = False
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -181,7 +193,7 @@ class ExecutionRunner:
 
     # --- loop --------------------------------------------------------------------------------
 
-    async def run(self, commands: Iterable[Command] = (), *, call_ids: dict[str, str] | None = None) -> None:
+    async def run(self, commands: Iterable[BaseModel] = (), *, call_ids: dict[str, str] | None = None) -> None:
         """Carry out the already-checkpointed ``commands``, then apply events until the execution ends."""
         try:
             for timer_id, due in self.state.timers.items():
@@ -253,96 +265,36 @@ class ExecutionRunner:
     def _timer_fired(self, timer_id: str) -> None:
         self.inbox.put_nowait(TimerFired(timer_id=timer_id))
 
-    async def _apply(self, batch: list[Event]) -> None:
-        state = self.state
-        commands: list[Command] = []
-        applied: list[str] = []
-        touched: set[str] = set()
-        for event in batch:
-            if isinstance(event, NodeSucceeded | NodeFailed):
-                run = state.nodes.get(event.path)
-                if run is None or run.attempt != event.attempt or run.status is not NodeStatus.RUNNING:
-                    continue
-                applied.append(f"{event.path}#{run.iteration}@{event.attempt}")
-            state, step_commands, step_touched = self.engine.apply(state, event, time.time())
-            commands.extend(step_commands)
-            touched |= step_touched
-        if state is self.state or (not commands and state == self.state):
+    async def _apply(self, batch: list[BaseModel]) -> None:
+        step = self.engine.advance(self.state, batch, time.time)
+        state = step.state
+        if state is self.state or (not step.commands and state == self.state):
             return
-        await self.checkpoint(state, commands, applied, touched=touched)
+        await self.checkpoint(state, step.commands, step.applied, touched=step.touched)
 
-    def prepare(self, commands: list[Command], state: ExecutionState | None = None) -> dict[str, str]:
+    def prepare(self, commands: Sequence[BaseModel], state: StateT | None = None) -> dict[str, str]:
         """Mint the call id of every dispatch and record its reply subject in the state (before the write)."""
         target = self.state if state is None else state
         call_ids: dict[str, str] = {}
         for command in commands:
-            if isinstance(command, DispatchNode):
-                call_ids[command.path] = nuid()
-                target.nodes[command.path].reply_to = self.deps.bus.subjects.reply(
-                    self.deps.client.instance, call_ids[command.path]
-                )
+            if isinstance(command, NodeCall):
+                call_ids[command.path] = call_id = nuid()
+                subject = self.deps.bus.subjects.reply(self.deps.client.instance, call_id)
+                self.engine.set_reply_to(target, command.path, subject)
         return call_ids
 
-    def node_records(self, old: Any, new: Any) -> dict[str, str]:
-        """The node records a step changed (path → JSON)."""
-        return {path: node_record(run) for path, run in new.nodes.items() if old.nodes.get(path) != run}
+    def state_json(self) -> str:
+        """The whole state as JSON (an execution's first write)."""
+        return self.engine.state_json(self.state)
 
-    def state_checkpoint(
-        self, old: Any, new: Any, touched: Iterable[str] | None
-    ) -> tuple[str, dict[str, str] | None, dict[str, int] | None, bool]:
-        """What to write of ``new``: (state JSON, changed node instances, every ordinal, whether all are written).
-
-        An :class:`ExecutionState` is written split (see :meth:`ExecutionStore.commit`): its ``nodes`` left
-        out (``null``), and only the instances changed since ``old`` (the last write) written, with their
-        place in ``nodes``; the first write of a runner (or after a failed one) writes every instance.
-        """
-        if not isinstance(new, ExecutionState):
-            return new.model_dump_json(), None, None, False
-        nodes = new.nodes
-        positions = self._positions
-        reset = positions is None
-        fresh: list[str] = []
-        if positions is not None and len(nodes) >= len(positions):
-            fresh = list(itertools.islice(reversed(nodes), len(nodes) - len(positions)))
-            fresh.reverse()
-            if any(path in positions for path in fresh):
-                positions = None  # not an append-only change: write everything
-        if positions is None:
-            positions = {path: index for index, path in enumerate(nodes)}
-            paths: Iterable[str] = nodes
-            reset = True
-        else:
-            for path in fresh:
-                positions[path] = len(positions)
-            if touched is None:
-                paths = [path for path, run in nodes.items() if dict.get(old.nodes, path) is not run]
-            else:
-                paths = {*touched, *fresh}
-        records = {
-            path: f"{positions[path]} {dict.__getitem__(nodes, path).model_dump_json()}"
-            for path in paths
-            if path in nodes
-        }
-        head = new.model_dump_json(exclude={"nodes"})
-        return head[:-1] + ',"nodes":null}', records, positions, reset
-
-    def touched_records(self, old: Any, new: Any, touched: Iterable[str]) -> dict[str, str]:
-        """The node records a step changed, among the paths it touched (path → JSON)."""
-        records: dict[str, str] = {}
-        for path in touched:
-            run = dict.get(new.nodes, path)  # read without copying (the engine's nodes copy on write)
-            if run is not None and dict.get(old.nodes, path) != run:
-                records[path] = node_record(run)
-        return records
-
-    def parse_state(self, raw: str) -> Any:
-        """A checkpointed state of this runner's engine."""
-        return ExecutionState.model_validate_json(raw)
+    def initial_records(self) -> dict[str, str]:
+        """The node records of a new execution."""
+        return self.engine.initial_records(self.state)
 
     async def checkpoint(
         self,
-        state: Any,
-        commands: list[Any],
+        state: StateT,
+        commands: Sequence[BaseModel],
         applied: list[str],
         *,
         extra: dict[str, Any] | None = None,
@@ -357,7 +309,7 @@ class ExecutionRunner:
         (events, timers, the final answer) waits until the write has landed.
 
         ``touched``: the node paths the engine steps from ``self.state`` to ``state`` may have changed
-        (:meth:`Engine.apply`), so only those records are compared; None compares every record.
+        (:meth:`ExecutableEngine.advance`), so only those records are compared; None compares every record.
         """
         call_ids = self.prepare(commands, state)
         final_task = await self._final_for(state, commands)
@@ -398,7 +350,7 @@ class ExecutionRunner:
         await self._carry(without_sent(commands))
         return True
 
-    async def _final_for(self, state: Any, commands: list[Any]) -> Task | None:
+    async def _final_for(self, state: StateT, commands: Sequence[BaseModel]) -> Task | None:
         """The final Task of a step that finishes the execution, for its commit to store with it (None when
         the step does not finish it, or when the task's record is not in the execution's slot)."""
         if self.task_id != self.execution_id or self.state.finished or not state.finished:
@@ -409,8 +361,8 @@ class ExecutionRunner:
 
     async def _write_step(
         self,
-        state: Any,
-        commands: list[Any],
+        state: StateT,
+        commands: Sequence[BaseModel],
         applied: list[str],
         extra: dict[str, Any] | None,
         touched: Iterable[str] | None,
@@ -418,7 +370,7 @@ class ExecutionRunner:
     ) -> tuple[CommitResult, dict[str, int] | None]:
         """The epoch-guarded commit of one step; returns its result and the split checkpoint's ordinals."""
         old = self.state
-        changed = self.node_records(old, state) if touched is None else self.touched_records(old, state, touched)
+        changed = self.engine.node_records(old, state, touched, time.time())
         finishing = state.finished and not old.finished
         fields: dict[str, Any] = {"status": str(state.status), "usage": json.dumps(state.usage), **(extra or {})}
         reviews = [c for c in commands if isinstance(c, RequestReview)]
@@ -430,14 +382,14 @@ class ExecutionRunner:
                 output=json.dumps(state.output, default=str),
                 finished=int((state.finished_at or time.time()) * 1000),
             )
-        state_json, state_nodes, positions, reset = self.state_checkpoint(old, state, touched)
+        write = self.engine.state_write(old, state, touched, self._positions)
         self._positions = None  # until this write is known to have landed
         result = await self.deps.store.commit(
             self.execution_id,
             self.token,
-            state_json=state_json,
-            state_nodes=state_nodes,
-            reset_state_nodes=reset,
+            state_json=write.state_json,
+            state_nodes=write.nodes,
+            reset_state_nodes=write.reset,
             nodes=changed,
             events=[_event_json(c) for c in commands if isinstance(c, EmitEvent)],
             applied=applied,
@@ -447,10 +399,10 @@ class ExecutionRunner:
             final_status=str(state.status) if finishing else None,
             final_task=None if final_task is None else (final_task, self.deps.instance),
         )
-        return result, positions
+        return result, write.positions
 
     def send_dispatches(
-        self, commands: list[Any], call_ids: dict[str, str] | None, *, events: bool = True
+        self, commands: Sequence[BaseModel], call_ids: dict[str, str] | None, *, events: bool = True
     ) -> asyncio.Future[None] | None:
         """Publish the dispatches among ``commands``, and the step's events with them unless ``events=False``
         (a start, whose streaming caller gets the task first), in the background (None when there are no
@@ -461,14 +413,14 @@ class ExecutionRunner:
         so they leave in the same socket write; a replica that resumes from the previous checkpoint
         publishes them again with the same ``Nats-Msg-Id``, which the events stream drops.
         """
-        dispatches = [c for c in commands if isinstance(c, DispatchNode | DispatchGraphNode)]
+        dispatches = [c for c in commands if isinstance(c, NodeCall)]
         if not dispatches:
             return None
         emitted = [c for c in commands if isinstance(c, EmitEvent)] if events else []
         return asyncio.ensure_future(self._send_step(emitted, dispatches, call_ids))
 
     async def _send_step(
-        self, events: list[EmitEvent], dispatches: list[AnyDispatch], call_ids: dict[str, str] | None
+        self, events: list[EmitEvent], dispatches: list[NodeCall], call_ids: dict[str, str] | None
     ) -> None:
         for event in events:
             await self._emit(event)
@@ -476,12 +428,12 @@ class ExecutionRunner:
 
     # --- commands ----------------------------------------------------------------------------
 
-    async def _carry(self, commands: list[Any], call_ids: dict[str, str] | None = None) -> None:
-        dispatches: list[AnyDispatch] = []
+    async def _carry(self, commands: Iterable[BaseModel], call_ids: dict[str, str] | None = None) -> None:
+        dispatches: list[NodeCall] = []
         finish: Finish | None = None
         review: RequestReview | None = None
         for command in commands:
-            if isinstance(command, DispatchNode | DispatchGraphNode):
+            if isinstance(command, NodeCall):
                 dispatches.append(command)
             elif isinstance(command, RequestReview):
                 review = command
@@ -497,50 +449,35 @@ class ExecutionRunner:
                 await self._emit(command)
             elif isinstance(command, Finish):
                 finish = command
+            else:
+                self._start_io(command)
         await self._dispatch_all(dispatches, call_ids)
         if finish is not None:
             await self.publish_final()
         elif review is not None:
             await self.publish_paused(review)
 
-    async def _dispatch_all(self, dispatches: list[AnyDispatch], call_ids: dict[str, str] | None) -> None:
+    async def _dispatch_all(self, dispatches: list[NodeCall], call_ids: dict[str, str] | None) -> None:
         ids = call_ids or {}
         if len(dispatches) == 1:
             await self._dispatch(dispatches[0], ids.get(dispatches[0].path))  # no task: one less loop turn
         elif dispatches:
             await asyncio.gather(*(self._dispatch(d, ids.get(d.path)) for d in dispatches))
 
-    def _message(self, command: Any) -> Message:
-        if command.resume is not None:
-            # continue the callee's paused task with the human's answer
-            return Message(
-                message_id=command.message_id,
-                role=Role.USER,
-                parts=[Part.of_data(command.resume)],
-                task_id=command.task_id,
-                context_id=self.state.context_id,
-                metadata={CALL_CHAIN_KEY: command.call_chain, NODE_PATH_KEY: command.path},
-            )
-        control = {
-            "type": NODE_REQUEST,
-            "execution_id": self.execution_id,
-            "node_id": command.node_id,
-            "workflow_name": self.state.workflow,
-            "input_schema": command.input_schema,
-            "output_schema": command.output_schema,
-            "instruction": command.instruction,
-            "max_retries": None,
-            "suggested_output_name": f"{command.node_id}_output.json",
-        }
-        return Message(
-            message_id=command.message_id,
-            role=Role.USER,
-            parts=[Part.of_data(control), Part.of_data({} if command.input is None else command.input)],
-            context_id=self.state.context_id,
-            metadata={CALL_CHAIN_KEY: command.call_chain, NODE_PATH_KEY: command.path},
-        )
+    def _start_io(self, command: BaseModel) -> None:
+        """Hand a command the engine leaves to the executor to its handler; follow the work like a call."""
+        handler = self.deps.handlers.get(type(command))
+        started = None if handler is None else handler.start(command, self)
+        if started is None:
+            self.log.error("command.unhandled", kind=type(command).__name__)
+            return
+        key, work = started
+        self._track(key, self._await_io(work))
 
-    async def _spill_input(self, message: Message, command: AnyDispatch) -> Message:
+    async def _await_io(self, work: Awaitable[BaseModel]) -> None:
+        self.inbox.put_nowait(await work)
+
+    async def _spill_input(self, message: Message, command: NodeCall) -> Message:
         """Send a node input above the inline threshold as an artifact URL part (SPEC §4), never inline."""
         parts = list(message.parts)
         for i, part in enumerate(parts):
@@ -562,11 +499,13 @@ class ExecutionRunner:
             )
         return message if parts == message.parts else message.model_copy(update={"parts": parts})
 
-    async def _dispatch(self, command: AnyDispatch, call_id: str | None) -> None:
+    async def _dispatch(self, command: NodeCall, call_id: str | None) -> None:
         deadline = command.deadline or (time.time() + self.deps.settings.tasks_max_age)
         give_up = min(deadline, time.time() + DISPATCH_RETRY_FOR)
         delay = 0.2
-        message = await self._spill_input(self._message(command), command)
+        state = self.state
+        message = command.message(execution_id=self.execution_id, workflow=state.workflow, context_id=state.context_id)
+        message = await self._spill_input(message, command)
         while True:
             try:
                 call = await self.deps.client.dispatch(
@@ -595,13 +534,17 @@ class ExecutionRunner:
         self._follow(_CallRef(command.path, command.attempt, command.agent), call)
 
     def _follow(self, ref: _CallRef, call: Call) -> None:
-        old = self._calls.pop(ref.path, None)
+        # the waiter keeps only the call's reference, not the dispatch (its input may be large)
+        self._track(ref.path, self._await_result(ref, call))
+
+    def _track(self, path: str, work: Coroutine[Any, Any, None]) -> None:
+        """Follow the work of the node instance at ``path`` (replacing any older work for it)."""
+        old = self._calls.pop(path, None)
         if old is not None:
             old.cancel()
-        # the waiter keeps only the call's reference, not the dispatch (its input may be large)
-        task = asyncio.create_task(self._await_result(ref, call), name=f"call-{ref.path}")
-        self._calls[ref.path] = task
-        task.add_done_callback(functools.partial(self._call_done, ref.path))
+        task = asyncio.create_task(work, name=f"call-{path}")
+        self._calls[path] = task
+        task.add_done_callback(functools.partial(self._call_done, path))
 
     def _call_done(self, path: str, task: asyncio.Task[None]) -> None:
         if self._calls.get(path) is task:
@@ -617,7 +560,7 @@ class ExecutionRunner:
             return
         self.inbox.put_nowait(await self.result_event(ref.path, ref.attempt, ref.agent, task))
 
-    def _call_error(self, command: AnyDispatch | _CallRef, error: A2AMeshError) -> NodeFailed:
+    def _call_error(self, command: NodeCall | _CallRef, error: A2AMeshError) -> NodeFailed:
         if isinstance(error, TransportError):
             text = f"{error.reason}: {error}"
         elif isinstance(error, RpcError):
@@ -626,7 +569,7 @@ class ExecutionRunner:
             text = str(error)
         return NodeFailed(path=command.path, attempt=command.attempt, error=text, error_kind="error")
 
-    async def result_event(self, path: str, attempt: int, agent: str, task: Task) -> Event:
+    async def result_event(self, path: str, attempt: int, agent: str, task: Task) -> CallOutcome:
         """The engine event a callee's final Task stands for."""
         result = _node_result(task)
         usage = result.get("usage") if isinstance(result.get("usage"), dict) else None
@@ -726,7 +669,7 @@ class ExecutionRunner:
 
     # --- the answer --------------------------------------------------------------------------
 
-    async def build_final_task(self, state: Any | None = None) -> Task:
+    async def build_final_task(self, state: StateT | None = None) -> Task:
         """The final Task of the workflow's task (output as ``artifacts[0]``; large outputs as artifacts), from
         ``state`` (default: the checkpointed one)."""
         state = self.state if state is None else state
@@ -869,11 +812,7 @@ class ExecutionRunner:
 
     def pending_review(self) -> RequestReview | None:
         """The review a paused execution waits for (answered again after a takeover)."""
-        for run in self.state.nodes.values():
-            if run.status is NodeStatus.WAITING_INPUT and run.review:
-                path = str(run.review.get("path") or run.path)
-                return RequestReview(path=path, node_id=run.node_id, review=run.review)
-        return None
+        return self.engine.pending_review(self.state)
 
     async def republish_pause(self) -> None:
         """Answer the pause again (a takeover between the paused checkpoint and its answer)."""
@@ -884,30 +823,33 @@ class ExecutionRunner:
     # --- takeover ----------------------------------------------------------------------------
 
     async def resume_calls(self) -> None:
-        """After a takeover: apply finals already on the old reply subjects, re-point the other calls.
+        """After a takeover: apply finals already on the old reply subjects, re-point the other calls, and
+        carry out again what the engine says must be (a graph's tool run).
 
         Calls re-dispatched with the same messageId are JetStream duplicates (the client then
         subscribes to the running task) or find the callee's claim, which answers the new subject.
         """
-        redispatch: list[DispatchNode] = []
-        for run in self.state.running_calls():
+        calls, again = self.engine.takeover(self.state)
+        for command in again:
+            self._start_io(command)
+        redispatch: list[BaseModel] = []
+        for call in calls:
             stored = None
-            if run.reply_to:
+            if call.reply_to:
                 with contextlib.suppress(Exception):
-                    stored = await self.deps.bus.direct_get_last(self.deps.bus.subjects.replies_stream, run.reply_to)
-            event = await self._stored_event(run, stored)
+                    stored = await self.deps.bus.direct_get_last(self.deps.bus.subjects.replies_stream, call.reply_to)
+            event = await self._stored_event(call, stored)
             if event is not None:
                 self.inbox.put_nowait(event)
                 continue
-            command = self.engine.redispatch(self.state, run.path)
-            if command is not None:
-                redispatch.append(command)
+            if call.resend is not None:
+                redispatch.append(call.resend)
         if not redispatch:
             return
         state = self.state.model_copy(deep=True)
-        await self.checkpoint(state, list(redispatch), [])
+        await self.checkpoint(state, redispatch, [])
 
-    async def _stored_event(self, run: NodeRun, stored: StoredMsg | None) -> Event | None:
+    async def _stored_event(self, run: OpenCall, stored: StoredMsg | None) -> CallOutcome | None:
         if stored is None or stored.headers.get(h.FINAL) != "true" or run.agent is None:
             return None
         try:

@@ -39,8 +39,7 @@ from a2amesh.errors import (
 from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog
 from a2amesh.executor.control import ExecutionControl
-from a2amesh.executor.graph_runner import load_state, make_runner
-from a2amesh.executor.runner import ExecutionRunner, RunnerDeps, node_record, without_sent
+from a2amesh.executor.runner import ExecutionRunner, RunnerDeps, make_runner, open_runner, without_sent
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.lifecycle import STOP_LIMIT, Worker, cancel_and_wait
@@ -60,7 +59,7 @@ from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, CONTROL_PART_TYPES, NODE
 from a2amesh.registry import CardPublisher
 from a2amesh.service import ProcessService
 from a2amesh.store.artifacts import ArtifactStore
-from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.executions import ExecutionRecord, ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.schedules import ScheduleStore
@@ -73,6 +72,7 @@ from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.engine import Engine
 from a2amesh.workflow.dag.nodes import LoopNode
 from a2amesh.workflow.dag.state import ExecutionState, NodeStatus
+from a2amesh.workflow.engine_protocol import ExecutableEngine
 from a2amesh.workflow.events import EmitEvent, ReviewAnswered, TimerFired
 from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.graph.engine import GraphEngine
@@ -156,7 +156,7 @@ class WorkflowExecutor(Worker):
         )
         self.deps = RunnerDeps(bus, self.client, self.store, self.tasks, self.artifacts, settings, self.instance)
         self.max_executions = settings.max_executions_per_replica
-        self.runners: dict[str, ExecutionRunner] = {}
+        self.runners: dict[str, ExecutionRunner[Any]] = {}
         self.served: dict[str, _Served] = {}
         self.log = get_logger("executor", instance=self.instance)
         self.intake = Intake(bus, settings, log=self.log, accept=self._accept)
@@ -380,7 +380,7 @@ class WorkflowExecutor(Worker):
         if isinstance(engine, GraphEngine) or retry is not None:
             # starting takes a conversation turn or reads an earlier execution: look before starting. A plain
             # DAG start leaves both checks to the create script (one round trip fewer).
-            record, canceled = await asyncio.gather(self.store.record(task_id), self.tasks.is_canceled(task_id))
+            record, canceled = await asyncio.gather(self.store.execution(task_id), self.tasks.is_canceled(task_id))
             if record is not None:
                 await self._attach(name, task_id, record, reply, msg)
                 return
@@ -425,7 +425,7 @@ class WorkflowExecutor(Worker):
         created = await self.store.create(
             task_id,
             owner=self.instance,
-            state_json=runner.state.model_dump_json(),
+            state_json=runner.state_json(),
             fields={
                 "workflow": name,
                 "digest": workflow.digest,
@@ -437,7 +437,7 @@ class WorkflowExecutor(Worker):
                 "reused_from": getattr(state, "reused_from", None) or "",
                 **_final_fields(state),
             },
-            nodes=_initial_records(runner),
+            nodes=runner.initial_records(),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
             timers=timers,
             task=working,
@@ -446,7 +446,7 @@ class WorkflowExecutor(Worker):
             await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
             return
         if not created.created:
-            await self._attach(name, task_id, await self.store.record(task_id) or {}, reply, msg)
+            await self._attach(name, task_id, await self.store.execution(task_id) or ExecutionRecord(), reply, msg)
             return
         faults.crash_point("after_execution_create")
         # The WORKING task was written with the execution, so a callee asked about its caller finds it: the
@@ -519,7 +519,7 @@ class WorkflowExecutor(Worker):
         created = await self.store.create(
             execution_id,
             owner=self.instance,
-            state_json=runner.state.model_dump_json(),
+            state_json=runner.state_json(),
             fields={
                 "workflow": graph.workflow,
                 "digest": workflow.digest,
@@ -533,7 +533,7 @@ class WorkflowExecutor(Worker):
                 "fire": int(fire.timestamp()),
                 **_final_fields(state),
             },
-            nodes=_initial_records(runner),
+            nodes=runner.initial_records(),
             events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
             timers=timers,
             task=working,
@@ -592,10 +592,10 @@ class WorkflowExecutor(Worker):
     ) -> None:
         """A SendMessage on a paused task: the human's answer ``{"decision", "data", "reason"?, "path"?}``."""
         task_id = str(message.task_id)
-        record = await self.store.record(task_id)
+        record = await self.store.execution(task_id)
         if record is None:
             raise TaskNotFound(task_id)
-        status = record.get("status", "")
+        status = record.status
         if status != "paused":
             raise RpcError(
                 codes.UNSUPPORTED_OPERATION,
@@ -621,11 +621,11 @@ class WorkflowExecutor(Worker):
             return
         token = f"{self.instance}:{epoch}"
         raw = await self.store.state(task_id)
-        engine = await self._engine_for(record.get("digest", ""))
+        engine = await self._engine_for(record.digest)
         if raw is None or engine is None:
             await self.store.release(task_id, token, handover=False)
             raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be resumed: its state is missing")
-        old = ReplyInfo.model_validate_json(record.get("reply") or "{}")
+        old = ReplyInfo.model_validate_json(record.reply or "{}")
         reply = ReplyInfo(
             reply_to=reply_to,
             request_id=request_id,
@@ -633,15 +633,15 @@ class WorkflowExecutor(Worker):
             node_request=old.node_request,
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
         )
-        runner = make_runner(self.deps, engine, load_state(engine, raw), epoch=epoch, reply=reply)
-        latest = await self.store.record(task_id) or {}
-        if latest.get("cancel") == "1":
+        runner = open_runner(self.deps, engine, raw, epoch=epoch, reply=reply)
+        latest = await self.store.execution(task_id) or ExecutionRecord()
+        if latest.cancel:
             runner.cancel()  # canceled while parked, before this resume took it: the cancellation wins next
-        if latest.get("resumer") and NODE_PATH_KEY in (message.metadata or {}):
-            runner.targets.append(latest["resumer"])  # who resumed at this leaf (see _forward_up)
+        if latest.resumer and NODE_PATH_KEY in (message.metadata or {}):
+            runner.targets.append(latest.resumer)  # who resumed at this leaf (see _forward_up)
             await self.store.set_fields(task_id, {"resumer": ""})
         try:
-            state, commands = engine.step(runner.state, event, time.time())  # type: ignore[arg-type]
+            state, commands = runner.engine.resume(runner.state, event, time.time())
         except A2AMeshError as e:
             await self.store.park(task_id, token, _next_due_ms(runner.state.timers))
             raise RpcError(codes.INVALID_PARAMS, f"cannot resume {task_id}: {e}") from e
@@ -658,7 +658,7 @@ class WorkflowExecutor(Worker):
         msg: WorkMsg,
         request_id: JsonRpcId,
         message: Message,
-        record: dict[str, str],
+        record: ExecutionRecord,
         event: ReviewAnswered,
         reply_to: str,
     ) -> bool:
@@ -670,19 +670,20 @@ class WorkflowExecutor(Worker):
         next review). Returns False when there is no paused parent to go through (the leaf is resumed
         on its own).
         """
-        parent = ReplyInfo.model_validate_json(record.get("reply") or "{}").node_request or {}
+        parent = ReplyInfo.model_validate_json(record.reply or "{}").node_request or {}
         parent_id, parent_workflow = parent.get("execution_id"), parent.get("workflow_name")
         node_path = parent.get("node_path")
         if not (parent_id and parent_workflow and node_path):
             return False
-        if ((await self.store.record(str(parent_id))) or {}).get("status") != "paused":
+        parent_record = await self.store.execution(str(parent_id))
+        if parent_record is None or parent_record.status != "paused":
             return False
         raw = await self.store.state(str(message.task_id))
-        engine = await self._engine_for(record.get("digest", ""))
+        engine = await self._engine_for(record.digest)
         if raw is None or engine is None:
             return False
         try:  # refuse a bad answer here, with the leaf's own words (the engines are pure: a dry run)
-            engine.step(load_state(engine, raw), event, time.time())  # type: ignore[arg-type]
+            engine.resume(engine.parse_state(raw), event, time.time())
         except A2AMeshError as e:
             raise RpcError(codes.INVALID_PARAMS, f"cannot resume {message.task_id}: {e}") from e
         body = event.model_dump(mode="json", exclude={"kind"}, exclude_none=True)
@@ -719,7 +720,7 @@ class WorkflowExecutor(Worker):
         await self.store.save_definition(digest, definition.to_data())
         self._saved_digests[digest] = time.time()
 
-    async def _attach(self, name: str, task_id: str, record: dict[str, str], reply: ReplyInfo, msg: WorkMsg) -> None:
+    async def _attach(self, name: str, task_id: str, record: ExecutionRecord, reply: ReplyInfo, msg: WorkMsg) -> None:
         """A redelivered or re-sent request for an existing execution: follow it instead of starting another."""
         runner = self.runners.get(task_id)
         if runner is not None and reply.reply_to and reply.reply_to != runner.reply.reply_to:
@@ -728,7 +729,7 @@ class WorkflowExecutor(Worker):
             view = await self.tasks.add_subscriber(task_id, reply.reply_to)
             if view.outcome == "terminal" and view.task is not None:
                 publisher = ReplyPublisher(
-                    self.bus, self.settings, agent=name, task_id=task_id, attempt=int(record.get("epoch", "1") or 1)
+                    self.bus, self.settings, agent=name, task_id=task_id, attempt=record.epoch or 1
                 )
                 with contextlib.suppress(TransportError):
                     await publisher.final(reply.reply_to, reply.request_id, view.task, 1, streaming=False)
@@ -807,7 +808,7 @@ class WorkflowExecutor(Worker):
 
     def _launch(
         self,
-        runner: ExecutionRunner,
+        runner: ExecutionRunner[Any],
         commands: list[Any],
         *,
         call_ids: dict[str, str] | None = None,
@@ -883,36 +884,33 @@ class WorkflowExecutor(Worker):
         """Take over an execution whose lease expired (or answer a finished one that never answered)."""
         outcome, epoch = await self.store.acquire(execution_id, self.instance)
         if outcome == "finished":
-            record = await self.store.record(execution_id) or {}
-            if record.get("final_published") != "1":
+            record = await self.store.execution(execution_id) or ExecutionRecord()
+            if not record.final_published:
                 await self._retry_final(execution_id, record)
             else:
                 await self.store.mark_published(execution_id)  # a stray takeover entry: drop it
             return False
         if outcome != "acquired":
             return False
-        record = await self.store.record(execution_id) or {}
-        workflow = record.get("workflow", "")
+        record = await self.store.execution(execution_id) or ExecutionRecord()
+        workflow = record.workflow
         if workflow:
             # its creator may have died between the create and the listing entries (the lease entry goes
             # with the create): written again, the ones already there kept
             await self.store.index_created(
-                execution_id, workflow=workflow, status=record.get("status", "running"), timers={}, repair=True
+                execution_id, workflow=workflow, status=record.status or "running", timers={}, repair=True
             )
         raw = await self.store.state(execution_id)
-        engine = await self._engine_for(record.get("digest", ""))
+        engine = await self._engine_for(record.digest)
         if raw is None or engine is None:
-            self.log.error("execution.cannot_resume", execution_id=execution_id, digest=record.get("digest"))
+            self.log.error("execution.cannot_resume", execution_id=execution_id, digest=record.digest)
             await self.store.release(execution_id, f"{self.instance}:{epoch}", handover=False)
             return False
-        state = load_state(engine, raw)
-        if isinstance(state, GraphState) and isinstance(engine, GraphEngine) and state.branch != engine.branch:
-            engine = GraphEngine(engine.root, branch=state.branch)  # a scheduled branch run
-        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = make_runner(self.deps, engine, state, epoch=epoch, reply=reply)
-        if record.get("cancel") == "1":
+        reply = ReplyInfo.model_validate_json(record.reply or "{}")
+        runner = open_runner(self.deps, engine, raw, epoch=epoch, reply=reply)  # a scheduled branch run: its graph
+        if record.cancel:
             runner.cancel()
-        next_due = min(state.timers.values(), default=None)
+        next_due = min(runner.state.timers.values(), default=None)
         await self.store.reindex_timers(execution_id, None if next_due is None else int(next_due * 1000))
         self.log.info("execution.adopted", execution_id=execution_id, epoch=epoch, paused=runner.parked)
         if runner.parked:
@@ -923,7 +921,7 @@ class WorkflowExecutor(Worker):
             self._launch(runner, [], before=runner.resume_calls)
         return True
 
-    async def _retry_final(self, execution_id: str, record: dict[str, str]) -> None:
+    async def _retry_final(self, execution_id: str, record: ExecutionRecord) -> None:
         """Publish the answer of a finished execution that was never answered: a few tries with backoff, then
         give up with one log line (the final task stays in Redis, where GetTask answers it)."""
         tries, next_at = self._final_tries.get(execution_id, (0, 0.0))
@@ -941,7 +939,7 @@ class WorkflowExecutor(Worker):
             self.log.error(
                 "execution.final_undeliverable",
                 execution_id=execution_id,
-                workflow=record.get("workflow"),
+                workflow=record.workflow,
                 reply_to=_stored_reply_to(record),
                 tries=tries,
                 error=str(e),
@@ -950,7 +948,7 @@ class WorkflowExecutor(Worker):
             return
         self._final_tries.pop(execution_id, None)
 
-    async def _engine_for(self, digest: str) -> Engine | GraphEngine | None:
+    async def _engine_for(self, digest: str) -> ExecutableEngine[Any] | None:
         engine = self.catalog.engine(digest)
         if engine is not None:
             return engine
@@ -964,25 +962,14 @@ class WorkflowExecutor(Worker):
         self.catalog.remember(digest, engine)
         return engine
 
-    async def _publish_orphaned_final(self, execution_id: str, record: dict[str, str]) -> None:
+    async def _publish_orphaned_final(self, execution_id: str, record: ExecutionRecord) -> None:
         raw = await self.store.state(execution_id)
-        engine = await self._engine_for(record.get("digest", ""))
+        engine = await self._engine_for(record.digest)
         if raw is None or engine is None:
             return
-        reply = ReplyInfo.model_validate_json(record.get("reply") or "{}")
-        runner = make_runner(
-            self.deps, engine, load_state(engine, raw), epoch=int(record.get("epoch") or 1), reply=reply
-        )
+        reply = ReplyInfo.model_validate_json(record.reply or "{}")
+        runner = open_runner(self.deps, engine, raw, epoch=record.epoch or 1, reply=reply)
         await runner.publish_final()
-
-
-def _initial_records(runner: ExecutionRunner) -> dict[str, str]:
-    """Node records of a new execution (a graph's first node instance, a DAG's every node)."""
-    state = runner.state
-    if isinstance(state, ExecutionState):
-        return {path: node_record(run) for path, run in state.nodes.items()}
-    empty = state.model_copy(update={"pending": None})
-    return runner.node_records(empty, state)
 
 
 def _final_fields(state: ExecutionState | GraphState) -> dict[str, Any]:
@@ -1011,9 +998,9 @@ def _node_request(message: Message) -> dict[str, Any] | None:
     return request
 
 
-def _stored_reply_to(record: dict[str, str]) -> str | None:
+def _stored_reply_to(record: ExecutionRecord) -> str | None:
     try:
-        return ReplyInfo.model_validate_json(record.get("reply") or "{}").reply_to
+        return ReplyInfo.model_validate_json(record.reply or "{}").reply_to
     except ValueError:
         return None
 

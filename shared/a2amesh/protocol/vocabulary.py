@@ -10,6 +10,7 @@ from typing import Final
 
 __all__ = [
     "CALL_CHAIN_KEY",
+    "SUMMARY_KEY",
     "CONTROL_PART_TYPES",
     "GRAPH_NODE_REQUEST",
     "NODE_PATH_KEY",
@@ -55,6 +56,9 @@ CALL_CHAIN_KEY: Final = "a2amesh.call_chain"
 
 NODE_PATH_KEY: Final = "a2amesh.node_path"
 """Message metadata: the calling node's path in its execution (where a nested resume goes up)."""
+
+SUMMARY_KEY: Final = "a2amesh.summary"
+"""Task metadata in a ListTasks page: the task is summarised (id, context, state) because its record is large."""
 
 WORKFLOW_EVENT_KEY: Final = "workflow_event"
 """Status-update metadata: one execution event (``node.started``, ``node.completed`` …) for live progress."""

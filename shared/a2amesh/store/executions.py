@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, cast
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, cast
 
 from a2amesh.jsontext import dumps_text
 from a2amesh.protocol import Task
@@ -34,7 +34,7 @@ from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script
 from a2amesh.store.tasks import TaskRecordView, record_view, task_record_json
 
-__all__ = ["CommitResult", "CreateResult", "ExecutionStore", "now_ms"]
+__all__ = ["CommitResult", "CreateResult", "ExecutionRecord", "ExecutionStore", "now_ms"]
 
 EVENTS_MAXLEN = 2000
 """Approximate bound of one execution's event log."""
@@ -61,6 +61,135 @@ _SPLIT_TAIL = ',"nodes":null}'
 def _split_records(raw: Mapping[Any, Any]) -> list[tuple[str, list[str]]]:
     """Records of a split checkpoint: (path, [ordinal, JSON])."""
     return [(str(path), str(value).split(" ", 1)) for path, value in raw.items()]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionRecord:
+    """The ``exec:{id}`` hash, typed (read when an execution is looked up, never per event).
+
+    :meth:`from_fields` and :meth:`to_fields` map it to the stored fields and back, unchanged: the Lua
+    scripts read and write those fields by name (``status``, ``epoch``, ``cancel``,
+    ``final_published``), so the layout is the store's contract. Fields this class does not name are
+    kept in ``extra``.
+
+    Attributes:
+        workflow: the workflow's name.
+        digest: the content hash of the pinned definition.
+        status: ``running``, ``paused``, ``completed``, ``failed`` or ``canceled``.
+        task_id: the workflow task's id.
+        context_id: the A2A context.
+        input: the input (JSON text).
+        output: the output (JSON text; empty until finished).
+        error: the error of a failed execution.
+        usage: token usage (JSON text).
+        reply: how the caller wants its answer (``ReplyInfo`` JSON).
+        review: the review a paused execution asks for (JSON text).
+        reused_from: the execution a retry reused outputs of.
+        call_depth: the depth of the call chain.
+        epoch: the lease epoch.
+        created: creation time (ms).
+        finished: finish time (ms), if finished.
+        cancel: marked for cancellation.
+        final_published: the final answer went out.
+        resumer: who resumed a nested pause at this leaf (reply subject).
+        schedule: the schedule of a scheduled run.
+        fire: a scheduled run's fire time (epoch seconds).
+        extra: every other stored field, as stored.
+    """
+
+    workflow: str = ""
+    digest: str = ""
+    status: str = ""
+    task_id: str = ""
+    context_id: str = ""
+    input: str = ""
+    output: str = ""
+    error: str = ""
+    usage: str = ""
+    reply: str = ""
+    review: str = ""
+    reused_from: str = ""
+    call_depth: int = 0
+    epoch: int = 0
+    created: int | None = None
+    finished: int | None = None
+    cancel: bool = False
+    final_published: bool = False
+    resumer: str = ""
+    schedule: str = ""
+    fire: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    _TEXT: ClassVar[tuple[str, ...]] = (
+        "workflow",
+        "digest",
+        "status",
+        "task_id",
+        "context_id",
+        "input",
+        "output",
+        "error",
+        "usage",
+        "reply",
+        "review",
+        "reused_from",
+        "resumer",
+        "schedule",
+    )
+    _INT: ClassVar[tuple[str, ...]] = ("call_depth", "epoch")
+    _OPTIONAL_INT: ClassVar[tuple[str, ...]] = ("created", "finished", "fire")
+    _FLAG: ClassVar[tuple[str, ...]] = ("cancel", "final_published")
+
+    @classmethod
+    def from_fields(cls, raw: Mapping[str, str]) -> ExecutionRecord:
+        """The record of the stored fields (a field missing or not a number reads as its default)."""
+        known: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        names = {f.name for f in fields(cls)}
+        for name, value in raw.items():
+            if name in cls._TEXT:
+                known[name] = value
+            elif name in cls._INT:
+                known[name] = int(value) if value.lstrip("-").isdigit() else 0
+            elif name in cls._OPTIONAL_INT:
+                known[name] = int(value) if value.lstrip("-").isdigit() else None
+            elif name in cls._FLAG:
+                known[name] = value == "1"
+            if name not in names or not _round_trips(name, value):
+                extra[name] = value  # kept as stored (unknown, or a value the typed field would respell)
+        return cls(**known, extra=extra)
+
+    def to_fields(self) -> dict[str, str]:
+        """The stored fields (as :meth:`from_fields` read them: fields that were absent stay absent)."""
+        out: dict[str, str] = {}
+        for name in self._TEXT:
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        for name in self._INT:
+            value = getattr(self, name)
+            if value:
+                out[name] = str(value)
+        for name in self._OPTIONAL_INT:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = str(value)
+        for name in self._FLAG:
+            if getattr(self, name):
+                out[name] = "1"
+        out.update(self.extra)
+        return out
+
+
+def _round_trips(name: str, value: str) -> bool:
+    """Whether the typed field holding ``value`` writes it back the same (else it is kept in ``extra``)."""
+    if name in ExecutionRecord._TEXT:
+        return value != ""
+    if name in ExecutionRecord._FLAG:
+        return value == "1"
+    if name in ExecutionRecord._INT:
+        return value.isdigit() and value == str(int(value)) and int(value) != 0
+    return value.lstrip("-").isdigit() and value == str(int(value))
 
 
 @dataclass(frozen=True)
@@ -426,6 +555,11 @@ class ExecutionStore:
         """The execution record, or None."""
         data = cast(dict[str, str], await self.redis.hgetall(self.keys.execution(execution_id)))
         return {str(k): str(v) for k, v in data.items()} if data else None
+
+    async def execution(self, execution_id: str) -> ExecutionRecord | None:
+        """The execution record, typed, or None."""
+        raw = await self.record(execution_id)
+        return None if raw is None else ExecutionRecord.from_fields(raw)
 
     async def state(self, execution_id: str) -> str | None:
         """The checkpointed engine state (JSON), or None (a split checkpoint is put back together)."""

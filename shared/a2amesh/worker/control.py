@@ -32,13 +32,13 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.protocol.jsonrpc import JsonRpcId
+from a2amesh.protocol.vocabulary import SUMMARY_KEY
 from a2amesh.rpc import encode_error, encode_result
 from a2amesh.store.tasks import TaskStore
 from a2amesh.worker.decode import parse_body, validate_request
 from a2amesh.worker.replies import publish_durable, reply_headers, send_error, valid_reply_subject
 
 __all__ = [
-    "SUMMARY_KEY",
     "AnswerNow",
     "AnswerWhenStopped",
     "Cancellation",
@@ -47,8 +47,6 @@ __all__ = [
 ]
 
 DEFAULT_PAGE_SIZE = 50
-SUMMARY_KEY = "a2amesh.summary"
-"""Task metadata key set on a task that a ListTasks page carries summarised (id, context, state only)."""
 _ENVELOPE_SLACK = 4096
 """Bytes of a ListTasks answer's budget kept for the envelope, the page fields and the headers."""
 

@@ -10,11 +10,13 @@ Plain, JSON-serialisable pydantic data, so the executor can checkpoint and repla
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2amesh.protocol import Message
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
@@ -25,7 +27,9 @@ __all__ = [
     "ErrorKind",
     "ExecutionStatus",
     "Finish",
+    "NodeCall",
     "NodeFailed",
+    "NodePaused",
     "NodeSucceeded",
     "RequestReview",
     "ReviewAnswered",
@@ -85,6 +89,17 @@ class NodeFailed(_Data):
     usage: dict[str, Any] | None = None
 
 
+class NodePaused(_Data):
+    """A callee asked for input (its task is ``TASK_STATE_INPUT_REQUIRED``): the calling node waits for a human."""
+
+    kind: Literal["node_paused"] = "node_paused"
+    path: str
+    attempt: int
+    review: dict[str, Any] = Field(description="The callee's review_request (its own path).")
+    task_id: str | None = None
+    usage: dict[str, Any] | None = None
+
+
 class ReviewAnswered(_Data):
     """A human answered a review (the SPEC's resume body ``{"decision", "data"}`` validates as one)."""
 
@@ -110,6 +125,31 @@ class CancelRequested(_Data):
 
 
 # --- commands --------------------------------------------------------------------------------
+
+
+class NodeCall(_Data):
+    """Send one attempt of a node to its agent or workflow (messageId checkpointed before publishing).
+
+    What the executor needs of every format's call; each format's command adds its own fields and
+    says how it goes on the wire (:meth:`message`). Answer with :class:`NodeSucceeded`,
+    :class:`NodeFailed` or :class:`NodePaused` for ``(path, attempt)``.
+    """
+
+    path: str
+    node_id: str
+    agent: str
+    attempt: int
+    iteration: int
+    message_id: str
+    task_id: str
+    input: JsonValue
+    deadline: float | None = Field(None, description="Epoch seconds: the call's deadline, if any.")
+    call_depth: int
+    call_chain: list[str]
+
+    @abstractmethod
+    def message(self, *, execution_id: str, workflow: str, context_id: str | None) -> Message:
+        """The A2A message that carries this call (pure: same command, same message)."""
 
 
 class RequestReview(_Data):

@@ -11,12 +11,15 @@ SPEC leaves open are listed in ``docs/executor.md``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel
 
 from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import InvalidTransition
 from a2amesh.workflow.conditions import ConditionError, evaluate
+from a2amesh.workflow.dag import checkpoint
 from a2amesh.workflow.dag.branches import BranchSteps
 from a2amesh.workflow.dag.containers import ContainerSteps
 from a2amesh.workflow.dag.definition import WorkflowDefinition
@@ -34,6 +37,7 @@ from a2amesh.workflow.dag.nodes import (
 from a2amesh.workflow.dag.review import ReviewSteps
 from a2amesh.workflow.dag.state import Command, DispatchNode, Event, ExecutionState, NodePaused, NodeRun, NodeStatus
 from a2amesh.workflow.dag.step import CALL_TYPES, EXECUTION_TIMEOUT, Nodes
+from a2amesh.workflow.engine_protocol import Advance, OpenCall, StateWrite
 from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
@@ -41,6 +45,7 @@ from a2amesh.workflow.events import (
     Finish,
     NodeFailed,
     NodeSucceeded,
+    RequestReview,
     ReviewAnswered,
     TimerFired,
 )
@@ -252,6 +257,87 @@ class Engine:
             due = run.attempt_started_at + timeout
             deadline = due if deadline is None else min(deadline, due)
         return self.dispatch_command(state, run, deadline)
+
+    # --- what the executor needs (ExecutableEngine) --------------------------------------------
+
+    io_commands: tuple[type[BaseModel], ...] = ()
+    """A DAG's commands are all carried out by the executor's runner itself."""
+
+    def parse_state(self, raw: str) -> ExecutionState:
+        """A checkpointed state."""
+        return ExecutionState.model_validate_json(raw)
+
+    def for_state(self, state: ExecutionState) -> Engine:
+        """This engine (one per definition)."""
+        return self
+
+    def state_json(self, state: ExecutionState) -> str:
+        """The whole state as JSON."""
+        return state.model_dump_json()
+
+    def advance(
+        self, state: ExecutionState, events: Sequence[BaseModel], clock: Callable[[], float]
+    ) -> Advance[ExecutionState]:
+        """Apply a batch of events: :meth:`apply` for each, a result only while its attempt is running."""
+        commands: list[BaseModel] = []
+        applied: list[str] = []
+        touched: set[str] = set()
+        for event in events:
+            if isinstance(event, NodeSucceeded | NodeFailed):
+                run = state.nodes.get(event.path)
+                if run is None or run.attempt != event.attempt or run.status is not NodeStatus.RUNNING:
+                    continue
+                applied.append(f"{event.path}#{run.iteration}@{event.attempt}")
+            elif not isinstance(event, NodePaused | ReviewAnswered | TimerFired | CancelRequested):
+                continue  # not a DAG event
+            state, step_commands, step_touched = self.apply(state, event, clock())
+            commands.extend(step_commands)
+            touched |= step_touched
+        return Advance(state, commands, applied, frozenset(touched))
+
+    def resume(self, state: ExecutionState, answer: ReviewAnswered, now: float) -> tuple[ExecutionState, list[Command]]:
+        """Apply a human's answer (:meth:`step`)."""
+        return self.step(state, answer, now)
+
+    def set_reply_to(self, state: ExecutionState, path: str, subject: str) -> None:
+        """Record the reply subject of the call at ``path`` in its node instance."""
+        state.nodes[path].reply_to = subject
+
+    def state_write(
+        self,
+        old: ExecutionState,
+        new: ExecutionState,
+        touched: Iterable[str] | None,
+        positions: dict[str, int] | None,
+    ) -> StateWrite:
+        """The split write of ``new`` (:func:`~a2amesh.workflow.dag.checkpoint.state_write`)."""
+        return checkpoint.state_write(old, new, touched, positions)
+
+    def node_records(
+        self, old: ExecutionState, new: ExecutionState, touched: Iterable[str] | None, now: float
+    ) -> dict[str, str]:
+        """The node records a step changed (:func:`~a2amesh.workflow.dag.checkpoint.node_records`)."""
+        return checkpoint.node_records(old, new, touched)
+
+    def initial_records(self, state: ExecutionState) -> dict[str, str]:
+        """Every node instance's record."""
+        return checkpoint.initial_records(state)
+
+    def pending_review(self, state: ExecutionState) -> RequestReview | None:
+        """The first review a node instance waits for."""
+        for run in state.nodes.values():
+            if run.status is NodeStatus.WAITING_INPUT and run.review:
+                path = str(run.review.get("path") or run.path)
+                return RequestReview(path=path, node_id=run.node_id, review=run.review)
+        return None
+
+    def takeover(self, state: ExecutionState) -> tuple[list[OpenCall], list[BaseModel]]:
+        """Every call in flight, each with the command that re-sends it."""
+        calls = [
+            OpenCall(run.path, run.attempt, run.agent, run.reply_to, self.redispatch(state, run.path))
+            for run in state.running_calls()
+        ]
+        return calls, []
 
 
 def _working_copy(state: ExecutionState) -> ExecutionState:

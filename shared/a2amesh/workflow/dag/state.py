@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2amesh.protocol import Message, Part, Role
+from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, NODE_PATH_KEY, NODE_REQUEST
 from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
@@ -29,7 +31,9 @@ from a2amesh.workflow.events import (
     ErrorKind,
     ExecutionStatus,
     Finish,
+    NodeCall,
     NodeFailed,
+    NodePaused,
     NodeSucceeded,
     RequestReview,
     ReviewAnswered,
@@ -175,17 +179,6 @@ class ExecutionState(_Data):
 # --- events ----------------------------------------------------------------------------------
 
 
-class NodePaused(_Data):
-    """A callee asked for input (its task is ``TASK_STATE_INPUT_REQUIRED``): the calling node waits for a human."""
-
-    kind: Literal["node_paused"] = "node_paused"
-    path: str
-    attempt: int
-    review: dict[str, Any] = Field(description="The callee's review_request (its own path).")
-    task_id: str | None = None
-    usage: dict[str, Any] | None = None
-
-
 Event: TypeAlias = Annotated[
     NodeSucceeded | NodeFailed | NodePaused | TimerFired | CancelRequested | ReviewAnswered,
     Field(discriminator="kind"),
@@ -195,28 +188,49 @@ Event: TypeAlias = Annotated[
 # --- commands --------------------------------------------------------------------------------
 
 
-class DispatchNode(_Data):
+class DispatchNode(NodeCall):
     """Send one attempt of a node to its agent or workflow (messageId checkpointed before publishing)."""
 
     kind: Literal["dispatch"] = "dispatch"
-    path: str
-    node_id: str
-    agent: str
     target_type: Literal["agent", "workflow"]
-    attempt: int
-    iteration: int
-    message_id: str
-    task_id: str
-    input: JsonValue
     instruction: str | None = None
     input_schema: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
-    deadline: float | None = Field(None, description="Epoch seconds: min(caller deadline, node timeout).")
-    call_depth: int
-    call_chain: list[str]
     resume: dict[str, Any] | None = Field(
         None, description="Continue the callee's paused task (task_id) with this resume body instead of a new call."
     )
+
+    def message(self, *, execution_id: str, workflow: str, context_id: str | None) -> Message:
+        """A ``workflow_node_request`` and the input as DataParts, or the resume body for the callee's paused task."""
+        metadata: dict[str, Any] = {CALL_CHAIN_KEY: self.call_chain, NODE_PATH_KEY: self.path}
+        if self.resume is not None:
+            # continue the callee's paused task with the human's answer
+            return Message(
+                message_id=self.message_id,
+                role=Role.USER,
+                parts=[Part.of_data(self.resume)],
+                task_id=self.task_id,
+                context_id=context_id,
+                metadata=metadata,
+            )
+        control = {
+            "type": NODE_REQUEST,
+            "execution_id": execution_id,
+            "node_id": self.node_id,
+            "workflow_name": workflow,
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+            "instruction": self.instruction,
+            "max_retries": None,
+            "suggested_output_name": f"{self.node_id}_output.json",
+        }
+        return Message(
+            message_id=self.message_id,
+            role=Role.USER,
+            parts=[Part.of_data(control), Part.of_data({} if self.input is None else self.input)],
+            context_id=context_id,
+            metadata=metadata,
+        )
 
 
 Command: TypeAlias = Annotated[

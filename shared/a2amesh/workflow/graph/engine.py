@@ -57,12 +57,17 @@ where ``onLimit`` says: a HUMAN_HANDOFF node (resuming it restarts the counts), 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
+
+from pydantic import BaseModel
 
 from a2amesh.errors import ConfigError, InvalidTransition
+from a2amesh.workflow.engine_protocol import Advance, OpenCall, StateWrite
 from a2amesh.workflow.events import (
     CancelRequested,
     NodeFailed,
+    NodePaused,
     NodeSucceeded,
     RequestReview,
     ReviewAnswered,
@@ -74,6 +79,7 @@ from a2amesh.workflow.graph.state import (
     GraphCommand,
     GraphEvent,
     GraphState,
+    Pending,
     RunTools,
     ToolsCompleted,
 )
@@ -81,6 +87,9 @@ from a2amesh.workflow.graph.step import CALLER_DEADLINE, GRAPH_TIMEOUT, GraphSte
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = ["CALLER_DEADLINE", "GRAPH_TIMEOUT", "GraphEngine"]
+
+PAUSED_CALL = "the agent asked for input; in a graph workflow a person takes over at a HUMAN_HANDOFF node"
+"""The error of a call whose agent asked for input (:class:`NodePaused`): graphs pause at their own nodes only."""
 
 
 class GraphEngine:
@@ -218,3 +227,113 @@ class GraphEngine:
         elif isinstance(event, CancelRequested):
             run.cancel(event.reason)
         return run.state, run.commands
+
+    # --- what the executor needs (ExecutableEngine) --------------------------------------------
+
+    io_commands: tuple[type[BaseModel], ...] = (RunTools,)
+    """Tool runs (Python functions or mesh agents) are carried out by an executor-side handler."""
+
+    def parse_state(self, raw: str) -> GraphState:
+        """A checkpointed state."""
+        return GraphState.model_validate_json(raw)
+
+    def for_state(self, state: GraphState) -> GraphEngine:
+        """This engine, or the engine of the branch a scheduled branch run runs."""
+        return self if state.branch == self.branch else GraphEngine(self.root, branch=state.branch)
+
+    def state_json(self, state: GraphState) -> str:
+        """The whole state as JSON."""
+        return state.model_dump_json()
+
+    def advance(
+        self, state: GraphState, events: Sequence[BaseModel], clock: Callable[[], float]
+    ) -> Advance[GraphState]:
+        """Apply a batch of events: :meth:`step` for each, a result only while its call is the pending one.
+
+        A callee that asks for input (:class:`NodePaused`) fails its node: a person takes over a graph at
+        a HUMAN_HANDOFF node only.
+        """
+        commands: list[BaseModel] = []
+        applied: list[str] = []
+        for event in events:
+            if isinstance(event, NodePaused):
+                event = NodeFailed(path=event.path, attempt=event.attempt, error=PAUSED_CALL, retryable=False)
+            if isinstance(event, NodeSucceeded | NodeFailed):
+                pending = state.pending
+                if pending is None or pending.path != event.path or pending.attempt != event.attempt:
+                    continue
+                applied.append(f"{event.path}@{event.attempt}")
+            elif not isinstance(event, ToolsCompleted | ReviewAnswered | TimerFired | CancelRequested):
+                continue  # not a graph event
+            state, step_commands = self.step(state, event, clock())
+            commands.extend(step_commands)
+        return Advance(state, commands, applied, None)
+
+    def resume(self, state: GraphState, answer: ReviewAnswered, now: float) -> tuple[GraphState, list[GraphCommand]]:
+        """Apply a human's answer (:meth:`step`)."""
+        return self.step(state, answer, now)
+
+    def set_reply_to(self, state: GraphState, path: str, subject: str) -> None:
+        """Record the reply subject of the pending call, when it is the call at ``path``."""
+        if state.pending is not None and state.pending.path == path:
+            state.pending.reply_to = subject
+
+    def state_write(
+        self, old: GraphState, new: GraphState, touched: Iterable[str] | None, positions: dict[str, int] | None
+    ) -> StateWrite:
+        """The whole state (a graph's state is not split)."""
+        return StateWrite(new.model_dump_json())
+
+    def node_records(
+        self, old: GraphState, new: GraphState, touched: Iterable[str] | None, now: float
+    ) -> dict[str, str]:
+        """The record of the node instance a step finished and of the one it started (one per instance)."""
+        records: dict[str, str] = {}
+        before, after = old.pending, new.pending
+        if before is not None and (after is None or after.path != before.path):
+            failed = new.failure is not None and new.failure.node_id == before.node_id
+            status = "failed" if failed else "completed"
+            records[before.path] = _record(before, status, new.error if failed else None, now)
+        if after is not None and after != before:
+            records[after.path] = _record(after, "waiting_input" if after.kind == "review" else "running", None, now)
+        return records
+
+    def initial_records(self, state: GraphState) -> dict[str, str]:
+        """The record of the first node instance, if one started."""
+        pending = state.pending
+        if pending is None:
+            return {}
+        return {pending.path: _record(pending, "waiting_input" if pending.kind == "review" else "running", None, 0.0)}
+
+    def pending_review(self, state: GraphState) -> RequestReview | None:
+        """The review of the HUMAN_HANDOFF node the execution waits at."""
+        command = self.in_flight(state)
+        return command if isinstance(command, RequestReview) else None
+
+    def takeover(self, state: GraphState) -> tuple[list[OpenCall], list[BaseModel]]:
+        """The one call a graph waits for (re-sent unless answered), or its tool run (run again)."""
+        command = self.in_flight(state)
+        pending = state.pending
+        if command is None or pending is None or isinstance(command, RequestReview):
+            return [], []
+        if isinstance(command, RunTools):
+            return [], [command]
+        return [OpenCall(pending.path, pending.attempt, pending.agent, pending.reply_to, command)], []
+
+
+def _record(pending: Pending, status: str, error: str | None, now: float) -> str:
+    """The ``a2amesh show`` record of a graph node instance."""
+    return json.dumps(
+        {
+            "path": pending.path,
+            "node_id": pending.node_id,
+            "type": pending.kind,
+            "status": status,
+            "agent": pending.agent,
+            "task_id": pending.task_id,
+            "attempt": pending.attempt,
+            "started_at": pending.started_at,
+            "finished_at": now if status in ("completed", "failed") else None,
+            "error": error,
+        }
+    )

@@ -15,12 +15,15 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from a2amesh.protocol import Message, Part, Role
+from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, NODE_PATH_KEY
 from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
     EmitEvent,
     Finish,
+    NodeCall,
     NodeFailed,
     NodeSucceeded,
     RequestReview,
@@ -205,22 +208,21 @@ def parse_event(data: Mapping[str, Any]) -> GraphEvent:
 # --- commands --------------------------------------------------------------------------------
 
 
-class DispatchGraphNode(_Data):
+class DispatchGraphNode(NodeCall):
     """Call an AGENT node's agent (``control`` and ``input`` as two DataParts)."""
 
     kind: Literal["dispatch_graph_node"] = "dispatch_graph_node"
-    path: str
-    node_id: str
-    agent: str
-    attempt: int
-    iteration: int
-    message_id: str
-    task_id: str
-    input: JsonValue
     control: dict[str, JsonValue]
-    deadline: float | None = Field(None, description="Epoch seconds: min(caller deadline, graph timeout).")
-    call_depth: int
-    call_chain: list[str]
+
+    def message(self, *, execution_id: str, workflow: str, context_id: str | None) -> Message:
+        """``control`` (a ``graph_node_request``) and the input as DataParts."""
+        return Message(
+            message_id=self.message_id,
+            role=Role.USER,
+            parts=[Part.of_data(self.control), Part.of_data({} if self.input is None else self.input)],
+            context_id=context_id,
+            metadata={CALL_CHAIN_KEY: self.call_chain, NODE_PATH_KEY: self.path},
+        )
 
 
 class RunTools(_Data):

@@ -1,0 +1,85 @@
+"""How a DAG execution is checkpointed: the split state write and the node records of ``a2amesh show``.
+
+Pure functions over :class:`~a2amesh.workflow.dag.state.ExecutionState` (the executor does the
+writing, :class:`~a2amesh.store.executions.ExecutionStore` the Redis layout). A state is written
+split: the state without its ``nodes`` (``null``), and only the node instances changed since the last
+write, each with its place in ``nodes``; the first write of a runner (or after a failed one) writes
+every instance.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+from a2amesh.workflow.dag.state import ExecutionState, NodeRun
+from a2amesh.workflow.engine_protocol import StateWrite
+
+__all__ = ["initial_records", "node_record", "node_records", "state_write"]
+
+_RECORD_EXCLUDE = {
+    "items",
+    "children",
+    "last_output",
+    "launched",
+    "timer",
+    "open_children",
+    "completed_children",
+    "failed_children",
+}
+
+
+def node_record(run: NodeRun) -> str:
+    """The JSON record of a node instance kept for ``a2amesh show`` (container bookkeeping left out)."""
+    return run.model_dump_json(exclude=_RECORD_EXCLUDE)
+
+
+def initial_records(state: ExecutionState) -> dict[str, str]:
+    """The node records of a new execution: every instance."""
+    return {path: node_record(run) for path, run in state.nodes.items()}
+
+
+def node_records(old: ExecutionState, new: ExecutionState, touched: Iterable[str] | None) -> dict[str, str]:
+    """The node records a step changed (path → JSON), among the paths it ``touched`` (None: all of them)."""
+    if touched is None:
+        return {path: node_record(run) for path, run in new.nodes.items() if old.nodes.get(path) != run}
+    records: dict[str, str] = {}
+    for path in touched:
+        run = dict.get(new.nodes, path)  # read without copying (the engine's nodes copy on write)
+        if run is not None and dict.get(old.nodes, path) != run:
+            records[path] = node_record(run)
+    return records
+
+
+def state_write(
+    old: ExecutionState, new: ExecutionState, touched: Iterable[str] | None, positions: dict[str, int] | None
+) -> StateWrite:
+    """The split write of ``new`` after ``old``: the changed instances, every ordinal, whether all are written.
+
+    ``positions``: the ordinals of the last write (None: write every instance); updated in place when
+    the step only appended instances.
+    """
+    nodes = new.nodes
+    reset = positions is None
+    fresh: list[str] = []
+    if positions is not None and len(nodes) >= len(positions):
+        fresh = list(itertools.islice(reversed(nodes), len(nodes) - len(positions)))
+        fresh.reverse()
+        if any(path in positions for path in fresh):
+            positions = None  # not an append-only change: write everything
+    if positions is None:
+        positions = {path: index for index, path in enumerate(nodes)}
+        paths: Iterable[str] = nodes
+        reset = True
+    else:
+        for path in fresh:
+            positions[path] = len(positions)
+        if touched is None:
+            paths = [path for path, run in nodes.items() if dict.get(old.nodes, path) is not run]
+        else:
+            paths = {*touched, *fresh}
+    records = {
+        path: f"{positions[path]} {dict.__getitem__(nodes, path).model_dump_json()}" for path in paths if path in nodes
+    }
+    head = new.model_dump_json(exclude={"nodes"})
+    return StateWrite(head[:-1] + ',"nodes":null}', records, positions, reset)
