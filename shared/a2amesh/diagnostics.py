@@ -1,15 +1,16 @@
 """What a user is told when their data or definition is wrong: JSON Schema errors with paths, did-you-mean.
 
-One place for both, shared by the agent (node handler and tool calls: :func:`validate`,
-:func:`format_issues`) and the workflow engines (:func:`schema_errors`), and by every load-time
-check that suggests a spelling (:func:`did_you_mean`).
+One place for these, shared by the agent (node handler and tool calls: :func:`validate`,
+:func:`format_issues`) and the workflow engines (:func:`schema_errors`), by every load-time
+check that suggests a spelling (:func:`did_you_mean`), and by every reader of pydantic errors
+(:func:`field_path`).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -21,6 +22,7 @@ __all__ = [
     "SchemaIssue",
     "did_you_mean",
     "expects_structured",
+    "field_path",
     "format_issues",
     "schema_errors",
     "schema_problem",
@@ -85,6 +87,19 @@ def did_you_mean(word: str, candidates: Collection[str], *, cutoff: float = 0.6)
     """A ``" (did you mean 'x'?)"`` suffix naming the closest candidate, or ``""``."""
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def field_path(loc: Iterable[int | str], *, key: Callable[[str], str] = str) -> str:
+    """A pydantic error location as a field path: ``("nodes", 0, "input")`` → ``nodes[0].input``.
+
+    Args:
+        loc: the location's parts.
+        key: how a field name is shown (the graph format shows its camelCase spelling).
+    """
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{key(part)}" if out else key(part))
+    return out
 
 
 def _key(schema: dict[str, Any]) -> str:

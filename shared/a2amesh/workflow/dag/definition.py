@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
-from a2amesh.diagnostics import did_you_mean
+from a2amesh.diagnostics import did_you_mean, field_path
 from a2amesh.durations import Duration
 from a2amesh.errors import DefinitionError, ScheduleError
 from a2amesh.schedules import parse_schedule
@@ -318,10 +318,7 @@ def _locate(loc: tuple[int | str, ...], data: Any) -> tuple[str, str]:
         rest = loc[2:]
         if rest and rest[0] in NODE_TYPES:
             rest = rest[1:]
-    path = ""
-    for part in rest:
-        path = f"{path}[{part}]" if isinstance(part, int) else _join(path, str(part))
-    return node_id, path
+    return node_id, field_path(rest)
 
 
 def _node_id_at(data: Any, index: int) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
-from a2amesh.diagnostics import did_you_mean
+from a2amesh.diagnostics import did_you_mean, field_path
 from a2amesh.errors import ScheduleError
 from a2amesh.ids import NAME_RE
 from a2amesh.schedules import MAIN_BRANCH, OneTime, parse_schedule
@@ -539,7 +539,7 @@ def _pydantic_issues(error: ValidationError, data: Mapping[str, Any], reader: _R
             edges = scope.get("edges", [])
             prefix += f"edges[{edges[loc[1]].get('id') if loc[1] < len(edges) else loc[1]}]."
             loc = loc[2:]
-        field = "".join(f".{_camel(p)}" if isinstance(p, str) else f"[{p}]" for p in loc).lstrip(".")
+        field = field_path(loc, key=_camel)
         message = "is required" if item["type"] == "missing" else str(item["msg"]).removeprefix("Value error, ")
         value = item.get("input")
         if (
