@@ -106,13 +106,7 @@ class AgentDefinition(_Strict):
             name=self.name,
             description=self.description,
             version=self.version,
-            supported_interfaces=[
-                AgentInterface(
-                    url=f"nats://{namespace}/{self.name}",
-                    protocol_binding=codes.PROTOCOL_BINDING,
-                    protocol_version=codes.A2A_VERSION,
-                )
-            ],
+            supported_interfaces=[AgentInterface.on_mesh(namespace, self.name)],
             capabilities=AgentCapabilities(streaming=True, push_notifications=False, extensions=extensions),
             skills=[AgentSkill(**s.model_dump()) for s in self.skills],
         )
