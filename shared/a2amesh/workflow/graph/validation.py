@@ -205,14 +205,18 @@ class _Reader:
         )
         return "simple" if simple and not graph else "graph"
 
-    def _agents(self, raw: Any) -> dict[str, str]:
+    def _mapping(self, raw: Any, field: str, of: str) -> Mapping[Any, Any]:
+        """A top-level table: absent is empty; anything but a mapping is reported, then read as empty."""
         if raw is None:
             return {}
         if not isinstance(raw, Mapping):
-            self.error("", "agents", f"expected a mapping of agentId to agent name, got {type(raw).__name__}")
+            self.error("", field, f"expected a mapping of {of}, got {type(raw).__name__}")
             return {}
+        return raw
+
+    def _agents(self, raw: Any) -> dict[str, str]:
         table: dict[str, str] = {}
-        for key, value in raw.items():
+        for key, value in self._mapping(raw, "agents", "agentId to agent name").items():
             if not isinstance(value, str) or not NAME_RE.match(value):
                 self.error("", f"agents.{key}", f"agent name {value!r} must match [A-Za-z0-9_-]+")
                 continue
@@ -220,13 +224,8 @@ class _Reader:
         return table
 
     def _tools(self, raw: Any) -> dict[str, Any]:
-        if raw is None:
-            return {}
-        if not isinstance(raw, Mapping):
-            self.error("", "tools", f"expected a mapping of tool name to tool, got {type(raw).__name__}")
-            return {}
         tools: dict[str, Any] = {}
-        for name, spec in raw.items():
+        for name, spec in self._mapping(raw, "tools", "tool name to tool").items():
             if spec is None:
                 spec = {}
             if not isinstance(spec, Mapping):
