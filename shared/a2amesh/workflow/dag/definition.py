@@ -13,8 +13,6 @@ reads files.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -23,6 +21,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from a2amesh.diagnostics import did_you_mean, field_path
 from a2amesh.durations import Duration
 from a2amesh.errors import DefinitionError, ScheduleError
+from a2amesh.jsontext import content_digest
 from a2amesh.schedules import parse_schedule
 from a2amesh.workflow.dag.nodes import NODE_TYPES, LoopNode, MapNode, Node, RetryStrategy, Skill
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, field_problem
@@ -245,8 +244,7 @@ class WorkflowDefinition(DefinitionModel):
 
         Spellings (camelCase, aliases), key order and duration units do not change it.
         """
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return content_digest(self.model_dump(mode="json"))
 
 
 class DefinitionProblem(NamedTuple):
