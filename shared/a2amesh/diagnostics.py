@@ -26,6 +26,7 @@ __all__ = [
     "format_issues",
     "schema_errors",
     "schema_problem",
+    "shorten",
     "validate",
 ]
 
@@ -117,7 +118,7 @@ def schema_problem(schema: Any) -> str | None:
         cls.check_schema(schema)
     except SchemaError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        return f"invalid JSON Schema at {where}: {_short(e.message)}"
+        return f"invalid JSON Schema at {where}: {shorten(e.message, _MAX_MESSAGE)}"
     return None
 
 
@@ -131,7 +132,7 @@ def validate(value: Any, schema: dict[str, Any] | bool | None) -> list[SchemaIss
     if schema is False:
         return [SchemaIssue("$", "no value is allowed here (the schema is false)", "false")]
     errors = _validator(_key(schema)).iter_errors(value)
-    issues = [SchemaIssue(e.json_path, _short(e.message), str(e.validator)) for e in errors]
+    issues = [SchemaIssue(e.json_path, shorten(e.message, _MAX_MESSAGE), str(e.validator)) for e in errors]
     return sorted(issues, key=lambda i: (i.path, i.message))
 
 
@@ -155,5 +156,14 @@ def expects_structured(schema: dict[str, Any] | bool | None) -> bool:
     return any(k in schema for k in ("properties", "required", "items", "additionalProperties"))
 
 
-def _short(message: str) -> str:
-    return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
+def shorten(text: str, limit: int, *, flat: bool = False) -> str:
+    """``text`` cut to ``limit`` characters, ending in "…" when it was longer.
+
+    Args:
+        text: what to show.
+        limit: the most characters shown, "…" included.
+        flat: fold every run of white space (newlines too) to one space first.
+    """
+    if flat:
+        text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
