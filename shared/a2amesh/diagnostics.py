@@ -1,15 +1,16 @@
 """What a user is told when their data or definition is wrong: JSON Schema errors with paths, did-you-mean.
 
-One place for both, shared by the agent (node handler and tool calls: :func:`validate`,
-:func:`format_issues`) and the workflow engines (:func:`schema_errors`), and by every load-time
-check that suggests a spelling (:func:`did_you_mean`).
+One place for these, shared by the agent (node handler and tool calls: :func:`validate`,
+:func:`format_issues`) and the workflow engines (:func:`schema_errors`), by every load-time
+check that suggests a spelling (:func:`did_you_mean`), and by every reader of pydantic errors
+(:func:`field_path`).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -21,9 +22,11 @@ __all__ = [
     "SchemaIssue",
     "did_you_mean",
     "expects_structured",
+    "field_path",
     "format_issues",
     "schema_errors",
     "schema_problem",
+    "shorten",
     "validate",
 ]
 
@@ -87,6 +90,19 @@ def did_you_mean(word: str, candidates: Collection[str], *, cutoff: float = 0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def field_path(loc: Iterable[int | str], *, key: Callable[[str], str] = str) -> str:
+    """A pydantic error location as a field path: ``("nodes", 0, "input")`` → ``nodes[0].input``.
+
+    Args:
+        loc: the location's parts.
+        key: how a field name is shown (the graph format shows its camelCase spelling).
+    """
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{key(part)}" if out else key(part))
+    return out
+
+
 def _key(schema: dict[str, Any]) -> str:
     return json.dumps(schema, sort_keys=True, separators=(",", ":"))
 
@@ -102,7 +118,7 @@ def schema_problem(schema: Any) -> str | None:
         cls.check_schema(schema)
     except SchemaError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        return f"invalid JSON Schema at {where}: {_short(e.message)}"
+        return f"invalid JSON Schema at {where}: {shorten(e.message, _MAX_MESSAGE)}"
     return None
 
 
@@ -116,7 +132,7 @@ def validate(value: Any, schema: dict[str, Any] | bool | None) -> list[SchemaIss
     if schema is False:
         return [SchemaIssue("$", "no value is allowed here (the schema is false)", "false")]
     errors = _validator(_key(schema)).iter_errors(value)
-    issues = [SchemaIssue(e.json_path, _short(e.message), str(e.validator)) for e in errors]
+    issues = [SchemaIssue(e.json_path, shorten(e.message, _MAX_MESSAGE), str(e.validator)) for e in errors]
     return sorted(issues, key=lambda i: (i.path, i.message))
 
 
@@ -140,5 +156,14 @@ def expects_structured(schema: dict[str, Any] | bool | None) -> bool:
     return any(k in schema for k in ("properties", "required", "items", "additionalProperties"))
 
 
-def _short(message: str) -> str:
-    return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
+def shorten(text: str, limit: int, *, flat: bool = False) -> str:
+    """``text`` cut to ``limit`` characters, ending in "…" when it was longer.
+
+    Args:
+        text: what to show.
+        limit: the most characters shown, "…" included.
+        flat: fold every run of white space (newlines too) to one space first.
+    """
+    if flat:
+        text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -6,13 +6,14 @@ orjson refuses (integers beyond 64 bits, non-string keys), so the output is the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-__all__ = ["dumps_bytes", "dumps_text", "loads"]
+__all__ = ["content_digest", "dumps_bytes", "dumps_text", "loads"]
 
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 """Dates and dataclasses go to ``default`` as they do with the standard encoder."""
@@ -38,3 +39,13 @@ def loads(data: bytes | str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
+
+
+def content_digest(value: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON form of ``value``: sorted keys, compact, UTF-8.
+
+    The standard encoder on purpose: digests are stored (execution records, cards) and must not
+    move with orjson's number formatting.
+    """
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
-from typing import Literal, TypeAlias
+from typing import ClassVar, Literal, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -82,10 +82,7 @@ _SYNTAX = "expected seconds (60), daily@HH:mm, or weekly@d1,d2,…@HH:mm with da
 class OneTime:
     """Run only when called; never scheduled."""
 
-    @property
-    def mode(self) -> ExecutionMode:
-        """``one_time``."""
-        return "one_time"
+    mode: ClassVar[ExecutionMode] = "one_time"
 
     @property
     def text(self) -> str | None:
@@ -107,10 +104,7 @@ class Every:
 
     seconds: int
 
-    @property
-    def mode(self) -> ExecutionMode:
-        """``interval``."""
-        return "interval"
+    mode: ClassVar[ExecutionMode] = "interval"
 
     @property
     def text(self) -> str:
@@ -132,10 +126,7 @@ class Daily:
 
     at: time
 
-    @property
-    def mode(self) -> ExecutionMode:
-        """``interval``."""
-        return "interval"
+    mode: ClassVar[ExecutionMode] = "interval"
 
     @property
     def text(self) -> str:
@@ -159,10 +150,7 @@ class Weekly:
     days: tuple[int, ...]
     at: time
 
-    @property
-    def mode(self) -> ExecutionMode:
-        """``interval``."""
-        return "interval"
+    mode: ClassVar[ExecutionMode] = "interval"
 
     @property
     def text(self) -> str:
@@ -184,10 +172,7 @@ class Continuous:
 
     delay: float = DEFAULT_CONTINUOUS_DELAY
 
-    @property
-    def mode(self) -> ExecutionMode:
-        """``continuous``."""
-        return "continuous"
+    mode: ClassVar[ExecutionMode] = "continuous"
 
     @property
     def text(self) -> str:
@@ -394,6 +379,20 @@ def _fires_on(spec: CalendarSpec, day: date) -> bool:
     return isinstance(spec, Daily) or (day.weekday() + 1) % 7 in spec.days
 
 
+def _calendar_fire(spec: CalendarSpec, instant: datetime, zone: tzinfo, *, later: bool) -> datetime:
+    """The first calendar fire strictly after ``instant``, or (``later=False``) the last at or before it."""
+    start = instant.astimezone(zone).date()
+    step = timedelta(days=1 if later else -1)
+    for offset in range(9):  # a week, plus a day either side for the zone's offset
+        day = start + offset * step
+        if _fires_on(spec, day):
+            fire = _local_instant(day, spec.at, zone)
+            if (fire > instant) if later else (fire <= instant):
+                return fire
+    side = "after" if later else "before"
+    raise AssertionError(f"no fire within 9 days {side} {instant.isoformat()} for {spec.text}")  # pragma: no cover
+
+
 # --- fire times ------------------------------------------------------------------------------
 
 
@@ -417,14 +416,7 @@ def next_fire(spec: ScheduleSpec, after: datetime, tz: tzinfo | str | None = Non
     if isinstance(spec, Every):
         ticks = math.floor(after.timestamp() / spec.seconds) + 1
         return datetime.fromtimestamp(ticks * spec.seconds, zone)
-    start = after.astimezone(zone).date()
-    for offset in range(9):
-        day = start + timedelta(days=offset)
-        if _fires_on(spec, day):
-            instant = _local_instant(day, spec.at, zone)
-            if instant > after:
-                return instant
-    raise AssertionError(f"no fire within 9 days after {after.isoformat()} for {spec.text}")  # pragma: no cover
+    return _calendar_fire(spec, after, zone, later=True)
 
 
 def previous_fire(spec: ScheduleSpec, at_or_before: datetime, tz: tzinfo | str | None = None) -> datetime | None:
@@ -442,14 +434,7 @@ def previous_fire(spec: ScheduleSpec, at_or_before: datetime, tz: tzinfo | str |
     if isinstance(spec, Every):
         ticks = math.floor(at_or_before.timestamp() / spec.seconds)
         return datetime.fromtimestamp(ticks * spec.seconds, zone)
-    start = at_or_before.astimezone(zone).date()
-    for offset in range(9):
-        day = start - timedelta(days=offset)
-        if _fires_on(spec, day):
-            instant = _local_instant(day, spec.at, zone)
-            if instant <= at_or_before:
-                return instant
-    raise AssertionError(f"no fire within 9 days before {at_or_before.isoformat()}")  # pragma: no cover
+    return _calendar_fire(spec, at_or_before, zone, later=False)
 
 
 def due_fires(spec: ScheduleSpec, last_fire: datetime, now: datetime, tz: tzinfo | str | None = None) -> list[datetime]:

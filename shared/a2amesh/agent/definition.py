@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from a2amesh.diagnostics import did_you_mean
+from a2amesh.diagnostics import did_you_mean, field_path
 from a2amesh.errors import ConfigError
 from a2amesh.ids import NAME_RE
 from a2amesh.protocol import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, codes
@@ -106,28 +106,15 @@ class AgentDefinition(_Strict):
             name=self.name,
             description=self.description,
             version=self.version,
-            supported_interfaces=[
-                AgentInterface(
-                    url=f"nats://{namespace}/{self.name}",
-                    protocol_binding=codes.PROTOCOL_BINDING,
-                    protocol_version=codes.A2A_VERSION,
-                )
-            ],
+            supported_interfaces=[AgentInterface.on_mesh(namespace, self.name)],
             capabilities=AgentCapabilities(streaming=True, push_notifications=False, extensions=extensions),
             skills=[AgentSkill(**s.model_dump()) for s in self.skills],
         )
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for p in loc:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
 def _problem(err: dict[str, Any], data: Any) -> tuple[str, str]:
     loc = tuple(err["loc"])
-    field = _field_path(loc) or "(top level)"
+    field = field_path(loc) or "(top level)"
     if err["type"] == "extra_forbidden":
         parent_model: type[BaseModel] = AgentDefinition
         if loc and loc[0] == "llm":

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
+from a2amesh.diagnostics import shorten
 from a2amesh.errors import A2AMeshError
 
 __all__ = [
@@ -317,5 +318,4 @@ def _is_placeholder(value: str, *, version: bool = False) -> bool:
 
 
 def _shorten(embed: str) -> str:
-    flat = " ".join(embed.split())
-    return flat if len(flat) <= _MAX_QUOTED else flat[: _MAX_QUOTED - 1] + "…"
+    return shorten(embed, _MAX_QUOTED, flat=True)

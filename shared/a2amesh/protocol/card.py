@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from a2amesh.protocol.base import A2AModel
-from a2amesh.protocol.codes import A2A_VERSION, EXT_AGENT_TYPE, EXT_SCHEMAS, EXT_WORKFLOW
+from a2amesh.protocol.codes import A2A_VERSION, EXT_AGENT_TYPE, EXT_SCHEMAS, EXT_WORKFLOW, PROTOCOL_BINDING
 
 
 class AgentInterface(A2AModel):
@@ -17,6 +17,11 @@ class AgentInterface(A2AModel):
     protocol_binding: str
     tenant: str | None = None
     protocol_version: str = Field(default=A2A_VERSION, description="The A2A version served at this interface.")
+
+    @classmethod
+    def on_mesh(cls, namespace: str, name: str) -> AgentInterface:
+        """The mesh's own interface of an agent or workflow: ``nats://{namespace}/{name}`` over our binding."""
+        return cls(url=f"nats://{namespace}/{name}", protocol_binding=PROTOCOL_BINDING, protocol_version=A2A_VERSION)
 
 
 class AgentExtension(A2AModel):

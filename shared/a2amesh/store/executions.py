@@ -23,7 +23,6 @@ harmless when stale and repaired by the next write.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, cast
@@ -31,18 +30,13 @@ from typing import Any, ClassVar, cast
 from a2amesh.jsontext import dumps_text
 from a2amesh.protocol import Task
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script
+from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script, now_ms
 from a2amesh.store.tasks import TaskRecordView, record_view, task_record_json
 
 __all__ = ["CommitResult", "CreateResult", "ExecutionRecord", "ExecutionStore", "now_ms"]
 
 EVENTS_MAXLEN = 2000
 """Approximate bound of one execution's event log."""
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds."""
-    return int(time.time() * 1000)
 
 
 def _strs(values: Any) -> list[str]:

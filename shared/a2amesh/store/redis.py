@@ -7,6 +7,7 @@ its connection and timeout errors into :class:`~a2amesh.errors.StoreUnavailable`
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -35,6 +36,11 @@ _NOT_CALLBACK_OPTIONS = frozenset({"keys", EMPTY_RESPONSE, NEVER_DECODE})
 _UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
 """redis-py's errors meaning Redis/Valkey cannot be reached for now (restart, pause, network, AOF
 loading): raised as :class:`StoreUnavailable`, so the work is handed back and retried later, never failed."""
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds: the unit of every score and timestamp the store writes."""
+    return int(time.time() * 1000)
 
 
 def unavailable(e: Exception) -> StoreUnavailable:

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from a2amesh.protocol import Task, TaskState
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds."""
-    return int(time.time() * 1000)
+from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script, now_ms
 
 
 @dataclass

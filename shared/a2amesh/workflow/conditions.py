@@ -39,6 +39,7 @@ from a2amesh.workflow.templates import (
     TemplateError,
     TemplateScope,
     find_templates,
+    json_kind,
     parse_reference,
     resolve_reference,
     to_text,
@@ -118,26 +119,25 @@ def _endswith(text: JsonValue, suffix: JsonValue) -> bool:
     return to_text(text).endswith(to_text(suffix))
 
 
-def _to_int(value: JsonValue) -> int:
-    if isinstance(value, str):
-        number = _number_in(value)
-        if number is None:
-            raise ValueError(f"int() cannot read {value!r} as a number")
-        return int(number)
-    if isinstance(value, bool | int | float):
-        return int(value)
-    raise TypeError(f"int() needs a number or numeric text, not {_kind(value)}")
+def _converter(cast: type[int] | type[float]) -> Callable[[JsonValue], int | float]:
+    """The condition function ``int(x)`` or ``float(x)``: a number, or text that reads as one."""
+    name = cast.__name__
+
+    def convert(value: JsonValue) -> int | float:
+        if isinstance(value, str):
+            number = _number_in(value)
+            if number is None:
+                raise ValueError(f"{name}() cannot read {value!r} as a number")
+            return cast(number)
+        if isinstance(value, bool | int | float):
+            return cast(value)
+        raise TypeError(f"{name}() needs a number or numeric text, not {_kind(value)}")
+
+    return convert
 
 
-def _to_float(value: JsonValue) -> float:
-    if isinstance(value, str):
-        number = _number_in(value)
-        if number is None:
-            raise ValueError(f"float() cannot read {value!r} as a number")
-        return float(number)
-    if isinstance(value, bool | int | float):
-        return float(value)
-    raise TypeError(f"float() needs a number or numeric text, not {_kind(value)}")
+_to_int = _converter(int)
+_to_float = _converter(float)
 
 
 FUNCTIONS: Final[Mapping[str, Callable[..., JsonValue]]] = {
@@ -163,20 +163,19 @@ _ARITY: Final = {"contains": 2, "startswith": 2, "endswith": 2}
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
+_KIND_WORDS: Final = {
+    "boolean": "a boolean",
+    "number": "a number",
+    "string": "text",
+    "list": "a list",
+    "object": "an object",
+}
+"""How a condition's error messages name a :func:`json_kind` (null and non-JSON types as they are)."""
+
+
 def _kind(value: JsonValue) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    kind = json_kind(value)
+    return _KIND_WORDS.get(kind, kind)
 
 
 def _is_number(value: JsonValue) -> bool:

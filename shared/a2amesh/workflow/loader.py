@@ -28,7 +28,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import yaml
 
@@ -63,9 +63,12 @@ _SAM_DEFAULTS = (
 )
 
 
+DefinitionT = TypeVar("DefinitionT", WorkflowDefinition, GraphDefinition)
+
+
 @dataclass(frozen=True)
-class LoadedWorkflow:
-    """A workflow definition that loaded without errors.
+class _Loaded(Generic[DefinitionT]):
+    """A definition that loaded without errors (either format).
 
     Attributes:
         name: the workflow's name (also its agent name on the mesh).
@@ -75,36 +78,24 @@ class LoadedWorkflow:
     """
 
     name: str
-    definition: WorkflowDefinition
+    definition: DefinitionT
     warnings: tuple[Issue, ...]
     source: Path | None
 
     @functools.cached_property
     def digest(self) -> str:
-        """The definition's content hash (see :meth:`WorkflowDefinition.digest`), computed once."""
+        """The definition's content hash (see its ``digest()``), computed once."""
         return self.definition.digest()
 
 
 @dataclass(frozen=True)
-class LoadedGraph:
-    """A graph workflow (SPEC §6) that loaded without errors; the counterpart of :class:`LoadedWorkflow`.
+class LoadedWorkflow(_Loaded[WorkflowDefinition]):
+    """A DAG workflow that loaded without errors."""
 
-    Attributes:
-        name: the workflow's name (also its agent name on the mesh).
-        definition: the checked graph definition (its ``name`` is set to ``name``).
-        warnings: what the checks and the file reader warned about.
-        source: the file it came from, or ``None`` for data.
-    """
 
-    name: str
-    definition: GraphDefinition
-    warnings: tuple[Issue, ...]
-    source: Path | None
-
-    @functools.cached_property
-    def digest(self) -> str:
-        """The definition's content hash (see :meth:`GraphDefinition.digest`), computed once."""
-        return self.definition.digest()
+@dataclass(frozen=True)
+class LoadedGraph(_Loaded[GraphDefinition]):
+    """A graph workflow (SPEC §6) that loaded without errors; the counterpart of :class:`LoadedWorkflow`."""
 
 
 @dataclass(frozen=True)

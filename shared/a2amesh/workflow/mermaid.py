@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from a2amesh.diagnostics import shorten
 from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.nodes import (
     AgentNode,
@@ -55,8 +56,7 @@ def _escape(text: str) -> str:
 
 
 def _short(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _LABEL_LIMIT else flat[: _LABEL_LIMIT - 1] + "…"
+    return shorten(text, _LABEL_LIMIT, flat=True)
 
 
 def _mermaid_ids(definition: WorkflowDefinition) -> dict[str, str]:

@@ -32,6 +32,7 @@ from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import A2AMeshError
 
 __all__ = [
+    "JSON_KINDS",
     "OPERATORS",
     "UNSET",
     "JsonValue",
@@ -43,6 +44,7 @@ __all__ = [
     "find_templates",
     "has_templates",
     "iter_templates",
+    "json_kind",
     "operator_of",
     "parse_reference",
     "references",
@@ -56,6 +58,8 @@ JsonValue = Any
 """A JSON value: None, bool, int, float, str, list or dict of JSON values."""
 
 OPERATORS: Final = ("coalesce", "concat")
+JSON_KINDS: Final = frozenset({"null", "boolean", "number", "string", "list", "object"})
+"""What :func:`json_kind` names a JSON value."""
 
 
 class _Unset:
@@ -588,9 +592,10 @@ def _step(container: JsonValue, segment: str) -> tuple[bool, JsonValue]:
     return False, None
 
 
-def _kind_of(value: JsonValue) -> str:
+def json_kind(value: JsonValue) -> str:
+    """The JSON kind of a value, for error messages: one of :data:`JSON_KINDS`, else its Python type's name."""
     if value is None:
-        return "null value"
+        return "null"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int | float):
@@ -599,7 +604,16 @@ def _kind_of(value: JsonValue) -> str:
         return "string"
     if isinstance(value, list | tuple):
         return "list"
-    return "object"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _kind_of(value: JsonValue) -> str:
+    kind = json_kind(value)
+    if kind == "null":
+        return "null value"
+    return kind if kind in JSON_KINDS else "object"
 
 
 def _walk_data(ref: Reference, value: JsonValue, what: str, lenient: bool) -> JsonValue:

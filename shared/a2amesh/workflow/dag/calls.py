@@ -6,7 +6,7 @@ from a2amesh.ids import node_message_id, task_id_for
 from a2amesh.workflow.dag.nodes import AgentNode, ForkNode, Node, RetryStrategy, WorkflowNode
 from a2amesh.workflow.dag.state import NodeRun, NodeStatus
 from a2amesh.workflow.dag.step import CALL_TYPES, StepBase, add_usage, timeout_timer
-from a2amesh.workflow.events import ErrorKind, NodeFailed, NodeSucceeded
+from a2amesh.workflow.events import ErrorKind, NodeFailed, NodePaused, NodeSucceeded
 from a2amesh.workflow.templates import JsonValue, TemplateError, render, resolve
 
 __all__ = ["CallSteps"]
@@ -72,35 +72,44 @@ class CallSteps(StepBase):
         run.message_id = node_message_id(self.state.execution_id, run.path, run.iteration, run.attempt)
         run.task_id = task_id_for(run.agent, run.message_id)
         run.reply_to = None
+        self.commands.append(self.engine.dispatch_command(self.state, run, self._arm_call_timeout(run)))
+        self.emit("node.started", run, agent=run.agent, attempt=run.attempt, task_id=run.task_id)
+
+    def _arm_call_timeout(self, run: NodeRun) -> float | None:
+        """Arm the timeout timer of a call being sent; the deadline to send it with."""
         deadline = self.state.deadline
         timeout = self._call_timeout(run)
         if timeout:
             due = self.now + timeout
             self.set_timer(timeout_timer(run.path, run.attempt), due)
             deadline = due if deadline is None else min(deadline, due)
-        self.commands.append(self.engine.dispatch_command(self.state, run, deadline))
-        self.emit("node.started", run, agent=run.agent, attempt=run.attempt, task_id=run.task_id)
+        return deadline
 
-    def _current_call(self, path: str, attempt: int) -> NodeRun | None:
-        run = self.state.nodes.get(path)
-        if run is None or run.type not in CALL_TYPES or run.status is not NodeStatus.RUNNING or run.attempt != attempt:
+    def _answered_call(self, event: NodeSucceeded | NodeFailed | NodePaused) -> NodeRun | None:
+        """The call instance ``event`` answers, its timeout disarmed; None for a stale or unknown answer."""
+        run = self.state.nodes.get(event.path)
+        if (
+            run is None
+            or run.type not in CALL_TYPES
+            or run.status is not NodeStatus.RUNNING
+            or run.attempt != event.attempt
+        ):
             return None
+        self.clear_timer(timeout_timer(run.path, run.attempt))
         return run
 
     def on_succeeded(self, event: NodeSucceeded) -> None:
-        run = self._current_call(event.path, event.attempt)
+        run = self._answered_call(event)
         if run is None:
             return
-        self.clear_timer(timeout_timer(run.path, run.attempt))
         run.usage = event.usage
         add_usage(self.state.usage, event.usage)
         self.complete(run, event.output)
 
     def on_failed(self, event: NodeFailed) -> None:
-        run = self._current_call(event.path, event.attempt)
+        run = self._answered_call(event)
         if run is None:
             return
-        self.clear_timer(timeout_timer(run.path, run.attempt))
         run.usage = event.usage
         add_usage(self.state.usage, event.usage)
         self._attempt_failed(run, event.error, event.error_kind, event.retryable)

@@ -13,16 +13,15 @@ reads files.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
-from a2amesh.diagnostics import did_you_mean
+from a2amesh.diagnostics import did_you_mean, field_path
 from a2amesh.durations import Duration
 from a2amesh.errors import DefinitionError, ScheduleError
+from a2amesh.jsontext import content_digest
 from a2amesh.schedules import parse_schedule
 from a2amesh.workflow.dag.nodes import NODE_TYPES, LoopNode, MapNode, Node, RetryStrategy, Skill
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, field_problem
@@ -245,8 +244,7 @@ class WorkflowDefinition(DefinitionModel):
 
         Spellings (camelCase, aliases), key order and duration units do not change it.
         """
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return content_digest(self.model_dump(mode="json"))
 
 
 class DefinitionProblem(NamedTuple):
@@ -318,10 +316,7 @@ def _locate(loc: tuple[int | str, ...], data: Any) -> tuple[str, str]:
         rest = loc[2:]
         if rest and rest[0] in NODE_TYPES:
             rest = rest[1:]
-    path = ""
-    for part in rest:
-        path = f"{path}[{part}]" if isinstance(part, int) else _join(path, str(part))
-    return node_id, path
+    return node_id, field_path(rest)
 
 
 def _node_id_at(data: Any, index: int) -> str:

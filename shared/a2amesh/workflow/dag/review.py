@@ -10,7 +10,7 @@ from a2amesh.protocol.vocabulary import REVIEW_REQUEST
 from a2amesh.workflow.dag.calls import CallSteps
 from a2amesh.workflow.dag.nodes import HumanReviewNode
 from a2amesh.workflow.dag.state import NodePaused, NodeRun, NodeStatus
-from a2amesh.workflow.dag.step import EXECUTION_TIMEOUT, timeout_timer
+from a2amesh.workflow.dag.step import EXECUTION_TIMEOUT
 from a2amesh.workflow.events import ExecutionStatus, RequestReview, ReviewAnswered
 from a2amesh.workflow.templates import JsonValue, TemplateError, render, resolve
 
@@ -44,10 +44,9 @@ class ReviewSteps(CallSteps):
 
     def on_paused(self, event: NodePaused) -> None:
         """A callee asked for input: its calling node waits for a human too (the path bubbles up)."""
-        run = self._current_call(event.path, event.attempt)
+        run = self._answered_call(event)
         if run is None:
             return
-        self.clear_timer(timeout_timer(run.path, run.attempt))
         if event.task_id:
             run.task_id = event.task_id
         review = dict(event.review)
@@ -103,12 +102,7 @@ class ReviewSteps(CallSteps):
         run.resumes += 1
         run.attempt_started_at = self.now
         run.reply_to = None
-        deadline = self.state.deadline
-        timeout = self._call_timeout(run)
-        if timeout:
-            due = self.now + timeout
-            self.set_timer(timeout_timer(run.path, run.attempt), due)
-            deadline = due if deadline is None else min(deadline, due)
+        deadline = self._arm_call_timeout(run)
         body: dict[str, Any] = {"decision": event.decision, "data": event.data}
         if event.reason:
             body["reason"] = event.reason

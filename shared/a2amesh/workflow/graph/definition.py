@@ -27,14 +27,13 @@ agentId itself is the agent name, with characters outside ``[A-Za-z0-9_-]`` repl
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 from a2amesh.durations import Duration
+from a2amesh.jsontext import content_digest
 from a2amesh.schedules import ScheduleSpec, parse_schedule
 from a2amesh.workflow.templates import JsonValue
 
@@ -322,5 +321,4 @@ class GraphDefinition(_GraphModel):
 
     def digest(self) -> str:
         """SHA-256 (hex) of the canonical JSON form: spellings and key order do not change it."""
-        canonical = json.dumps(self.to_data(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return content_digest(self.to_data())

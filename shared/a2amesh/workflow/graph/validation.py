@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
-from a2amesh.diagnostics import did_you_mean
+from a2amesh.diagnostics import did_you_mean, field_path
 from a2amesh.errors import ScheduleError
 from a2amesh.ids import NAME_RE
 from a2amesh.schedules import MAIN_BRANCH, OneTime, parse_schedule
@@ -205,14 +205,18 @@ class _Reader:
         )
         return "simple" if simple and not graph else "graph"
 
-    def _agents(self, raw: Any) -> dict[str, str]:
+    def _mapping(self, raw: Any, field: str, of: str) -> Mapping[Any, Any]:
+        """A top-level table: absent is empty; anything but a mapping is reported, then read as empty."""
         if raw is None:
             return {}
         if not isinstance(raw, Mapping):
-            self.error("", "agents", f"expected a mapping of agentId to agent name, got {type(raw).__name__}")
+            self.error("", field, f"expected a mapping of {of}, got {type(raw).__name__}")
             return {}
+        return raw
+
+    def _agents(self, raw: Any) -> dict[str, str]:
         table: dict[str, str] = {}
-        for key, value in raw.items():
+        for key, value in self._mapping(raw, "agents", "agentId to agent name").items():
             if not isinstance(value, str) or not NAME_RE.match(value):
                 self.error("", f"agents.{key}", f"agent name {value!r} must match [A-Za-z0-9_-]+")
                 continue
@@ -220,13 +224,8 @@ class _Reader:
         return table
 
     def _tools(self, raw: Any) -> dict[str, Any]:
-        if raw is None:
-            return {}
-        if not isinstance(raw, Mapping):
-            self.error("", "tools", f"expected a mapping of tool name to tool, got {type(raw).__name__}")
-            return {}
         tools: dict[str, Any] = {}
-        for name, spec in raw.items():
+        for name, spec in self._mapping(raw, "tools", "tool name to tool").items():
             if spec is None:
                 spec = {}
             if not isinstance(spec, Mapping):
@@ -539,7 +538,7 @@ def _pydantic_issues(error: ValidationError, data: Mapping[str, Any], reader: _R
             edges = scope.get("edges", [])
             prefix += f"edges[{edges[loc[1]].get('id') if loc[1] < len(edges) else loc[1]}]."
             loc = loc[2:]
-        field = "".join(f".{_camel(p)}" if isinstance(p, str) else f"[{p}]" for p in loc).lstrip(".")
+        field = field_path(loc, key=_camel)
         message = "is required" if item["type"] == "missing" else str(item["msg"]).removeprefix("Value error, ")
         value = item.get("input")
         if (
