@@ -42,13 +42,7 @@ def workflow_card(
         name=name,
         description=description,
         version=definition.version or "1.0.0",
-        supported_interfaces=[
-            AgentInterface(
-                url=f"nats://{namespace}/{name}",
-                protocol_binding=codes.PROTOCOL_BINDING,
-                protocol_version=codes.A2A_VERSION,
-            )
-        ],
+        supported_interfaces=[AgentInterface.on_mesh(namespace, name)],
         capabilities=AgentCapabilities(streaming=True, push_notifications=False, extensions=extensions),
         default_input_modes=["application/json"],
         default_output_modes=["application/json"],
