@@ -124,7 +124,8 @@ async def test_card_directory_and_probes(mesh: Worker, gateway: Any) -> None:
         assert r.status_code == 200
         card = r.json()
         bindings = [i["protocolBinding"] for i in card["supportedInterfaces"]]
-        assert bindings[:2] == ["JSONRPC", "HTTP+JSON"]
+        assert bindings[:4] == ["JSONRPC", "HTTP+JSON", "JSONRPC", "HTTP+JSON"]
+        assert [i["protocolVersion"] for i in card["supportedInterfaces"][:4]] == ["1.0", "1.0", "0.3", "0.3"]
         assert "urn:a2amesh:binding:nats:v1" in bindings
         assert card["supportedInterfaces"][0]["url"] == f"{url}/agents/flow/"
         assert card["capabilities"].get("pushNotifications", False) is False

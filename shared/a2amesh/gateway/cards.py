@@ -15,6 +15,7 @@ from a2amesh.protocol import AgentCapabilities, AgentCard, AgentInterface, codes
 
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
+V0_3 = "0.3"
 
 
 def agent_base(base_url: str, agent: str) -> str:
@@ -37,6 +38,9 @@ def rewrite_card(
     http = [
         AgentInterface(url=f"{base}/", protocol_binding=JSONRPC, protocol_version=codes.A2A_VERSION),
         AgentInterface(url=base, protocol_binding=HTTP_JSON, protocol_version=codes.A2A_VERSION),
+        # the same endpoints serve A2A 0.3 (the SDK's compat layer); 0.3 clients read these
+        AgentInterface(url=f"{base}/", protocol_binding=JSONRPC, protocol_version=V0_3),
+        AgentInterface(url=base, protocol_binding=HTTP_JSON, protocol_version=V0_3),
     ]
     others = [i for i in card.supported_interfaces if i.protocol_binding not in (JSONRPC, HTTP_JSON)]
     caps = card.capabilities.model_copy(update={"streaming": True, "push_notifications": False})
