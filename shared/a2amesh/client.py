@@ -15,6 +15,7 @@ from a2amesh.bus.nats import Bus, Received
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_error
 from a2amesh.ids import nuid, task_id_for
+from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.mailbox import Mailbox
 from a2amesh.protocol import (
@@ -214,7 +215,7 @@ class Client:
         self._owns_registry = registry is None
         self._owns_bus = False
         self._pending: dict[str, _Pending] = {}
-        self._recovering: set[asyncio.Future[None]] = set()
+        self._recovering = Background()
         self._started = False
 
     @classmethod
@@ -256,9 +257,7 @@ class Client:
 
     def _on_reconnected(self) -> None:
         if self._pending:
-            task = asyncio.ensure_future(self._recover(list(self._pending)))
-            self._recovering.add(task)
-            task.add_done_callback(self._recovering.discard)
+            self._recovering.spawn(self._recover(list(self._pending)), name="client-recover")
 
     async def _recover(self, call_ids: list[str]) -> None:
         """After a reconnect: replies published while we were away are only in ``{NS}_REPLIES``; read the
@@ -277,7 +276,8 @@ class Client:
                 await self._on_reply(Received(subject, stored.data, stored.headers, ""))
 
     async def close(self) -> None:
-        """Stop the registry (if owned) and close the bus (if owned)."""
+        """Stop reply recovery, the registry (if owned) and the bus (if owned)."""
+        self._recovering.cancel()
         if self._owns_registry and self._registry is not None:
             await self._registry.stop()
         if self._owns_bus:

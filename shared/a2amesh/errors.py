@@ -75,8 +75,20 @@ class ServerError(A2AMeshError, RuntimeError):
     """An embedded server (nats-server, valkey-server) failed to start or stop."""
 
 
+class UsageError(A2AMeshError):
+    """A command-line mistake: a missing argument, an unknown run id (the CLI exits with 2)."""
+
+
 class StoreError(A2AMeshError):
     """Redis/Valkey is unreachable or misconfigured."""
+
+
+class StoreUnavailable(StoreError):
+    """Redis/Valkey cannot be reached for now (restart, pause, network, a dropped connection).
+
+    Raised by :mod:`a2amesh.store` in place of redis-py's connection and timeout errors. The work that met
+    it is handed back and retried later, never failed.
+    """
 
 
 class StateConflict(A2AMeshError):

@@ -7,7 +7,10 @@ is done; ``shutdown()`` is idempotent, safe before ``run()``, and waits.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 STOP_LIMIT = 5.0
 """Seconds a cancelled background loop or task has to stop (see :func:`cancel_and_wait`)."""
@@ -59,3 +62,36 @@ async def cancel_and_wait(task: asyncio.Future[Any], *, limit: float, every: flo
     if not task.cancelled():
         task.exception()  # retrieved: an error raised while cancelled is the cancel's outcome, not news
     return True
+
+
+class Background:
+    """The one owner of tasks started from synchronous callbacks (a timer, a reconnect hook, a generator's
+    ``finally``), where no ``asyncio.TaskGroup`` can be entered.
+
+    Each task stays referenced until it ends (a dropped reference lets the loop collect a running task);
+    its error is retrieved without being logged (the coroutines handle their own errors, and a clean-up
+    failing on a closed connection is expected); :meth:`cancel` stops every task still running.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
+        """Start ``coro`` as a task owned here."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._forget)
+        return task
+
+    def _forget(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: see the class docstring
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def cancel(self) -> None:
+        """Cancel every task still running (without waiting for them)."""
+        for task in list(self._tasks):
+            task.cancel()

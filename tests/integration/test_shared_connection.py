@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from redis.exceptions import AuthenticationError, DataError, ResponseError
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from a2amesh.config import Settings
+from a2amesh.errors import StoreUnavailable
 from a2amesh.store.redis import AutoPipeline, MeshConnectionPool, Redis, connect_redis
 from a2amesh.store.wire import Endpoint, SharedConnection
 from tests.support.servers import MeshServers
@@ -132,22 +132,22 @@ async def test_a_password_is_sent_and_a_wrong_one_refused(fault_servers: MeshSer
 async def test_a_dead_server_fails_the_calls_and_a_restarted_one_is_reconnected(
     fault_servers: MeshServers, settings: Settings
 ) -> None:
-    """SIGKILL of Valkey: calls fail with redis-py's ConnectionError (the mesh's 'unavailable', handed back
-    and retried); once it is back the same pool's shared connection serves again."""
+    """SIGKILL of Valkey: calls fail with StoreUnavailable (redis-py's ConnectionError, mapped in the store;
+    handed back and retried); once it is back the same pool's shared connection serves again."""
     assert fault_servers.valkey is not None
     redis = await connect_redis(settings, url=fault_servers.redis_url)
     try:
         auto = AutoPipeline(redis)
         assert await auto.run(lambda pipe: pipe.incr("n")) == [1]
         await fault_servers.valkey.kill()
-        with pytest.raises(RedisConnectionError):
+        with pytest.raises(StoreUnavailable):
             await within(auto.run(lambda pipe: pipe.incr("n")), 10, "the call on a dead server to fail")
         await fault_servers.valkey.start()
 
         async def serves() -> bool:
             try:
                 return await auto.run(lambda pipe: pipe.ping()) == [True]
-            except RedisConnectionError:
+            except StoreUnavailable:
                 return False
 
         await eventually(serves, timeout=15, what="the shared connection to serve again")

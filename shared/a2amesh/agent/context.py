@@ -13,6 +13,7 @@ from a2amesh.agent.usage import Usage
 from a2amesh.bus import headers as h
 from a2amesh.errors import ArtifactError
 from a2amesh.protocol import Message, Part, TaskState
+from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES
 
 if TYPE_CHECKING:
     from a2amesh.client import Client
@@ -20,8 +21,6 @@ if TYPE_CHECKING:
     from a2amesh.store.artifacts import ArtifactMeta, ArtifactScope, ArtifactStore, StoredArtifact
     from a2amesh.store.conversations import ConversationStore
     from a2amesh.store.tasks import TaskStore
-
-CONTROL_PART_TYPES = frozenset({"workflow_node_request", "graph_node_request"})
 
 Emitter = Callable[[list[Part], dict[str, Any] | None], Awaitable[None]]
 DeltaSink = Callable[[str], Awaitable[None]]

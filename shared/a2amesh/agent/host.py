@@ -23,6 +23,7 @@ from a2amesh.config import Settings
 from a2amesh.errors import (
     A2AMeshError,
     RpcError,
+    StoreUnavailable,
     TaskNotCancelable,
     TaskNotFound,
     TransportError,
@@ -46,12 +47,13 @@ from a2amesh.protocol import (
 )
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
+from a2amesh.protocol.vocabulary import NODE_REQUEST
 from a2amesh.registry import CardPublisher
 from a2amesh.rpc import encode_result
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import UNAVAILABLE, Redis
+from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import TaskRecordView, TaskStore
 from a2amesh.worker.control import AnswerNow, AnswerWhenStopped, Cancellation, ControlPlane
 from a2amesh.worker.decode import WorkRequest
@@ -393,7 +395,7 @@ class AgentHost(Worker):
         assert run.msg is not None
         last = run.task.history[-1] if run.task.history else None
         assert last is not None
-        node_req = control_part(last, "workflow_node_request") or {}
+        node_req = control_part(last, NODE_REQUEST) or {}
         ctx = TaskContext(
             agent=self.name,
             task_id=run.task.id,
@@ -584,7 +586,7 @@ class AgentHost(Worker):
             try:
                 async with asyncio.timeout(self.settings.ack_wait / 3):
                     return await self.tasks.write(run.task, self.name, self.instance, release=True)
-            except UNAVAILABLE as e:
+            except (StoreUnavailable, TimeoutError) as e:
                 self.log.warning("task.final_write_retry", task_id=run.task.id, error=str(e) or type(e).__name__)
                 with contextlib.suppress(Exception):
                     await run.msg.in_progress()
@@ -602,6 +604,8 @@ class AgentHost(Worker):
                 user=run.msg.headers.get(h.USER) or None,
                 threshold=self.inline_threshold,
             )
+        except StoreUnavailable:
+            raise  # Redis away: the request is handed back, not failed
         except A2AMeshError as e:
             return TaskOutcome(TaskState.FAILED, message=f"the output could not be stored as an artifact: {e}")
 

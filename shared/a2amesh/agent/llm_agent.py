@@ -30,6 +30,7 @@ from a2amesh.config import Settings
 from a2amesh.errors import ConfigError, LlmError, RequestRejected, StateConflict
 from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard
+from a2amesh.protocol.vocabulary import TOOL_END, TOOL_START
 
 __all__ = ["CHECKPOINT_VERSION", "GUARD_PROTOCOL", "LlmAgent", "LlmSession"]
 
@@ -309,7 +310,7 @@ class LlmSession:
         )
 
     async def _run_tool(self, call: ToolCallRequest) -> ToolOutcome:
-        await self._status({"type": "tool_start", "tool": call.name, "call_id": call.id})
+        await self._status({"type": TOOL_START, "tool": call.name, "call_id": call.id})
         tool = self.tools.get(call.name)
         if tool is None:
             outcome = ToolOutcome(
@@ -319,7 +320,7 @@ class LlmSession:
             outcome = await invoke_tool(tool, call.arguments, self.ctx)
         # a failed tool call is news; a successful one is routine (the task's own log line follows)
         (log.debug if outcome.ok else log.info)("llm.tool", tool=call.name, ok=outcome.ok)
-        await self._status({"type": "tool_end", "tool": call.name, "call_id": call.id, "ok": outcome.ok})
+        await self._status({"type": TOOL_END, "tool": call.name, "call_id": call.id, "ok": outcome.ok})
         return outcome
 
     async def _status(self, data: dict[str, Any]) -> None:

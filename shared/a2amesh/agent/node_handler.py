@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from a2amesh.agent.context import CONTROL_PART_TYPES, TaskContext, TaskOutcome, control_part
+from a2amesh.agent.context import TaskContext, TaskOutcome, control_part
 from a2amesh.agent.definition import AgentDefinition
 from a2amesh.agent.embeds import (
     EmbedError,
@@ -55,6 +55,7 @@ from a2amesh.errors import (
 )
 from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard, Part, TaskState, codes
+from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES, NODE_REQUEST, NODE_RESULT
 from a2amesh.store.artifacts import ARTIFACT_NAME_RE, ArtifactMeta, StoredArtifact
 
 __all__ = [
@@ -71,8 +72,6 @@ __all__ = [
 
 log = get_logger("node")
 
-NODE_REQUEST = "workflow_node_request"
-NODE_RESULT = "workflow_node_result"
 DEFAULT_OUTPUT_NAME = "output.json"
 
 

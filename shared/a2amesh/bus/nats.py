@@ -10,9 +10,9 @@ import contextlib
 import datetime as dt
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import nats
 import nats.errors
@@ -26,6 +26,7 @@ from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
 from a2amesh.errors import TransportError
 from a2amesh.jsontext import loads
+from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.protocol import codes
 
@@ -33,14 +34,8 @@ log = get_logger("bus")
 
 Headers = dict[str, str]
 
-# fire-and-forget clean-ups, referenced until they finish
-_background: set[asyncio.Future[Any]] = set()
-
-
-def _forget_background(fut: asyncio.Future[Any]) -> None:
-    _background.discard(fut)
-    if not fut.cancelled():
-        fut.exception()  # retrieved: a clean-up failing on a closed connection is expected
+_CLEANUPS = Background()
+"""Fire-and-forget clean-ups (stopping a KV watcher), referenced until they finish."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +113,7 @@ class WorkMsg:
         task: a block that ends within ``interval`` (the usual case) costs no extra loop turns.
         """
         loop = asyncio.get_running_loop()
-        beats: set[asyncio.Task[None]] = set()
+        beats = Background()
         handle: asyncio.TimerHandle | None = None
 
         async def beat() -> None:
@@ -127,9 +122,7 @@ class WorkMsg:
 
         def fire() -> None:
             nonlocal handle
-            task = loop.create_task(beat())
-            beats.add(task)
-            task.add_done_callback(beats.discard)
+            beats.spawn(beat())
             handle = loop.call_later(interval, fire)
 
         handle = loop.call_later(interval, fire)
@@ -138,8 +131,7 @@ class WorkMsg:
         finally:
             if handle is not None:
                 handle.cancel()
-            for task in beats:
-                task.cancel()
+            beats.cancel()
 
 
 class PullConsumer:
@@ -348,6 +340,9 @@ class Kv:
     async def watch(self) -> AsyncIterator[KvEntry | None]:
         """Current values, then ``None`` once (initial values done), then every change."""
         watcher = await self._kv.watchall()
+        # nats-py leaves these two unannotated
+        next_entry = cast(Callable[[], Awaitable[Any]], watcher.__anext__)
+        stop = cast(Callable[[], Coroutine[Any, Any, None]], watcher.stop)
         seen = 0  # entries given so far
         marker_due: int | None = None  # the marker waits until this many entries have been given
         try:
@@ -355,10 +350,10 @@ class Kv:
                 # not watcher.updates(): its wait_for can swallow a cancellation on Python 3.11
                 try:
                     if marker_due is None:
-                        e = await watcher.__anext__()  # type: ignore[no-untyped-call]
+                        e = await next_entry()
                     else:
                         async with asyncio.timeout(KV_MARKER_GRACE):
-                            e = await watcher.__anext__()  # type: ignore[no-untyped-call]
+                            e = await next_entry()
                 except StopAsyncIteration:
                     return
                 except TimeoutError:  # what is missing was dropped by nats-py (an expiry marker): done
@@ -383,9 +378,7 @@ class Kv:
                     yield None
         finally:
             # stopping a watcher can wait on the server: never let it hold up a cancellation
-            stopper = asyncio.ensure_future(watcher.stop())  # type: ignore[no-untyped-call]
-            _background.add(stopper)
-            stopper.add_done_callback(_forget_background)
+            _CLEANUPS.spawn(stop())
 
 
 async def _delivered(watcher: Any) -> int:

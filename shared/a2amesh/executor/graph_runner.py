@@ -28,8 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 from a2amesh.errors import A2AMeshError
-from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps
+from a2amesh.executor.runner import ExecutionRunner, RunnerDeps
 from a2amesh.protocol import Message, Part, Role, TaskState
+from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, NODE_PATH_KEY
 from a2amesh.worker.replies import ReplyInfo
 from a2amesh.workflow.dag.engine import Engine
 from a2amesh.workflow.dag.state import ExecutionState, NodePaused
@@ -172,7 +173,7 @@ class GraphRunner(ExecutionRunner):
             role=Role.USER,
             parts=[Part.of_data(command.control), Part.of_data({} if command.input is None else command.input)],
             context_id=self.state.context_id,
-            metadata={CALL_CHAIN_KEY: command.call_chain, "a2amesh.node_path": command.path},
+            metadata={CALL_CHAIN_KEY: command.call_chain, NODE_PATH_KEY: command.path},
         )
 
     # --- tools -------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.client import Call, Client
 from a2amesh.config import Settings
-from a2amesh.errors import A2AMeshError, RpcError, TransportError
+from a2amesh.errors import A2AMeshError, RpcError, StoreUnavailable, TransportError
 from a2amesh.ids import nuid
 from a2amesh.jsontext import dumps_bytes
 from a2amesh.logs import get_logger
@@ -42,10 +42,17 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.protocol.base import utc_timestamp
+from a2amesh.protocol.vocabulary import (
+    CALL_CHAIN_KEY,
+    NODE_PATH_KEY,
+    NODE_REQUEST,
+    NODE_RESULT,
+    REVIEW_REQUEST,
+    WORKFLOW_EVENT_KEY,
+)
 from a2amesh.rpc import decode_stream_reply, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
-from a2amesh.store.redis import UNAVAILABLE
 from a2amesh.store.tasks import TaskRecordView, TaskStore
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.workflow.dag.engine import Engine
@@ -69,17 +76,10 @@ AnyDispatch = DispatchNode | DispatchGraphNode
 
 __all__ = ["CALL_CHAIN_KEY", "REVIEW_REQUEST", "ExecutionRunner", "RunnerDeps", "node_record"]
 
-CALL_CHAIN_KEY = "a2amesh.call_chain"
-"""Message metadata key holding the workflows above a call (to refuse indirect recursion)."""
-
 DISPATCH_RETRY_FOR = 30.0
 """Seconds a node request is re-published while JetStream is unavailable (a NATS restart) before the node fails."""
 SEQ_OFFSET = 1
 """A2A-Seq of an engine event is its seq + 1: seq 1 is the ``task`` event that opens a stream."""
-NODE_RESULT = "workflow_node_result"
-NODE_REQUEST = "workflow_node_request"
-REVIEW_REQUEST = "review_request"
-"""DataPart ``type`` of the review a paused task asks for (SPEC §7)."""
 _RECORD_EXCLUDE = {
     "items",
     "children",
@@ -193,7 +193,7 @@ class ExecutionRunner:
                 batch = self.inbox.take_all()
                 try:
                     await self._apply(batch)
-                except UNAVAILABLE as e:
+                except StoreUnavailable as e:
                     # Redis away: whether the step was written is unknown. Stop; the lease lapses and a
                     # replica (maybe this one) resumes from the checkpoint, re-dispatching unanswered calls.
                     self.log.warning("execution.store_unavailable", error=str(e) or type(e).__name__)
@@ -519,7 +519,7 @@ class ExecutionRunner:
                 parts=[Part.of_data(command.resume)],
                 task_id=command.task_id,
                 context_id=self.state.context_id,
-                metadata={CALL_CHAIN_KEY: command.call_chain, "a2amesh.node_path": command.path},
+                metadata={CALL_CHAIN_KEY: command.call_chain, NODE_PATH_KEY: command.path},
             )
         control = {
             "type": NODE_REQUEST,
@@ -537,7 +537,7 @@ class ExecutionRunner:
             role=Role.USER,
             parts=[Part.of_data(control), Part.of_data({} if command.input is None else command.input)],
             context_id=self.state.context_id,
-            metadata={CALL_CHAIN_KEY: command.call_chain, "a2amesh.node_path": command.path},
+            metadata={CALL_CHAIN_KEY: command.call_chain, NODE_PATH_KEY: command.path},
         )
 
     async def _spill_input(self, message: Message, command: AnyDispatch) -> Message:
@@ -640,6 +640,8 @@ class ExecutionRunner:
             if part is not None and part.url is not None and part.url.startswith("artifact://"):
                 try:
                     output = (await self.deps.artifacts.load_uri(part.url, user=self.reply.headers.get(h.USER))).value
+                except StoreUnavailable:
+                    raise  # Redis away: not the callee's failure
                 except A2AMeshError as e:
                     return NodeFailed(
                         path=path, attempt=attempt, error=f"cannot load the result: {e}", error_kind="error"
@@ -712,7 +714,7 @@ class ExecutionRunner:
                             context_id=self.state.context_id,
                         ),
                     ),
-                    metadata={"workflow_event": payload},
+                    metadata={WORKFLOW_EVENT_KEY: payload},
                 )
                 for subject_to in targets:
                     primary = subject_to == self.reply.reply_to

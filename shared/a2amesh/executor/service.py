@@ -40,7 +40,7 @@ from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog
 from a2amesh.executor.control import ExecutionControl
 from a2amesh.executor.graph_runner import load_state, make_runner
-from a2amesh.executor.runner import CALL_CHAIN_KEY, ExecutionRunner, RunnerDeps, node_record, without_sent
+from a2amesh.executor.runner import ExecutionRunner, RunnerDeps, node_record, without_sent
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.lifecycle import STOP_LIMIT, Worker, cancel_and_wait
@@ -56,12 +56,13 @@ from a2amesh.protocol import (
 )
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
+from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, CONTROL_PART_TYPES, NODE_PATH_KEY, NODE_REQUEST, RETRY_REQUEST
 from a2amesh.registry import CardPublisher
 from a2amesh.service import ProcessService
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, load_script
+from a2amesh.store.redis import Redis
 from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
 from a2amesh.worker.control import ControlPlane
@@ -79,10 +80,7 @@ from a2amesh.workflow.graph.state import GraphState
 
 __all__ = ["CONTROL_TYPES", "WorkflowExecutor", "executor_service"]
 
-RETRY_PART = "workflow_retry"
-CONTROL_TYPES = frozenset({"workflow_node_request", "graph_node_request", RETRY_PART})
-NODE_PATH_KEY = "a2amesh.node_path"
-"""Message metadata: the calling node's path (set by a workflow on its calls and on resumes it forwards down)."""
+CONTROL_TYPES = CONTROL_PART_TYPES | {RETRY_REQUEST}
 """DataPart ``type`` values that are control parts, not the workflow input."""
 _WAKE = TimerFired(timer_id="__wake__")
 
@@ -152,7 +150,6 @@ class WorkflowExecutor(Worker):
         keys = Keys(settings.namespace)
         self.client = Client(bus, settings, instance=self.instance)
         self.store = ExecutionStore(redis, keys, retention=settings.task_retention, lease_ttl=settings.lease_ttl)
-        self._turn_script = redis.register_script(load_script("turn_take"))
         self.tasks = TaskStore(redis, keys, retention=settings.task_retention, queued_ttl=settings.tasks_max_age)
         self.artifacts = ArtifactStore(
             redis, keys, retention=settings.artifact_retention, max_bytes=settings.artifact_max_bytes
@@ -379,7 +376,7 @@ class WorkflowExecutor(Worker):
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED},
         )
         engine = self.catalog.engine_for(workflow)
-        retry = None if isinstance(engine, GraphEngine) else control_part(message, RETRY_PART)
+        retry = None if isinstance(engine, GraphEngine) else control_part(message, RETRY_REQUEST)
         if isinstance(engine, GraphEngine) or retry is not None:
             # starting takes a conversation turn or reads an earlier execution: look before starting. A plain
             # DAG start leaves both checks to the create script (one round trip fewer).
@@ -560,9 +557,8 @@ class WorkflowExecutor(Worker):
         """
         if not engine.graph.is_conversational or not context_id:
             return None
-        key = self.store.keys.conversation_turn(name, context_id)
         while True:
-            pointer = str(await self.store.redis.get(key) or "")
+            pointer = await self.store.turn_pointer(name, context_id)
             current, before, taken_ms = _parse_turn_pointer(pointer)
             if current == task_id:
                 return await self._turn_state(before)
@@ -584,7 +580,7 @@ class WorkflowExecutor(Worker):
                     f"turn {previous.turn} of context {context_id} (task {previous.task_id}) is paused for a human; "
                     "resume it first",
                 )
-            if await self._turn_script(keys=[key], args=[pointer, f"{task_id} {current} {int(time.time() * 1000)}"]):
+            if await self.store.take_turn(name, context_id, pointer, f"{task_id} {current} {int(time.time() * 1000)}"):
                 return previous
 
     async def _turn_state(self, task_id: str) -> GraphState | None:
@@ -1008,7 +1004,7 @@ def _next_due_ms(timers: dict[str, float]) -> int | None:
 
 def _node_request(message: Message) -> dict[str, Any] | None:
     """The ``workflow_node_request`` part, with the caller's node path (where a resume of ours goes up)."""
-    request = control_part(message, "workflow_node_request")
+    request = control_part(message, NODE_REQUEST)
     path = (message.metadata or {}).get(NODE_PATH_KEY)
     if request is not None and isinstance(path, str) and path:
         return {**request, "node_path": path}

@@ -26,7 +26,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from a2amesh.jsontext import dumps_text
 from a2amesh.protocol import Task
@@ -119,6 +119,7 @@ class ExecutionStore:
         self._acquire = redis.register_script(load_script("lease_acquire"))
         self._release = redis.register_script(load_script("lease_release"))
         self._mark_cancel = redis.register_script(load_script("exec_mark_cancel"))
+        self._turn_take = redis.register_script(load_script("turn_take"))
 
     def _exec_keys(self, execution_id: str) -> list[str]:
         k = self.keys
@@ -399,6 +400,22 @@ class ExecutionStore:
         """Timer ids of an execution that are due."""
         return _strs(await self.redis.zrangebyscore(self.keys.execution_timers(execution_id), "-inf", now_ms()))
 
+    async def leased(self, execution_id: str) -> bool:
+        """Whether a live lease holds the execution (its owner is running it)."""
+        return bool(await self.redis.get(self.keys.lease(execution_id)))
+
+    # --- conversation turns (SPEC §3.8) ------------------------------------------------------------
+
+    async def turn_pointer(self, workflow: str, context_id: str) -> str:
+        """The context's turn pointer ``"{task} {previous task} {taken ms}"``, or ``""`` before the first turn."""
+        return str(await self.redis.get(self.keys.conversation_turn(workflow, context_id)) or "")
+
+    async def take_turn(self, workflow: str, context_id: str, expected: str, pointer: str) -> bool:
+        """Move the context's turn pointer from ``expected`` to ``pointer`` (compare-and-set): False when
+        another turn moved it first."""
+        key = self.keys.conversation_turn(workflow, context_id)
+        return bool(await self._turn_take(keys=[key], args=[expected, pointer]))
+
     # --- reads ---------------------------------------------------------------------------------
 
     async def mark_cancel(self, execution_id: str) -> str:
@@ -407,7 +424,7 @@ class ExecutionStore:
 
     async def record(self, execution_id: str) -> dict[str, str] | None:
         """The execution record, or None."""
-        data: dict[str, str] = await self.redis.hgetall(self.keys.execution(execution_id))  # type: ignore[assignment]
+        data = cast(dict[str, str], await self.redis.hgetall(self.keys.execution(execution_id)))
         return {str(k): str(v) for k, v in data.items()} if data else None
 
     async def state(self, execution_id: str) -> str | None:
@@ -430,13 +447,14 @@ class ExecutionStore:
 
     async def nodes(self, execution_id: str) -> dict[str, dict[str, Any]]:
         """Node records by path."""
-        raw: dict[str, str] = await self.redis.hgetall(self.keys.execution_nodes(execution_id))  # type: ignore[assignment]
+        raw = cast(dict[str, str], await self.redis.hgetall(self.keys.execution_nodes(execution_id)))
         return {str(path): json.loads(value) for path, value in raw.items()}
 
     async def events(self, execution_id: str, count: int = EVENTS_MAXLEN) -> list[dict[str, Any]]:
         """The event log, oldest first."""
-        entries: list[tuple[str, dict[str, str]]] = await self.redis.xrange(  # type: ignore[assignment]
-            self.keys.execution_events(execution_id), count=count
+        entries = cast(
+            list[tuple[str, dict[str, str]]],
+            await self.redis.xrange(self.keys.execution_events(execution_id), count=count),
         )
         return [json.loads(fields["event"]) for _, fields in entries if "event" in fields]
 

@@ -1,37 +1,80 @@
-"""The Redis/Valkey connection of a process, with the startup checks of SPEC §7."""
+"""The Redis/Valkey connection of a process, with the startup checks of SPEC §7.
+
+Nothing outside :mod:`a2amesh.store` sees redis-py's exceptions: the :class:`Redis` client made here turns
+its connection and timeout errors into :class:`~a2amesh.errors.StoreUnavailable`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.commands.core import AsyncCoreCommands
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from a2amesh.config import Settings
-from a2amesh.errors import StoreError
+from a2amesh.errors import StoreError, StoreUnavailable
+from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.store.wire import SharedConnection, endpoint_of
 
 log = get_logger("store")
-
-Redis = aioredis.Redis
 
 MAX_CONNECTIONS = 512
 """Connections of a process's pool; more concurrent commands wait for one instead of failing."""
 
 _NOT_CALLBACK_OPTIONS = frozenset({"keys", EMPTY_RESPONSE, NEVER_DECODE})
 
-UNAVAILABLE: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
-"""Errors meaning Redis/Valkey cannot be reached for now (restart, pause, network, AOF loading):
-the work is handed back and retried later, never failed."""
+_UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
+"""redis-py's errors meaning Redis/Valkey cannot be reached for now (restart, pause, network, AOF
+loading): raised as :class:`StoreUnavailable`, so the work is handed back and retried later, never failed."""
+
+
+def unavailable(e: Exception) -> StoreUnavailable:
+    """``e`` (one of redis-py's connection or timeout errors) as our :class:`StoreUnavailable`."""
+    return StoreUnavailable(str(e) or type(e).__name__)
+
+
+class Pipeline(aioredis.client.Pipeline):
+    """redis-py's pipeline, raising :class:`StoreUnavailable` when Redis cannot be reached."""
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        try:
+            return await super().execute(raise_on_error)
+        except _UNREACHABLE as e:
+            raise unavailable(e) from e
+
+
+class Redis(aioredis.Redis):
+    """redis-py's asyncio client, raising :class:`StoreUnavailable` when Redis cannot be reached.
+
+    Its scripts (``register_script``) and pipelines go through the same translation; error replies
+    (``ResponseError``, ``NoScriptError``) stay redis-py's, for the store modules to handle.
+    """
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        execute = cast(Callable[..., Awaitable[Any]], super().execute_command)  # untyped in redis-py
+        try:
+            return await execute(*args, **options)
+        except _UNREACHABLE as e:
+            raise unavailable(e) from e
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+def _owning_client(pool: aioredis.ConnectionPool) -> Redis:
+    """A :class:`Redis` client that owns ``pool`` (closing the client disconnects it), as ``from_pool``."""
+    client = Redis(connection_pool=pool)
+    client.auto_close_connection_pool = True
+    return client
 
 
 class MeshConnectionPool(aioredis.BlockingConnectionPool):
@@ -77,13 +120,16 @@ async def connect_redis(settings: Settings, *, url: str | None = None, check: bo
         # busy pool is load, not an outage (a Redis that stops answering fails the commands holding
         # connections at the socket timeout, which frees them).
         pool = MeshConnectionPool.from_url(dsn, max_connections=MAX_CONNECTIONS, timeout=None, **kwargs)
-        client: Redis = aioredis.Redis.from_pool(pool)
+        client = _owning_client(pool)
     except ValueError as e:
         raise StoreError(f"REDIS_URL is not a redis:// or rediss:// URL: {e}") from e
     if check:
         try:
             await client.ping()
             policy = await _maxmemory_policy(client)
+        except StoreUnavailable as e:
+            await client.aclose()
+            raise StoreUnavailable(f"cannot reach Redis at {_redact(dsn)}: {e}") from e
         except RedisError as e:
             await client.aclose()
             raise StoreError(f"cannot reach Redis at {_redact(dsn)}: {e}") from e
@@ -113,7 +159,7 @@ def dedicated_client(redis: Redis, connections: int = 2) -> Redis:
     own = MeshConnectionPool(
         connection_class=pool.connection_class, max_connections=connections, timeout=None, **pool.connection_kwargs
     )
-    return aioredis.Redis.from_pool(own)
+    return _owning_client(own)
 
 
 def _redact(dsn: str) -> str:
@@ -167,7 +213,7 @@ class AutoPipeline:
         self._max = max_in_flight
         self._in_flight = 0
         self._waiting: list[tuple[Callable[[Any], None], asyncio.Future[list[Any]]]] = []
-        self._batches: set[asyncio.Task[None]] = set()
+        self._batches = Background()
         pool = redis.connection_pool
         self._shared = pool.shared_connection() if shared and isinstance(pool, MeshConnectionPool) else None
 
@@ -178,7 +224,11 @@ class AutoPipeline:
             build(recorder)
             commands = recorder.commands
             if not any(NEVER_DECODE in options for _, options in commands):
-                return self._replies(commands, await self._shared.execute([args for args, _ in commands]))
+                try:
+                    raw = await self._shared.execute([args for args, _ in commands])
+                except _UNREACHABLE as e:
+                    raise unavailable(e) from e
+                return self._replies(commands, raw)
             build = _replay(commands)  # a command whose reply must stay bytes: redis-py's own pipeline
         if self._in_flight < self._max and not self._waiting:
             self._in_flight += 1
@@ -214,12 +264,9 @@ class AutoPipeline:
             return
         batch, self._waiting = self._waiting, []
         self._in_flight += 1
-        task = asyncio.get_running_loop().create_task(self._send(batch))
-        self._batches.add(task)
-        task.add_done_callback(self._batch_done)
+        self._batches.spawn(self._send(batch)).add_done_callback(self._batch_done)
 
     def _batch_done(self, task: asyncio.Task[None]) -> None:
-        self._batches.discard(task)
         self._in_flight -= 1
         self._next_batch()
 
@@ -303,8 +350,6 @@ class Scripts:
 
     async def run(self, build: Any) -> list[Any]:
         """Build a fresh pipeline with ``build(pipe)`` and execute it, loading the scripts when needed."""
-        from redis.exceptions import NoScriptError
-
         for attempt in range(2):
             if not self._loaded:
                 for src in self._source.values():

@@ -33,10 +33,9 @@ from typing import Any
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, WorkMsg
 from a2amesh.config import Settings
-from a2amesh.errors import A2AMeshError, RpcError, TransportError, to_rpc_error
+from a2amesh.errors import A2AMeshError, RpcError, StoreUnavailable, TransportError, to_rpc_error
 from a2amesh.protocol import codes
 from a2amesh.protocol.jsonrpc import JsonRpcId
-from a2amesh.store.redis import UNAVAILABLE
 from a2amesh.worker.decode import WorkRequest, decode_work_request, parse_body
 from a2amesh.worker.replies import send_error, valid_reply_subject
 
@@ -92,18 +91,18 @@ class Intake:
                 now=time.time(),
             )
             await self.accept(msg, request)
+        except StoreUnavailable as e:
+            # Redis unreachable (restart, pause): hand the request back; it is redelivered, not failed
+            self.log.warning(
+                "request.store_unavailable", agent=agent, seq=msg.stream_seq, error=str(e) or type(e).__name__
+            )
+            await self._settle(msg, "nak")
         except A2AMeshError as e:
             err = to_rpc_error(e)
             self.log.info("request.rejected", agent=agent, code=err.code, error=str(err), seq=msg.stream_seq)
             await self._reject(msg, agent, reply_to, request_id, err)
             passed = isinstance(e, TransportError) and e.reason == codes.DEADLINE_EXCEEDED
             await self._settle(msg, "ack" if passed else "term")
-        except UNAVAILABLE as e:
-            # Redis unreachable (restart, pause): hand the request back; it is redelivered, not failed
-            self.log.warning(
-                "request.store_unavailable", agent=agent, seq=msg.stream_seq, error=str(e) or type(e).__name__
-            )
-            await self._settle(msg, "nak")
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -6,6 +6,7 @@ from typing import Any
 
 from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import InvalidTransition
+from a2amesh.protocol.vocabulary import REVIEW_REQUEST
 from a2amesh.workflow.dag.calls import CallSteps
 from a2amesh.workflow.dag.nodes import HumanReviewNode
 from a2amesh.workflow.dag.state import NodePaused, NodeRun, NodeStatus
@@ -30,7 +31,7 @@ class ReviewSteps(CallSteps):
         run.status = NodeStatus.WAITING_INPUT
         run.input = data
         run.review = {
-            "type": "review_request",
+            "type": REVIEW_REQUEST,
             "path": run.path,
             "prompt": prompt,
             "data": data,
@@ -52,7 +53,7 @@ class ReviewSteps(CallSteps):
         review = dict(event.review)
         inner = str(review.get("path") or "")
         review["path"] = f"{run.path}/{inner}" if inner else run.path
-        review.setdefault("type", "review_request")
+        review.setdefault("type", REVIEW_REQUEST)
         run.review = review
         run.status = NodeStatus.WAITING_INPUT
         self.emit("node.waiting_input", run, prompt=review.get("prompt"), callee_task_id=run.task_id)

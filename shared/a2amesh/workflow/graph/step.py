@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
+from a2amesh.protocol.vocabulary import GRAPH_NODE_REQUEST, REVIEW_REQUEST
 from a2amesh.workflow.events import (
     CancelCall,
     ClearTimer,
@@ -258,7 +259,7 @@ class GraphStep:
             ending = f"When the conversation is over, call the `{END_TOOL}` tool."
             instruction = f"{instruction}\n\n{ending}" if instruction else ending
         control: dict[str, JsonValue] = {
-            "type": "graph_node_request",
+            "type": GRAPH_NODE_REQUEST,
             "execution_id": self.state.execution_id,
             "workflow_name": self.engine.name,
             "node_id": node.id,
@@ -316,7 +317,7 @@ class GraphStep:
             prompt = f"Workflow {self.engine.name} hands over to a human at {node.name}."
         last = self.state.messages[-1].content if self.state.messages else None
         review: dict[str, JsonValue] = {
-            "type": "review_request",
+            "type": REVIEW_REQUEST,
             "path": pending.path,
             "prompt": prompt,
             "data": {

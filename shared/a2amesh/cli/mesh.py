@@ -1,0 +1,162 @@
+"""Mesh verbs of the ``a2amesh`` command line: up, demo, init, agent, agents, call.
+
+The client, the bus, the embedded servers and the agent runtime are imported inside the verb that uses
+them: each pulls in nats or redis (0.5–1 s), and ``a2amesh --help`` or ``validate`` must not pay for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from pathlib import Path
+
+from a2amesh import logs
+from a2amesh.cli.exits import EXIT_FAILED, EXIT_OK
+from a2amesh.cli.output import print_table
+from a2amesh.cli.serve import serve_until_signal
+from a2amesh.cli.settings import verb_settings
+from a2amesh.errors import UsageError
+from a2amesh.protocol import StreamResponse, Task, TaskState
+
+__all__ = ["cmd_agent", "cmd_agents", "cmd_call", "cmd_demo", "cmd_init", "cmd_up"]
+
+
+async def cmd_agent(args: argparse.Namespace) -> int:
+    """``a2amesh agent FILE``: run one agent process until a signal."""
+    from a2amesh.agent.runtime import build_runtime
+    from a2amesh.service import agent_service
+
+    settings = verb_settings(args)
+    logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
+    runtime = build_runtime(Path(args.file), settings)
+    service = agent_service(runtime, settings)
+    await serve_until_signal(service.run, service.shutdown)
+    return EXIT_OK
+
+
+async def cmd_init(args: argparse.Namespace) -> int:
+    """``a2amesh init``: create or update the namespace's streams and buckets."""
+    from a2amesh.bus.nats import Bus
+    from a2amesh.bus.setup import init_mesh
+
+    settings = verb_settings(args)
+    bus = await Bus.connect(settings, name="a2amesh-init")
+    try:
+        await init_mesh(bus, settings)
+    finally:
+        await bus.close()
+    print(f"namespace {settings.namespace}: streams and buckets are in place")
+    return EXIT_OK
+
+
+async def cmd_agents(args: argparse.Namespace) -> int:
+    """``a2amesh agents``: the live agent and workflow cards."""
+    from a2amesh.client import connect
+
+    settings = verb_settings(args)
+    async with connect(settings, name="a2amesh-cli") as client:
+        cards = client.cards()
+    if args.json:
+        print(json.dumps([c.to_json_dict() for c in cards], indent=2))
+        return EXIT_OK
+    rows: list[tuple[str, ...]] = [("NAME", "TYPE", "VERSION", "SKILLS", "DESCRIPTION")]
+    for c in cards:
+        rows.append((c.name, c.agent_type, c.version, ",".join(s.id for s in c.skills), c.description[:60]))
+    print_table(rows)
+    if not cards:
+        print("(no live agents)")
+    return EXIT_OK
+
+
+async def cmd_call(args: argparse.Namespace) -> int:
+    """``a2amesh call AGENT [TEXT] [--data JSON]``: send a task, stream its progress, print the result."""
+    from a2amesh.client import connect, make_message, parse_json_arg
+
+    if args.text is None and args.data is None:
+        raise UsageError("call needs TEXT or --data JSON")
+    data = None
+    if args.data is not None:
+        try:
+            data = parse_json_arg(args.data)
+        except ValueError as e:
+            raise UsageError(f"--data: {e}") from e
+    message = make_message(args.text, data=data, context_id=args.context, task_id=args.task)
+    settings = verb_settings(args)
+    async with connect(settings, name="a2amesh-cli") as client:
+        call = await client.dispatch(args.agent, message, stream=True, timeout=args.timeout)
+        async for ev in call.events():
+            if args.json:
+                continue
+            _print_event(ev)
+        task = call.task
+    assert task is not None
+    if args.json:
+        print(json.dumps(task.to_json_dict(), indent=2))
+    else:
+        _print_result(task)
+    return EXIT_OK if task.status.state in (TaskState.COMPLETED, TaskState.INPUT_REQUIRED) else EXIT_FAILED
+
+
+def _print_event(ev: StreamResponse) -> None:
+    if ev.task is not None:
+        print(f"→ task {ev.task.id} {ev.task.status.state.value}", file=sys.stderr)
+    elif ev.status_update is not None:
+        st = ev.status_update.status
+        text = " ".join(
+            p.text if p.text is not None else json.dumps(p.data) for p in (st.message.parts if st.message else [])
+        )
+        print(f"  {st.state.value} {text}".rstrip(), file=sys.stderr)
+
+
+def _print_result(task: Task) -> None:
+    out = task.output()
+    state = task.status.state.value
+    msg = task.status.message.text() if task.status.message else ""
+    print(f"← {state}" + (f": {msg}" if msg else ""), file=sys.stderr)
+    if out is not None:
+        print(out if isinstance(out, str) else json.dumps(out, indent=2))
+
+
+async def cmd_up(args: argparse.Namespace) -> int:
+    """``a2amesh up``: NATS, Valkey, the executor and every agent in the foreground until Ctrl-C."""
+    from a2amesh.mesh import Mesh
+
+    settings = verb_settings(args)
+    logs.configure(settings.log_level, settings.log_format)
+    workflows = Path(args.workflows) if args.workflows else None
+    has_workflows = workflows is not None and await asyncio.to_thread(workflows.is_dir)
+    mesh = Mesh(
+        settings,
+        agents_dir=Path(args.agents),
+        workflows_dir=workflows if has_workflows else None,
+        state_dir=Path(args.state_dir or settings.state_dir or ".a2amesh"),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with mesh:
+        print(f"a2amesh is up: NATS {mesh.nats_url}  Redis {mesh.redis_url}  namespace {settings.namespace}")
+        print("Ctrl-C stops it.")
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1)
+            crashed = mesh.crashed()
+            if crashed:
+                print(f"a2amesh: process(es) exited: {', '.join(crashed)}; stopping", file=sys.stderr)
+                return EXIT_FAILED
+    print("a2amesh stopped.")
+    return EXIT_OK
+
+
+async def cmd_demo(args: argparse.Namespace) -> int:
+    """``a2amesh demo``: start the mesh, call the examples, print the results, stop."""
+    from a2amesh.demo import run_demo
+
+    settings = verb_settings(args)
+    logs.configure("WARNING", settings.log_format)
+    return await run_demo(settings, agents_dir=Path(args.agents), workflows_dir=Path(args.workflows))
