@@ -66,6 +66,15 @@ class Gateway:
         self._redis = redis
         self.ready = asyncio.Event()
         self.url = ""
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        """Serve until :meth:`shutdown`."""
+        await self.run_until(self._stop)
+
+    async def shutdown(self) -> None:
+        """Ask the gateway to stop (idempotent, safe before ``run``); ``run`` returns once it has."""
+        self._stop.set()
 
     @contextlib.asynccontextmanager
     async def _connections(self) -> AsyncIterator[tuple[Client, Redis]]:
@@ -84,6 +93,7 @@ class Gateway:
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Bind, connect, serve until ``stop`` is set, then let open requests finish (bounded) and close."""
+        self._stop = stop
         sock = bind(self.http.host, self.http.port)
         try:
             async with self._connections() as (client, redis):
