@@ -140,3 +140,25 @@ async def test_card_directory_and_probes(mesh: Worker, gateway: Any) -> None:
         ready = await http.get("/readyz")
         assert ready.status_code == 200
         assert ready.json()["checks"] == {"nats": True, "registry": True, "redis": True}
+
+
+async def test_agents_appear_after_start_and_cors_is_opt_in(agent_host: Any, gateway: Any, client: Client) -> None:
+    """An agent started after the gateway is served at once (no per-agent routes); CORS only when configured."""
+    plain = await gateway()
+    cors = await gateway(cors_origins=["https://app.example"])
+    async with httpx.AsyncClient(timeout=10) as http:
+        assert (await http.get(f"{plain}/agents/late/.well-known/agent-card.json")).status_code == 404
+        await agent_host("late", Worker())
+        await client.registry.wait_for("late", 5)
+        r = await http.get(f"{plain}/agents/late/.well-known/agent-card.json")
+        assert r.status_code == 200
+        assert r.json()["name"] == "late"
+        preflight = {
+            "Origin": "https://app.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type,a2a-version",
+        }
+        allowed = await http.options(f"{cors}/agents/late/", headers=preflight)
+        assert allowed.headers.get("access-control-allow-origin") == "https://app.example"
+        denied = await http.options(f"{plain}/agents/late/", headers=preflight)
+        assert "access-control-allow-origin" not in denied.headers
