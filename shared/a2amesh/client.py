@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,7 +141,7 @@ class Call:
         """Where this call's replies arrive."""
         return self._client.bus.subjects.reply(self._client.instance, self.call_id)
 
-    async def events(self) -> AsyncIterator[StreamResponse]:
+    async def events(self) -> AsyncGenerator[StreamResponse]:
         """Every accepted event until the final one.
 
         Raises:
@@ -407,10 +407,12 @@ class Client:
         async for ev in call.events():
             yield ev
 
-    async def _control(self, agent: str, method: str, params: Any, timeout: float) -> dict[str, Any]:
+    async def _control(
+        self, agent: str, method: str, params: Any, timeout: float, headers: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
         await self.registry.resolve(agent)
         body = encode_request(method, params, nuid())
-        hdrs = {h.VERSION: codes.A2A_VERSION}
+        hdrs = {h.VERSION: codes.A2A_VERSION, **{k: v for k, v in (headers or {}).items() if k in h.PROPAGATED}}
         msg = await self.bus.request(self.bus.subjects.control(agent), body, hdrs, timeout)
         resp = decode_response(msg.data)
         if resp.error is not None:
@@ -418,25 +420,46 @@ class Client:
         assert resp.result is not None
         return resp.result
 
-    async def get_task(self, agent: str, task_id: str, *, timeout: float = CONTROL_TIMEOUT) -> Task:
-        """GetTask from the agent (its replicas answer from the task record)."""
-        return Task.model_validate(await self._control(agent, codes.GET_TASK, GetTaskRequest(id=task_id), timeout))
+    async def get_task(
+        self,
+        agent: str,
+        task_id: str,
+        *,
+        timeout: float = CONTROL_TIMEOUT,
+        history_length: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Task:
+        """GetTask from the agent (its replicas answer from the task record); ``headers``: propagated ones only."""
+        params = GetTaskRequest(id=task_id, history_length=history_length)
+        return Task.model_validate(await self._control(agent, codes.GET_TASK, params, timeout, headers))
 
-    async def cancel_task(self, agent: str, task_id: str, *, timeout: float = CONTROL_TIMEOUT) -> Task:
+    async def cancel_task(
+        self, agent: str, task_id: str, *, timeout: float = CONTROL_TIMEOUT, headers: Mapping[str, str] | None = None
+    ) -> Task:
         """CancelTask: the running replica stops the task; a queued task is answered canceled when pulled."""
-        result = await self._control(agent, codes.CANCEL_TASK, CancelTaskRequest(id=task_id), timeout)
+        result = await self._control(agent, codes.CANCEL_TASK, CancelTaskRequest(id=task_id), timeout, headers)
         return Task.model_validate(result)
 
     async def list_tasks(
-        self, agent: str, request: ListTasksRequest | None = None, *, timeout: float = CONTROL_TIMEOUT
+        self,
+        agent: str,
+        request: ListTasksRequest | None = None,
+        *,
+        timeout: float = CONTROL_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
     ) -> ListTasksResponse:
         """ListTasks of an agent."""
-        result = await self._control(agent, codes.LIST_TASKS, request or ListTasksRequest(), timeout)
+        result = await self._control(agent, codes.LIST_TASKS, request or ListTasksRequest(), timeout, headers)
         return ListTasksResponse.model_validate(result)
 
     async def subscribe(
-        self, agent: str, task_id: str, *, timeout: float | None = None
-    ) -> AsyncIterator[StreamResponse]:
+        self,
+        agent: str,
+        task_id: str,
+        *,
+        timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncGenerator[StreamResponse]:
         """SubscribeToTask: the task's current state, then its events until the final one."""
         await self.registry.resolve(agent)
         call_id = nuid()
@@ -444,7 +467,7 @@ class Client:
         deadline = time.time() + (timeout if timeout is not None else self.settings.call_timeout)
         call = Call(self, call_id, agent, task_id, pending, deadline)
         self._pending[call_id] = pending
-        hdrs = self._request_headers(reply_to=call.reply_subject, deadline=deadline, headers=None, call_depth=0)
+        hdrs = self._request_headers(reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=0)
         await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs)
         async for ev in call.events():
             yield ev

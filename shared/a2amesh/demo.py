@@ -9,10 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from a2amesh.client import connect, make_message
 from a2amesh.config import Settings
+from a2amesh.gateway.settings import GatewaySettings
+from a2amesh.ids import nuid
 from a2amesh.mesh import Mesh
-from a2amesh.protocol import TaskState
+from a2amesh.protocol import Task, TaskState
 
 # Example inputs for the agents shipped in agent_cards/ (agents not present are skipped).
 AGENT_CALLS: list[tuple[str, Any]] = [
@@ -60,6 +64,7 @@ async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path)
             workflows_dir=workflows_dir if has_workflows else None,
             state_dir=Path(tmp),
             log_file=Path(tmp) / "mesh.log",
+            gateway=GatewaySettings(host="127.0.0.1", port=0),
         )
         t0 = time.monotonic()
         async with mesh:
@@ -75,6 +80,10 @@ async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path)
                 failures += unserved
                 for name, data in calls:
                     failures += not await _call(client, f"workflow {name}", name, data, timeout=60)
+                print(f"\nthrough the HTTP gateway at {mesh.gateway_url}/agents (A2A JSON-RPC):")
+                http_calls = [(a, d) for a, d in AGENT_CALLS[:1] if a in names] + calls[:1]
+                for name, data in http_calls:
+                    failures += not await _http_call(mesh.gateway_url, name, data, timeout=60)
             if failures:
                 log = await asyncio.to_thread(_tail, mesh.log_file)
                 print(f"\nlast lines of the mesh log:\n{log}")
@@ -91,6 +100,28 @@ async def _call(client: Any, label: str, name: str, data: Any, *, timeout: float
     ms = (time.monotonic() - started) * 1000
     print(f"- {label} ({ms:.0f} ms, {task.status.state.value})")
     _line("input", data)
+    _line("output", task.output())
+    return bool(task.status.state == TaskState.COMPLETED)
+
+
+async def _http_call(base_url: str, name: str, data: Any, *, timeout: float) -> bool:
+    """Call one agent or workflow with JSON-RPC ``SendMessage`` over HTTP, as any A2A client would."""
+    url = f"{base_url}/agents/{name}/"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": nuid(), "role": "ROLE_USER", "parts": [{"data": data}]}},
+    }
+    started = time.monotonic()
+    async with httpx.AsyncClient(timeout=timeout) as http:
+        reply = (await http.post(url, json=body, headers={"A2A-Version": "1.0"})).json()
+    ms = (time.monotonic() - started) * 1000
+    if "error" in reply:
+        print(f"- POST {url} ({ms:.0f} ms): error {reply['error'].get('code')} {reply['error'].get('message')}")
+        return False
+    task = Task.model_validate(reply["result"]["task"])
+    print(f"- POST {url} ({ms:.0f} ms, {task.status.state.value})")
     _line("output", task.output())
     return bool(task.status.state == TaskState.COMPLETED)
 

@@ -18,6 +18,8 @@ from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, ServerError
+from a2amesh.gateway.server import bind
+from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.logs import get_logger
 from a2amesh.registry import Registry
 from a2amesh.servers import NatsServer, ValkeyServer
@@ -44,6 +46,7 @@ class Mesh:
         workflows_dir: folder of workflow definitions for one executor process, if any.
         state_dir: where embedded servers keep their data (persistent across runs).
         log_file: children's output goes here (None: inherit the terminal).
+        gateway: settings of the HTTP gateway process to start (None: no gateway); port 0 takes a free one.
     """
 
     settings: Settings
@@ -55,6 +58,8 @@ class Mesh:
     nats: NatsServer | None = None
     valkey: ValkeyServer | None = None
     definitions: list[tuple[Path, AgentDefinition]] = field(default_factory=list)
+    gateway: GatewaySettings | None = None
+    gateway_url: str = ""
 
     @property
     def nats_url(self) -> str:
@@ -73,7 +78,9 @@ class Mesh:
         return self.settings.model_copy(update={"nats_url": self.nats_url, "redis_url": _secret(self.redis_url)})
 
     async def start(self) -> None:
-        """Start servers, initialise the namespace, start every agent (and the executor), wait for their cards."""
+        """Start servers, initialise the namespace, start every agent (and the executor), wait for their cards,
+        then start the gateway and wait until it listens."""
+        gateway_argv = self._gateway_argv()  # a busy port or an unsafe bind fails before anything starts
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if self.agents_dir is not None:
             for path in sorted(self.agents_dir.glob("*.yaml")) + sorted(self.agents_dir.glob("*.yml")):
@@ -108,6 +115,48 @@ class Mesh:
             await self._wait_for_cards(bus, settings)
         finally:
             await bus.close()
+        if gateway_argv is not None:
+            child = Child("gateway", gateway_argv)
+            self.children.append(child)
+            await self._spawn(child)
+            await self._wait_for_gateway(child)
+
+    def _gateway_argv(self) -> list[str] | None:
+        """The gateway's command line, its port checked free now (port 0: a free one chosen now)."""
+        if self.gateway is None:
+            return None
+        self.gateway.check_exposure()
+        with bind(self.gateway.host, self.gateway.port) as sock:
+            port = sock.getsockname()[1]
+        host = self.gateway.host
+        shown = f"[{host}]" if ":" in host else host
+        self.gateway_url = self.gateway.public_url or f"http://{shown}:{port}"
+        argv = [sys.executable, "-m", "a2amesh", "gateway", "--host", host, "--port", str(port)]
+        return [*argv, "--insecure"] if self.gateway.insecure else argv
+
+    async def _wait_for_gateway(self, child: Child, timeout: float = 20.0) -> None:
+        """Wait until the gateway accepts connections (bounded), or fail naming its exit."""
+        assert self.gateway is not None
+        assert child.proc is not None
+        host, port = self.gateway.host, int(child.argv[child.argv.index("--port") + 1])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1)
+            except (OSError, TimeoutError):
+                if child.proc.returncode is not None or loop.time() > deadline:
+                    where = f" (see {self.log_file})" if self.log_file else ""
+                    state = (
+                        f"exited with {child.proc.returncode}" if child.proc.returncode is not None else "not listening"
+                    )
+                    raise ServerError(f"the gateway on {host}:{port} {state} after {timeout:.0f}s{where}") from None
+                await asyncio.sleep(0.1)  # a connect refused returns at once: poll the port, bounded above
+                continue
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return
 
     async def _spawn(self, child: Child) -> None:
         env = {**os.environ, "NATS_URL": self.nats_url, "REDIS_URL": self.redis_url}

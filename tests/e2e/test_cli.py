@@ -10,6 +10,8 @@ import socket
 import sys
 from pathlib import Path
 
+import httpx
+
 from a2amesh.config import Settings
 from tests.support.processes import REPO, ProcessFactory, process_env, write_agent
 from tests.support.waiting import eventually
@@ -109,6 +111,8 @@ async def test_up_runs_until_ctrl_c_and_leaves_nothing(tmp_path: Path) -> None:
         str(agents),
         "--workflows",
         str(tmp_path / "none"),
+        "--http-port",
+        "0",
         cwd=str(tmp_path),
         env=env,
         stdout=asyncio.subprocess.PIPE,
@@ -126,6 +130,13 @@ async def test_up_runs_until_ctrl_c_and_leaves_nothing(tmp_path: Path) -> None:
             return "a2amesh is up" in lines[-1]
 
         await eventually(ready, timeout=30, what="a2amesh up to be ready", interval=0)
+        gateway_line = (await asyncio.wait_for(up.stdout.readline(), 10)).decode()
+        assert gateway_line.startswith("HTTP gateway: http://127.0.0.1:"), gateway_line
+        agents_url = gateway_line.split()[2]
+        async with httpx.AsyncClient(timeout=10) as http:
+            listed = (await http.get(agents_url)).json()["agents"]
+        assert [a["name"] for a in listed] == ["echo"]
+        gateway_port = int(agents_url.rsplit(":", 1)[1].split("/")[0])
         nats_port = int((tmp_path / ".a2amesh" / "nats.port").read_text())
         valkey_port = int((tmp_path / ".a2amesh" / "valkey.port").read_text())
         code, out, err = await cli(None, "call", "echo", "hello", cwd=tmp_path)
@@ -139,6 +150,7 @@ async def test_up_runs_until_ctrl_c_and_leaves_nothing(tmp_path: Path) -> None:
             await up.wait()
     assert port_free(nats_port)
     assert port_free(valkey_port)
+    assert port_free(gateway_port)
     ps = await asyncio.create_subprocess_exec("pgrep", "-f", str(agents), stdout=asyncio.subprocess.PIPE)
     leftover, _ = await ps.communicate()
     assert leftover.strip() == b"", f"orphan processes: {leftover!r}"
@@ -161,5 +173,22 @@ async def test_demo_command_runs_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0, out.decode() + err.decode()
     text = out.decode()
     assert "order_validator" in text
+    assert "through the HTTP gateway at http://127.0.0.1:" in text
+    assert "/agents/echo/" in text
     assert "mesh stopped" in text
     assert "Traceback" not in err.decode()
+
+
+async def test_gateway_refuses_a_busy_port_and_an_open_bind_without_keys(settings: Settings) -> None:
+    """`a2amesh gateway` on a busy port, or on 0.0.0.0 without API keys, is one line naming why, exit 2."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        code, _, err = await cli(settings, "gateway", "--port", str(port))
+    assert code == 2, err
+    assert f"127.0.0.1:{port} is already in use" in err
+    assert "Traceback" not in err
+    code, _, err = await cli(settings, "gateway", "--host", "0.0.0.0", "--port", "0")
+    assert code == 2, err
+    assert "refusing to serve '0.0.0.0' without auth" in err

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from a2amesh import eventloop, logs
-from a2amesh.cli import mesh, runs, schedules, workflows
+from a2amesh.cli import gateway, mesh, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
 
 __all__ = ["EXTRA_VERBS", "build_parser", "main"]
@@ -47,12 +47,18 @@ def _add_mesh_verbs(sub: Any) -> None:
     s.add_argument("--agents", default="agent_cards", help="folder of agent YAML files")
     s.add_argument("--workflows", default="workflows", help="folder of workflow definitions")
     s.add_argument("--state-dir", help="data folder of the embedded servers (default .a2amesh)")
+    gateway.add_gateway_options(s, prefix="http-")
+    s.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
     s.set_defaults(func=mesh.cmd_up)
 
     s = sub.add_parser("demo", help="start the mesh, call the examples, print the results, stop")
     s.add_argument("--agents", default="agent_cards")
     s.add_argument("--workflows", default="workflows")
     s.set_defaults(func=mesh.cmd_demo)
+
+    s = sub.add_parser("gateway", help="serve every agent and workflow over HTTP (A2A JSON-RPC, HTTP+JSON, SSE)")
+    gateway.add_gateway_options(s)
+    s.set_defaults(func=gateway.cmd_gateway)
 
     s = sub.add_parser("init", help="create or update the namespace's streams and buckets")
     s.set_defaults(func=mesh.cmd_init)

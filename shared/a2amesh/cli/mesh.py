@@ -16,6 +16,7 @@ from pathlib import Path
 
 from a2amesh import logs
 from a2amesh.cli.exits import EXIT_FAILED, EXIT_OK
+from a2amesh.cli.gateway import gateway_settings
 from a2amesh.cli.output import print_table
 from a2amesh.cli.serve import serve_until_signal
 from a2amesh.cli.settings import verb_settings
@@ -134,6 +135,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         agents_dir=Path(args.agents),
         workflows_dir=workflows if has_workflows else None,
         state_dir=Path(args.state_dir or settings.state_dir or ".a2amesh"),
+        gateway=None if args.no_gateway else gateway_settings(args, prefix="http-"),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -141,6 +143,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     async with mesh:
         print(f"a2amesh is up: NATS {mesh.nats_url}  Redis {mesh.redis_url}  namespace {settings.namespace}")
+        if mesh.gateway_url:
+            print(f"HTTP gateway: {mesh.gateway_url}/agents (A2A JSON-RPC, HTTP+JSON, SSE)")
         print("Ctrl-C stops it.")
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):

@@ -1,0 +1,376 @@
+"""The gateway's ASGI app: the a2a-sdk routes mounted once under ``/agents/{agent}``, plus the directory and probes.
+
+``create_app`` builds the SDK's card, JSON-RPC and HTTP+JSON routes a single time, over one
+:class:`~a2amesh.gateway.handler.MeshRequestHandler`, and mounts them under the parameterised prefix; the agent
+is a path parameter, so agents that appear later need nothing new. In front of the SDK routes,
+:class:`AgentGate` answers what the SDK does not know about: unknown agents (404), API keys (401/403), the rate
+limit (429), the body limit (413) and the content type (415), each with an A2A error body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.routes import (
+    DefaultServerCallContextBuilder,
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
+from a2a.types import a2a_pb2 as pb
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, Router
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from a2amesh.bus import headers as h
+from a2amesh.client import Client
+from a2amesh.gateway import cards, errors
+from a2amesh.gateway.auth import Authenticator, AuthFailed, RateLimiter
+from a2amesh.gateway.conversion import card_to_proto
+from a2amesh.gateway.handler import CALL_STATE_KEY, CallInfo, MeshRequestHandler
+from a2amesh.gateway.settings import GatewaySettings
+from a2amesh.ids import NAME_RE
+from a2amesh.logs import get_logger
+from a2amesh.protocol import codes
+from a2amesh.store.redis import Redis
+
+log = get_logger("gateway")
+
+CARD_PATH = "/.well-known/agent-card.json"
+_SECRET_HEADERS = ("authorization", "x-api-key")
+_JSON_TYPES = ("application/json", "application/a2a+json")
+_TRACEPARENT_LEN = 55
+
+
+@dataclass(frozen=True)
+class _CardTarget:
+    agent: str
+    base_url: str
+
+
+_card_target: contextvars.ContextVar[_CardTarget] = contextvars.ContextVar("a2amesh_gateway_card")
+
+
+class MeshContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's call context plus our :class:`CallInfo`; API keys are dropped from the headers it keeps."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        saved = context.state.get("headers")
+        if isinstance(saved, dict):
+            for name in _SECRET_HEADERS:
+                saved.pop(name, None)
+        context.state[CALL_STATE_KEY] = request.scope.get(CALL_STATE_KEY)
+        return context
+
+
+def base_url(scope: Scope, settings: GatewaySettings) -> str:
+    """The URL clients reach the gateway at: ``public_url``, else the request's scheme and Host."""
+    if settings.public_url:
+        return settings.public_url.rstrip("/")
+    host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), None)
+    if not host:
+        server = scope.get("server") or ("127.0.0.1", settings.port)
+        host = f"{server[0]}:{server[1]}"
+    return f"{scope.get('scheme', 'http')}://{host}"
+
+
+def _is_jsonrpc(method: str, sub_path: str) -> bool:
+    return method == "POST" and sub_path in ("", "/")
+
+
+def error_response(
+    status: int, reason: str, message: str, *, jsonrpc: bool, headers: dict[str, str] | None = None
+) -> Response:
+    """An A2A error answered before the SDK: a JSON-RPC error envelope, or the HTTP+JSON error payload."""
+    info = {"@type": codes.ERROR_INFO_TYPE, "reason": reason, "domain": codes.DOMAIN, "metadata": {}}
+    if jsonrpc:
+        code = codes.TRANSPORT_ERROR if reason in codes.TRANSPORT_REASONS else codes.INVALID_REQUEST
+        body: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": code, "message": message, "data": [info]},
+        }
+    else:
+        body = {
+            "error": {
+                "code": status,
+                "status": _GRPC_STATUS.get(status, "UNKNOWN"),
+                "message": message,
+                "details": [info],
+            }
+        }
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+_GRPC_STATUS = {
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    415: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+}
+
+
+class AgentGate:
+    """The ASGI app under ``/agents/{agent}``: checks one call, then hands it to the SDK's router."""
+
+    def __init__(
+        self,
+        router: ASGIApp,
+        *,
+        client: Client,
+        auth: Authenticator,
+        limiter: RateLimiter,
+        settings: GatewaySettings,
+    ) -> None:
+        self.router = router
+        self.client = client
+        self.auth = auth
+        self.limiter = limiter
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.router(scope, receive, send)
+            return
+        started = time.perf_counter()
+        agent = str(scope["path_params"].get("agent", ""))
+        sub_path = scope["path"][len(scope.get("root_path", "")) :]
+        method = scope["method"]
+        jsonrpc = _is_jsonrpc(method, sub_path)
+        status = [0]
+        info: CallInfo | None = None
+
+        async def send_logged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            checked = await self._check(scope, receive, agent, sub_path, jsonrpc)
+            if isinstance(checked, Response):
+                await checked(scope, receive, send_logged)
+                return
+            info, receive = checked
+            if info is not None:
+                scope[CALL_STATE_KEY] = info
+            token = _card_target.set(_CardTarget(agent, base_url(scope, self.settings)))
+            try:
+                await self.router(scope, receive, send_logged)
+            finally:
+                _card_target.reset(token)
+        finally:
+            log.info(
+                "http.request",
+                agent=agent,
+                method=method,
+                path=scope["path"],
+                status=status[0],
+                ms=round((time.perf_counter() - started) * 1000, 1),
+                key_id=info.caller.key_id if info else None,
+                task_id=info.task_id if info else None,
+            )
+
+    async def _check(
+        self, scope: Scope, receive: Receive, agent: str, sub_path: str, jsonrpc: bool
+    ) -> Response | tuple[CallInfo | None, Receive]:
+        if not NAME_RE.match(agent):
+            return error_response(404, codes.AGENT_NOT_FOUND, f"no agent or workflow named {agent!r}", jsonrpc=jsonrpc)
+        request = Request(scope, receive)
+        if sub_path == CARD_PATH:  # cards are public: they tell a client how to authenticate
+            if self.client.registry.get(agent) is None:
+                return error_response(
+                    404, codes.AGENT_NOT_FOUND, f"no live agent or workflow named {agent!r}", jsonrpc=False
+                )
+            return None, receive
+        try:
+            caller = self.auth.authenticate(request.headers)
+            self.auth.authorize(caller, agent)
+        except AuthFailed as e:
+            hdrs = {"WWW-Authenticate": 'Bearer realm="a2amesh"'} if e.status == 401 else None
+            reason = "UNAUTHENTICATED" if e.status == 401 else "PERMISSION_DENIED"
+            return error_response(e.status, reason, str(e), jsonrpc=jsonrpc, headers=hdrs)
+        wait = self.limiter.retry_after(caller.key_id or "anonymous")
+        if wait > 0:
+            return error_response(
+                429,
+                "RATE_LIMITED",
+                f"rate limit of {self.settings.rate_limit:g} requests/s exceeded",
+                jsonrpc=jsonrpc,
+                headers={"Retry-After": str(max(1, round(wait)))},
+            )
+        if self.client.registry.get(agent) is None:
+            return error_response(
+                404, codes.AGENT_NOT_FOUND, f"no live agent or workflow named {agent!r}", jsonrpc=jsonrpc
+            )
+        body = await _read_body(request, self.settings.max_body_bytes)
+        if body is None:
+            return error_response(
+                413,
+                codes.PAYLOAD_TOO_LARGE,
+                f"request body exceeds the gateway's limit of {self.settings.max_body_bytes} bytes",
+                jsonrpc=jsonrpc,
+            )
+        if body:
+            ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if ctype not in _JSON_TYPES:
+                return error_response(
+                    415,
+                    "CONTENT_TYPE_NOT_SUPPORTED",
+                    f"Content-Type {ctype or '(none)'!r} is not served; send application/json",
+                    jsonrpc=jsonrpc,
+                )
+        traceparent = request.headers.get(h.TRACEPARENT)
+        if traceparent is not None and len(traceparent) != _TRACEPARENT_LEN:
+            traceparent = None  # malformed: not carried on
+        return CallInfo(agent=agent, caller=caller, traceparent=traceparent), _replay(body, receive)
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The whole body, or None when it is (or announces itself) larger than ``limit``."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, original: Receive) -> Receive:
+    """The body read once, then the server's own ``receive`` (which reports the client's disconnect)."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await original()
+
+    return receive
+
+
+def sdk_routes(handler: MeshRequestHandler, card_modifier: Any, settings: GatewaySettings) -> list[BaseRoute]:
+    """The SDK's card, JSON-RPC and HTTP+JSON routes for one mount.
+
+    ``create_rest_routes`` ends with a catch-all ``Mount('/{tenant}')`` repeating its routes under a tenant
+    prefix. Under our mount it would swallow every path not matched before it, so it is left out: the gateway
+    serves no tenants, and an unknown path is a clean 404. The card and JSON-RPC routes come first.
+    """
+    builder = MeshContextBuilder()
+    # The route's own card is never served (the modifier replaces it per agent); it is complete only so the
+    # SDK's spec-compliance check has nothing to warn about.
+    placeholder = pb.AgentCard(
+        name="a2amesh",
+        description="served per agent",
+        version="1.0",
+        supported_interfaces=[pb.AgentInterface(url="http://localhost/", protocol_binding=cards.JSONRPC)],
+        capabilities=pb.AgentCapabilities(streaming=True),
+        default_input_modes=["application/json"],
+        default_output_modes=["application/json"],
+        skills=[pb.AgentSkill(id="a2amesh", name="a2amesh", description="served per agent", tags=["a2amesh"])],
+    )
+    routes: list[BaseRoute] = [
+        *create_agent_card_routes(
+            placeholder,
+            card_modifier=card_modifier,
+            card_url=CARD_PATH,
+            cache_control=f"public, max-age={settings.card_cache_seconds}",
+        ),
+        *create_jsonrpc_routes(handler, rpc_url="/", context_builder=builder, enable_v0_3_compat=True),
+    ]
+    rest = create_rest_routes(handler, context_builder=builder, enable_v0_3_compat=True)
+    routes.extend(r for r in rest if not isinstance(r, Mount))
+    return routes
+
+
+def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None = None) -> Starlette:
+    """The gateway as an ASGI app over a started ``Client`` (the app never closes it).
+
+    Args:
+        client: the mesh client every call is forwarded with; its registry lists the agents.
+        settings: the gateway's settings.
+        redis: checked by ``/readyz`` when given.
+    """
+    errors.register()
+    auth = Authenticator(settings.api_keys)
+    handler = MeshRequestHandler(client, call_timeout=client.settings.call_timeout)
+    security = auth.security()
+
+    async def card_modifier(_: pb.AgentCard) -> pb.AgentCard:
+        target = _card_target.get()
+        card = client.registry.get(target.agent)
+        if card is None:  # gone between the gate's check and now
+            raise LookupError(target.agent)
+        return card_to_proto(cards.rewrite_card(card, target.base_url, security))
+
+    gate = AgentGate(
+        Router(routes=sdk_routes(handler, card_modifier, settings)),
+        client=client,
+        auth=auth,
+        limiter=RateLimiter(settings.rate_limit, settings.rate_burst),
+        settings=settings,
+    )
+
+    async def list_agents(request: Request) -> Response:
+        body = cards.directory(client.cards(), base_url(request.scope, settings))
+        return JSONResponse(body.model_dump(mode="json", by_alias=True))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        checks = {"nats": client.bus.connected, "registry": True, "redis": True}
+        if redis is not None:
+            try:
+                async with asyncio.timeout(2):
+                    await redis.ping()
+            except Exception:  # any failure means "not ready"; the probe says which
+                checks["redis"] = False
+        ready = all(checks.values())
+        return JSONResponse(
+            {"status": "ready" if ready else "unavailable", "checks": checks}, status_code=200 if ready else 503
+        )
+
+    middleware = []
+    if settings.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=settings.cors_origins,
+                allow_methods=["GET", "POST", "DELETE"],
+                allow_headers=[
+                    "Authorization",
+                    "X-API-Key",
+                    "Content-Type",
+                    "A2A-Version",
+                    "A2A-Extensions",
+                    "traceparent",
+                ],
+            )
+        )
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/agents", list_agents, methods=["GET"]),
+            Mount("/agents/{agent}", app=gate),
+        ],
+        middleware=middleware,
+    )

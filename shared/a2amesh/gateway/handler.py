@@ -1,0 +1,206 @@
+"""The a2a-sdk ``RequestHandler`` of the gateway: every A2A method forwarded over the mesh with ``Client``.
+
+It only translates: SDK protobuf requests to our models (``conversion``), one ``Client`` call, the answer back
+to protobuf, our errors to the SDK's (``errors``). It keeps no state: a task lives in Redis and its events come
+from NATS, so any replica answers any call about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TypeVar
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types import a2a_pb2 as pb
+from a2a.utils import errors as sdk
+
+from a2amesh.bus import headers as h
+from a2amesh.client import Client
+from a2amesh.errors import RpcError, TransportError
+from a2amesh.gateway import conversion
+from a2amesh.gateway.auth import Caller
+from a2amesh.gateway.errors import to_sdk_error
+from a2amesh.logs import get_logger
+
+log = get_logger("gateway.handler")
+
+CALL_STATE_KEY = "a2amesh.call"
+"""Where the gateway's :class:`CallInfo` sits in the ASGI scope and in ``ServerCallContext.state``."""
+
+T = TypeVar("T")
+
+
+@dataclass
+class CallInfo:
+    """What the gateway knows about one HTTP call before the SDK parses it."""
+
+    agent: str
+    caller: Caller
+    traceparent: str | None = None
+    task_id: str | None = field(default=None)
+
+    def headers(self) -> dict[str, str]:
+        """The headers the mesh call carries: the caller as ``A2A-User`` and the trace context."""
+        out: dict[str, str] = {}
+        if self.caller.key_id:
+            out[h.USER] = self.caller.key_id
+        if self.traceparent:
+            out[h.TRACEPARENT] = self.traceparent
+        return out
+
+
+def call_info(context: ServerCallContext) -> CallInfo:
+    """The :class:`CallInfo` our context builder put in the SDK's call context."""
+    info = context.state.get(CALL_STATE_KEY)
+    if not isinstance(info, CallInfo):
+        raise sdk.InternalError("the gateway's call context is missing")
+    return info
+
+
+def _convert(fn: Callable[[Any], T], value: Any) -> T:
+    try:
+        return fn(value)
+    except conversion.ConversionError as e:
+        raise sdk.InvalidParamsError(str(e)) from e
+
+
+def _raise(e: TransportError | RpcError) -> NoReturn:
+    raise to_sdk_error(e) from e
+
+
+class MeshRequestHandler(RequestHandler):
+    """Serves every agent and workflow of the mesh; the agent comes from the URL (``/agents/{agent}``).
+
+    Args:
+        client: a started ``Client``; the handler never closes it.
+        call_timeout: the deadline of a forwarded SendMessage / stream, in seconds.
+    """
+
+    def __init__(self, client: Client, *, call_timeout: float) -> None:
+        self.client = client
+        self.call_timeout = call_timeout
+
+    async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext) -> pb.Task:
+        info = call_info(context)
+        request = _convert(conversion.send_request_from_proto, params)
+        config = request.configuration
+        immediate = bool(config and config.return_immediately)
+        try:
+            call = await self.client.dispatch(
+                info.agent,
+                request.message,
+                stream=immediate,
+                timeout=self.call_timeout,
+                headers=info.headers(),
+                history_length=config.history_length if config else None,
+            )
+            info.task_id = call.task_id
+            if immediate:
+                # returnImmediately: answer with the task as first reported; the work goes on without us.
+                async with contextlib.aclosing(call.events()) as events:
+                    async for _ in events:
+                        break
+                task = call.task
+                if task is None:
+                    raise sdk.InvalidAgentResponseError(f"{info.agent!r} sent no task")
+            else:
+                task = await call.result()
+        except (TransportError, RpcError) as e:
+            _raise(e)
+        return conversion.task_to_proto(task)
+
+    async def on_message_send_stream(
+        self, params: pb.SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[conversion.Event]:
+        info = call_info(context)
+        request = _convert(conversion.send_request_from_proto, params)
+        config = request.configuration
+        try:
+            call = await self.client.dispatch(
+                info.agent,
+                request.message,
+                stream=True,
+                timeout=self.call_timeout,
+                headers=info.headers(),
+                history_length=config.history_length if config else None,
+            )
+            info.task_id = call.task_id
+            # A client that goes away closes this generator; the task itself carries on (no CancelTask).
+            async with contextlib.aclosing(call.events()) as events:
+                async for event in events:
+                    yield conversion.event_to_proto(event)
+        except (TransportError, RpcError) as e:
+            _raise(e)
+
+    async def on_subscribe_to_task(
+        self, params: pb.SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[conversion.Event]:
+        info = call_info(context)
+        info.task_id = params.id
+        try:
+            events = self.client.subscribe(info.agent, params.id, timeout=self.call_timeout, headers=info.headers())
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    yield conversion.event_to_proto(event)
+        except (TransportError, RpcError) as e:
+            _raise(e)
+
+    async def on_get_task(self, params: pb.GetTaskRequest, context: ServerCallContext) -> pb.Task | None:
+        info = call_info(context)
+        info.task_id = params.id
+        history = params.history_length if params.HasField("history_length") else None
+        if history is not None and history < 0:
+            raise sdk.InvalidParamsError("historyLength must be 0 or more")
+        try:
+            task = await self.client.get_task(info.agent, params.id, history_length=history, headers=info.headers())
+        except (TransportError, RpcError) as e:
+            _raise(e)
+        return conversion.task_to_proto(task)
+
+    async def on_list_tasks(self, params: pb.ListTasksRequest, context: ServerCallContext) -> pb.ListTasksResponse:
+        info = call_info(context)
+        request = _convert(conversion.list_request_from_proto, params)
+        try:
+            response = await self.client.list_tasks(info.agent, request, headers=info.headers())
+        except (TransportError, RpcError) as e:
+            _raise(e)
+        return conversion.list_response_to_proto(response)
+
+    async def on_cancel_task(self, params: pb.CancelTaskRequest, context: ServerCallContext) -> pb.Task | None:
+        info = call_info(context)
+        info.task_id = params.id
+        try:
+            task = await self.client.cancel_task(info.agent, params.id, headers=info.headers())
+        except (TransportError, RpcError) as e:
+            _raise(e)
+        return conversion.task_to_proto(task)
+
+    # Push notifications are not served (every card says capabilities.pushNotifications: false).
+
+    async def on_create_task_push_notification_config(
+        self, params: pb.TaskPushNotificationConfig, context: ServerCallContext
+    ) -> pb.TaskPushNotificationConfig:
+        raise sdk.PushNotificationNotSupportedError("push notifications are not served by this gateway")
+
+    async def on_get_task_push_notification_config(
+        self, params: pb.GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> pb.TaskPushNotificationConfig:
+        raise sdk.PushNotificationNotSupportedError("push notifications are not served by this gateway")
+
+    async def on_list_task_push_notification_configs(
+        self, params: pb.ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> pb.ListTaskPushNotificationConfigsResponse:
+        raise sdk.PushNotificationNotSupportedError("push notifications are not served by this gateway")
+
+    async def on_delete_task_push_notification_config(
+        self, params: pb.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise sdk.PushNotificationNotSupportedError("push notifications are not served by this gateway")
+
+    async def on_get_extended_agent_card(
+        self, params: pb.GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> pb.AgentCard:
+        raise sdk.ExtendedAgentCardNotConfiguredError("no extended agent card is served")
