@@ -7,7 +7,7 @@ is done; ``shutdown()`` is idempotent, safe before ``run()``, and waits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -69,12 +69,17 @@ class Background:
     ``finally``), where no ``asyncio.TaskGroup`` can be entered.
 
     Each task stays referenced until it ends (a dropped reference lets the loop collect a running task);
-    its error is retrieved without being logged (the coroutines handle their own errors, and a clean-up
-    failing on a closed connection is expected); :meth:`cancel` stops every task still running.
+    its error is retrieved and handed to ``on_error`` if given, else dropped (the coroutines handle their
+    own errors, and a clean-up failing on a closed connection is expected); :meth:`cancel` stops every
+    task still running, :meth:`wait` waits for them.
+
+    Args:
+        on_error: called with the error of a task that failed (not one cancelled).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, on_error: Callable[[BaseException], None] | None = None) -> None:
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._on_error = on_error
 
     def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
         """Start ``coro`` as a task owned here."""
@@ -86,7 +91,9 @@ class Background:
     def _forget(self, task: asyncio.Future[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled():
-            task.exception()  # retrieved: see the class docstring
+            error = task.exception()  # retrieved: see the class docstring
+            if error is not None and self._on_error is not None:
+                self._on_error(error)
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -95,3 +102,8 @@ class Background:
         """Cancel every task still running (without waiting for them)."""
         for task in list(self._tasks):
             task.cancel()
+
+    async def wait(self, timeout: float) -> None:
+        """Wait at most ``timeout`` seconds for every task running now to end."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)

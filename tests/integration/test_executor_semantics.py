@@ -408,9 +408,8 @@ async def test_takeover_after_lease_loss_resumes_in_flight_call(agent_host: Any,
     execution_id = call.task_id
     runner = first.runners[execution_id]
     # simulate a frozen owner: stop its lease renewals and its runner without releasing the lease
-    for task in list(first._background):
-        task.cancel()
-    first._drivers[execution_id].cancel()
+    first.background.cancel()
+    first.drivers.tasks[execution_id].cancel()
     second = await executor(definitions)
     await eventually(lambda: execution_id in second.runners, timeout=8, what="the takeover")
     assert second.runners[execution_id].epoch == runner.epoch + 1

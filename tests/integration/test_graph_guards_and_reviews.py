@@ -12,7 +12,7 @@ import pytest
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.errors import RpcError
-from a2amesh.executor.service import TURN_START_GRACE
+from a2amesh.executor.starts import TURN_START_GRACE
 from a2amesh.protocol import Task, TaskState
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis

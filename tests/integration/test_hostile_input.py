@@ -247,8 +247,8 @@ async def test_final_that_cannot_be_published_is_given_up(
 
     monkeypatch.setattr(bus, "js_publish", js_publish)
     if target.executor is not None:
-        target.executor.final_reply_tries = 3
-        target.executor.final_reply_backoff = 0.2
+        target.executor.takeover.final_reply_tries = 3
+        target.executor.takeover.final_reply_backoff = 0.2
     message = make_message(data={"v": 1})
     await send_raw(bus, target.name, envelope(SendMessageRequest(message=message).to_json_dict()), inbox)
     task_id = task_id_for(target.name, message.message_id)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from a2amesh.errors import ConfigError
 from a2amesh.logs import get_logger
+from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.engine import Engine
+from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.graph.engine import GraphEngine
 from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow, load_file
 
@@ -71,9 +74,17 @@ class Catalog:
                 engine = self._engines[digest] = Engine(workflow.definition)
         return engine
 
-    def remember(self, digest: str, engine: Engine | GraphEngine) -> None:
-        """Cache an engine built elsewhere (from a definition snapshot in Redis)."""
-        self._engines.setdefault(digest, engine)
+    def from_snapshot(self, digest: str, data: dict[str, Any]) -> Engine | GraphEngine:
+        """The engine of a definition snapshot read back from Redis (a version this process never loaded),
+        cached by digest."""
+        engine = self._engines.get(digest)
+        if engine is None:
+            if "entrypointNodeId" in data or data.get("format") in ("graph", "simple"):
+                engine = GraphEngine(GraphDefinition.model_validate(data))
+            else:
+                engine = Engine(WorkflowDefinition.parse(data, source=f"definition {digest[:12]}"))
+            self._engines[digest] = engine
+        return engine
 
     def scan(self) -> CatalogChange:
         """Reload changed files; report what changed.

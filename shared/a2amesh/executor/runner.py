@@ -22,52 +22,47 @@ from pydantic import BaseModel
 
 from a2amesh import faults
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus, StoredMsg
+from a2amesh.bus.nats import Bus
 from a2amesh.client import Call, Client
 from a2amesh.config import Settings
-from a2amesh.errors import A2AMeshError, ConfigError, RpcError, StoreUnavailable, TransportError
+from a2amesh.errors import A2AMeshError, ConfigError, StoreUnavailable
+from a2amesh.executor.dispatch import (
+    SEQ_OFFSET,
+    CallOutcome,
+    CallRef,
+    call_error,
+    cancel_callee,
+    dispatch_call,
+    publish_event,
+    result_event,
+    spill_input,
+    stored_event,
+)
+from a2amesh.executor.finals import answer_all, final_task, paused_task
 from a2amesh.executor.handlers import HANDLERS, CommandHandler
 from a2amesh.ids import nuid
-from a2amesh.jsontext import dumps_bytes
 from a2amesh.logs import get_logger
 from a2amesh.mailbox import Mailbox
 from a2amesh.protocol import (
-    Artifact,
-    CancelTaskRequest,
-    Message,
-    Part,
-    Role,
     Task,
-    TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
-    codes,
 )
-from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.vocabulary import (
     CALL_CHAIN_KEY,
-    NODE_REQUEST,
-    NODE_RESULT,
     REVIEW_REQUEST,
-    WORKFLOW_EVENT_KEY,
 )
-from a2amesh.rpc import decode_stream_reply, encode_request
-from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
+from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.tasks import TaskRecordView, TaskStore
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
-from a2amesh.workflow.engine_protocol import ExecutableEngine, OpenCall, RunState
+from a2amesh.workflow.engine_protocol import ExecutableEngine, RunState
 from a2amesh.workflow.events import (
     CancelCall,
     CancelRequested,
     ClearTimer,
     EmitEvent,
-    ExecutionStatus,
     Finish,
     NodeCall,
     NodeFailed,
-    NodePaused,
-    NodeSucceeded,
     RequestReview,
     SetTimer,
     TimerFired,
@@ -77,19 +72,6 @@ __all__ = ["CALL_CHAIN_KEY", "REVIEW_REQUEST", "ExecutionRunner", "RunnerDeps", 
 
 StateT = TypeVar("StateT", bound=RunState)
 C = TypeVar("C")
-CallOutcome = NodeSucceeded | NodeFailed | NodePaused
-"""The event a call's answer stands for."""
-
-DISPATCH_RETRY_FOR = 30.0
-"""Seconds a node request is re-published while JetStream is unavailable (a NATS restart) before the node fails."""
-SEQ_OFFSET = 1
-"""A2A-Seq of an engine event is its seq + 1: seq 1 is the ``task`` event that opens a stream."""
-_LIFECYCLE_NODE_EVENTS = {"started", "completed", "failed", "skipped"}
-_TASK_STATE: dict[str, TaskState] = {
-    ExecutionStatus.COMPLETED: TaskState.COMPLETED,
-    ExecutionStatus.FAILED: TaskState.FAILED,
-    ExecutionStatus.CANCELED: TaskState.CANCELED,
-}
 
 
 def without_sent(commands: Sequence[C], *, events: bool = True) -> list[C]:
@@ -118,15 +100,6 @@ class RunnerDeps:
     instance: str
     handlers: Mapping[type[BaseModel], CommandHandler[Any]] = field(default_factory=lambda: HANDLERS)
     """How the commands engines leave to the executor (``io_commands``) are carried out, by type."""
-
-
-@dataclass(frozen=True, slots=True)
-class _CallRef:
-    """What a call's waiter needs of its dispatch."""
-
-    path: str
-    attempt: int
-    agent: str
 
 
 def make_runner(
@@ -477,63 +450,37 @@ class ExecutionRunner(Generic[StateT]):
     async def _await_io(self, work: Awaitable[BaseModel]) -> None:
         self.inbox.put_nowait(await work)
 
-    async def _spill_input(self, message: Message, command: NodeCall) -> Message:
-        """Send a node input above the inline threshold as an artifact URL part (SPEC §4), never inline."""
-        parts = list(message.parts)
-        for i, part in enumerate(parts):
-            if part.data is None or (isinstance(part.data, dict) and part.data.get("type") == NODE_REQUEST):
-                continue
-            if len(dumps_bytes(part.data, default=str)) <= self.deps.settings.inline_threshold:
-                continue
-            meta = await self.deps.artifacts.save(
-                ArtifactScope(self.state.context_id or self.task_id, self.task_id),
-                f"input-{command.message_id}",
-                part.data,
-                user=self.reply.headers.get(h.USER),
-            )
-            parts[i] = Part(
-                url=meta.uri,
-                media_type=meta.media_type,
-                filename=meta.name,
-                metadata={"size": meta.size, "sha256": meta.sha256},
-            )
-        return message if parts == message.parts else message.model_copy(update={"parts": parts})
-
     async def _dispatch(self, command: NodeCall, call_id: str | None) -> None:
         deadline = command.deadline or (time.time() + self.deps.settings.tasks_max_age)
-        give_up = min(deadline, time.time() + DISPATCH_RETRY_FOR)
-        delay = 0.2
         state = self.state
+        user = self.reply.headers.get(h.USER)
         message = command.message(execution_id=self.execution_id, workflow=state.workflow, context_id=state.context_id)
-        message = await self._spill_input(message, command)
-        while True:
-            try:
-                call = await self.deps.client.dispatch(
-                    command.agent,
-                    message,
-                    deadline=deadline,
-                    headers=self.reply.headers,
-                    call_depth=command.call_depth,
-                    request_id=command.message_id,
-                    call_id=call_id,
-                    history_length=0,
-                )
-                break
-            except TransportError as e:
-                # NATS restarting: publish again (same messageId, so a publish that landed is a duplicate)
-                if e.reason != codes.UNAVAILABLE or self.lost or time.time() + delay > give_up:
-                    self.inbox.put_nowait(self._call_error(command, e))
-                    return
-                self.log.warning("call.dispatch_retry", path=command.path, error=str(e))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-            except A2AMeshError as e:
-                self.inbox.put_nowait(self._call_error(command, e))
-                return
+        message = await spill_input(
+            message,
+            command,
+            settings=self.deps.settings,
+            artifacts=self.deps.artifacts,
+            context_id=state.context_id,
+            task_id=self.task_id,
+            user=user,
+        )
+        call = await dispatch_call(
+            self.deps.client,
+            command,
+            message,
+            deadline=deadline,
+            headers=self.reply.headers,
+            call_id=call_id,
+            lost=lambda: self.lost,
+            log=self.log,
+        )
+        if isinstance(call, NodeFailed):
+            self.inbox.put_nowait(call)
+            return
         faults.crash_point("after_dispatch_publish")
-        self._follow(_CallRef(command.path, command.attempt, command.agent), call)
+        self._follow(CallRef(command.path, command.attempt, command.agent), call)
 
-    def _follow(self, ref: _CallRef, call: Call) -> None:
+    def _follow(self, ref: CallRef, call: Call) -> None:
         # the waiter keeps only the call's reference, not the dispatch (its input may be large)
         self._track(ref.path, self._await_result(ref, call))
 
@@ -552,118 +499,40 @@ class ExecutionRunner(Generic[StateT]):
         if not task.cancelled() and task.exception() is not None:
             self.log.error("call.crashed", path=path, error=repr(task.exception()))
 
-    async def _await_result(self, ref: _CallRef, call: Call) -> None:
+    async def _await_result(self, ref: CallRef, call: Call) -> None:
         try:
             task = await call.result()
         except A2AMeshError as e:
-            self.inbox.put_nowait(self._call_error(ref, e))
+            self.inbox.put_nowait(call_error(ref, e))
             return
         self.inbox.put_nowait(await self.result_event(ref.path, ref.attempt, ref.agent, task))
 
-    def _call_error(self, command: NodeCall | _CallRef, error: A2AMeshError) -> NodeFailed:
-        if isinstance(error, TransportError):
-            text = f"{error.reason}: {error}"
-        elif isinstance(error, RpcError):
-            text = f"{command.agent} answered JSON-RPC error {error.code}: {error}"
-        else:
-            text = str(error)
-        return NodeFailed(path=command.path, attempt=command.attempt, error=text, error_kind="error")
-
     async def result_event(self, path: str, attempt: int, agent: str, task: Task) -> CallOutcome:
         """The engine event a callee's final Task stands for."""
-        result = _node_result(task)
-        usage = result.get("usage") if isinstance(result.get("usage"), dict) else None
-        if usage is None and isinstance((task.metadata or {}).get("usage"), dict):
-            usage = task.metadata["usage"] if task.metadata else None
-        state = task.status.state
-        text = task.status.message.text() if task.status.message else ""
-        if state == TaskState.COMPLETED:
-            part = task.result_part()
-            output = task.output()
-            if part is not None and part.url is not None and part.url.startswith("artifact://"):
-                try:
-                    output = (await self.deps.artifacts.load_uri(part.url, user=self.reply.headers.get(h.USER))).value
-                except StoreUnavailable:
-                    raise  # Redis away: not the callee's failure
-                except A2AMeshError as e:
-                    return NodeFailed(
-                        path=path, attempt=attempt, error=f"cannot load the result: {e}", error_kind="error"
-                    )
-            elif part is None and "output" in result:
-                output = result["output"]
-            return NodeSucceeded(path=path, attempt=attempt, output=output, task_id=task.id, usage=usage)
-        error = str(result.get("error") or text or f"{agent} ended in {state.value}")
-        if state.interrupted:
-            review = _review_part(task) or {
-                "type": REVIEW_REQUEST,
-                "path": "",
-                "prompt": text or f"{agent} asks for input",
-                "data": task.output(),
-                "edit_schema": None,
-            }
-            return NodePaused(path=path, attempt=attempt, review=review, task_id=task.id, usage=usage)
-        kind = "error" if error.split(":", 1)[0] in codes.TRANSPORT_REASONS else "failure"
-        return NodeFailed(path=path, attempt=attempt, error=error, error_kind=kind, task_id=task.id, usage=usage)
+        return await result_event(
+            path, attempt, agent, task, artifacts=self.deps.artifacts, user=self.reply.headers.get(h.USER)
+        )
 
     async def _cancel_call(self, command: CancelCall) -> None:
         task = self._calls.pop(command.path, None)
         if task is not None:
             task.cancel()
         try:
-            await self.deps.tasks.mark_canceled(command.task_id)
-            body = encode_request(codes.CANCEL_TASK, CancelTaskRequest(id=command.task_id), nuid())
-            await self.deps.bus.publish(
-                self.deps.bus.subjects.control(command.agent), body, {h.VERSION: codes.A2A_VERSION}
-            )
+            await cancel_callee(self.deps.bus, self.deps.tasks, command)
         except Exception as e:  # a failed cancel must not stop the execution; the callee's deadline still holds
             self.log.warning("call.cancel_failed", path=command.path, error=str(e) or type(e).__name__)
 
     async def _emit(self, event: EmitEvent) -> None:
-        bus = self.deps.bus
-        payload = {
-            "execution_id": self.execution_id,
-            "workflow": self.state.workflow,
-            "event": event.event,
-            "node_id": event.node_id,
-            "path": event.path,
-            "status": event.status,
-            "timestamp": utc_timestamp(event.at),
-            "seq": event.seq,
-            **event.data,
-        }
-        group, _, name = event.event.partition(".")
-        subject = None
-        if group == "execution":
-            subject = bus.subjects.workflow_event(self.state.workflow, name)
-        elif group == "node" and name in _LIFECYCLE_NODE_EVENTS:
-            subject = bus.subjects.node_event(self.state.workflow, name)
         try:
-            if subject is not None:
-                msg_id = {h.MSG_ID: f"{self.execution_id}:{event.seq}"}  # a step sent again is one event
-                await bus.publish(subject, dumps_bytes(payload, default=str), msg_id)
-            targets = [*([self.reply.reply_to] if self.reply.streaming and self.reply.reply_to else []), *self.targets]
-            if targets and (not event.event.startswith("execution.") or event.event == "execution.started"):
-                status = TaskStatusUpdateEvent(
-                    task_id=self.task_id,
-                    context_id=self.state.context_id,
-                    status=TaskStatus(
-                        state=TaskState.WORKING,
-                        timestamp=utc_timestamp(event.at),
-                        message=Message(
-                            message_id=nuid(),
-                            role=Role.AGENT,
-                            parts=[Part.of_text(_describe(event))],
-                            task_id=self.task_id,
-                            context_id=self.state.context_id,
-                        ),
-                    ),
-                    metadata={WORKFLOW_EVENT_KEY: payload},
-                )
-                for subject_to in targets:
-                    primary = subject_to == self.reply.reply_to
-                    await self._publisher.progress(
-                        subject_to, self.reply.request_id if primary else self.task_id, status, event.seq + SEQ_OFFSET
-                    )
+            await publish_event(
+                self.deps.bus,
+                self._publisher,
+                event,
+                state=self.state,
+                task_id=self.task_id,
+                reply=self.reply,
+                targets=self.targets,
+            )
         except Exception as e:  # progress is best effort
             self.log.warning("event.publish_failed", event=event.event, error=str(e) or type(e).__name__)
 
@@ -672,66 +541,12 @@ class ExecutionRunner(Generic[StateT]):
     async def build_final_task(self, state: StateT | None = None) -> Task:
         """The final Task of the workflow's task (output as ``artifacts[0]``; large outputs as artifacts), from
         ``state`` (default: the checkpointed one)."""
-        state = self.state if state is None else state
-        task_state = _TASK_STATE.get(state.status, TaskState.FAILED)
-        ok = state.status == ExecutionStatus.COMPLETED
-        output = state.output if ok else None
-        text = f"workflow {state.workflow} completed" if ok else (state.error or f"workflow {state.workflow} failed")
-        parts = [Part.of_text(text)]
-        artifacts: list[Artifact] | None = None
-        node_result: dict[str, Any] | None = None
-        if self.reply.node_request is not None:
-            node_result = {
-                "type": NODE_RESULT,
-                "status": "success" if ok else "failure",
-                "execution_id": state.execution_id,
-                "node_id": self.reply.node_request.get("node_id"),
-                "attempts": 1,
-                "usage": state.usage,
-            }
-            if not ok:
-                node_result["error"] = text
-        if ok:
-            value = {} if output is None else output
-            size = len(json.dumps(value, default=str).encode())
-            if size > self.deps.settings.inline_threshold:
-                meta = await self.deps.artifacts.save(
-                    ArtifactScope(state.context_id or self.task_id, self.task_id),
-                    "result",
-                    value,
-                    user=self.reply.headers.get(h.USER),
-                )
-                part = Part(
-                    url=meta.uri,
-                    media_type=meta.media_type,
-                    filename=meta.name,
-                    metadata={"size": meta.size, "sha256": meta.sha256},
-                )
-                if node_result is not None:
-                    node_result["artifact"] = meta.ref()
-            else:
-                part = Part.of_text(value) if isinstance(value, str) else Part.of_data(value)
-                if node_result is not None:
-                    node_result["output"] = value
-            artifacts = [Artifact(artifact_id=f"{self.task_id}-result", name="result", parts=[part])]
-        if node_result is not None:
-            parts.append(Part.of_data(node_result))
-        return Task(
-            id=self.task_id,
-            context_id=state.context_id,
-            status=TaskStatus(
-                state=task_state,
-                timestamp=utc_timestamp(state.finished_at),
-                message=Message(
-                    message_id=f"{self.task_id}-final",
-                    role=Role.AGENT,
-                    parts=parts,
-                    task_id=self.task_id,
-                    context_id=state.context_id,
-                ),
-            ),
-            artifacts=artifacts,
-            metadata={"execution_id": state.execution_id, "workflow": state.workflow, "usage": state.usage},
+        return await final_task(
+            self.state if state is None else state,
+            task_id=self.task_id,
+            reply=self.reply,
+            settings=self.deps.settings,
+            artifacts=self.deps.artifacts,
         )
 
     async def publish_final(self) -> None:
@@ -756,13 +571,15 @@ class ExecutionRunner(Generic[StateT]):
         faults.crash_point("after_final_write")
         seq = self.state.seq + SEQ_OFFSET
         try:
-            if self.reply.reply_to:
-                await self._publisher.final(
-                    self.reply.reply_to, self.reply.request_id, task, seq, streaming=self.reply.streaming
-                )
-            for subject in {*view.subscribers, *self.targets} - {self.reply.reply_to}:
-                with contextlib.suppress(TransportError):
-                    await self._publisher.final(subject, self.task_id, task, seq, streaming=False)
+            await answer_all(
+                self._publisher,
+                task,
+                seq,
+                reply=self.reply,
+                others={*view.subscribers, *self.targets},
+                task_id=self.task_id,
+                primary_errors=True,
+            )
         finally:
             if indexing is not None:
                 await asyncio.shield(indexing)
@@ -776,39 +593,22 @@ class ExecutionRunner(Generic[StateT]):
     async def publish_paused(self, command: RequestReview) -> None:
         """Answer the current request with TASK_STATE_INPUT_REQUIRED and the review (SPEC §7), then forget it."""
         state = self.state
-        review = dict(command.review)
-        prompt = str(review.get("prompt") or "input required")
-        task = Task(
-            id=self.task_id,
-            context_id=state.context_id,
-            status=TaskStatus(
-                state=TaskState.INPUT_REQUIRED,
-                timestamp=utc_timestamp(),
-                message=Message(
-                    message_id=f"{self.task_id}-review-{state.seq}",
-                    role=Role.AGENT,
-                    parts=[Part.of_text(prompt), Part.of_data(review)],
-                    task_id=self.task_id,
-                    context_id=state.context_id,
-                ),
-            ),
-            metadata={"execution_id": state.execution_id, "workflow": state.workflow, "review": review},
-        )
+        task = paused_task(state, command, task_id=self.task_id)
         view = await asyncio.shield(self.deps.tasks.write(task, state.workflow, self.deps.instance, release=True))
-        seq = state.seq + SEQ_OFFSET
-        if self.reply.reply_to:
-            with contextlib.suppress(TransportError):
-                await self._publisher.final(
-                    self.reply.reply_to, self.reply.request_id, task, seq, streaming=self.reply.streaming
-                )
-        for subject in {*view.subscribers, *self.targets} - {self.reply.reply_to}:
-            with contextlib.suppress(TransportError):
-                await self._publisher.final(subject, self.task_id, task, seq, streaming=False)
+        await answer_all(
+            self._publisher,
+            task,
+            state.seq + SEQ_OFFSET,
+            reply=self.reply,
+            others={*view.subscribers, *self.targets},
+            task_id=self.task_id,
+            primary_errors=False,
+        )
         # the pause answered the current request: later answers go to whoever resumes the execution
         self.targets = []
         self.reply = ReplyInfo(node_request=self.reply.node_request, headers=self.reply.headers)
         await self.deps.store.set_fields(self.execution_id, {"reply": self.reply.model_dump_json()})
-        self.log.info("execution.paused", path=review.get("path"))
+        self.log.info("execution.paused", path=command.review.get("path"))
 
     def pending_review(self) -> RequestReview | None:
         """The review a paused execution waits for (answered again after a takeover)."""
@@ -838,7 +638,7 @@ class ExecutionRunner(Generic[StateT]):
             if call.reply_to:
                 with contextlib.suppress(Exception):
                     stored = await self.deps.bus.direct_get_last(self.deps.bus.subjects.replies_stream, call.reply_to)
-            event = await self._stored_event(call, stored)
+            event = await stored_event(call, stored, artifacts=self.deps.artifacts, user=self.reply.headers.get(h.USER))
             if event is not None:
                 self.inbox.put_nowait(event)
                 continue
@@ -848,61 +648,3 @@ class ExecutionRunner(Generic[StateT]):
             return
         state = self.state.model_copy(deep=True)
         await self.checkpoint(state, redispatch, [])
-
-    async def _stored_event(self, run: OpenCall, stored: StoredMsg | None) -> CallOutcome | None:
-        if stored is None or stored.headers.get(h.FINAL) != "true" or run.agent is None:
-            return None
-        try:
-            response = decode_stream_reply(stored.data)  # as the client reads a live reply
-        except RpcError:
-            return None
-        if response.error is not None:
-            return NodeFailed(
-                path=run.path,
-                attempt=run.attempt,
-                error=f"{run.agent} answered JSON-RPC error {response.error.code}: {response.error.message}",
-                error_kind="error",
-            )
-        if response.result is None or response.result.task is None:
-            return None
-        return await self.result_event(run.path, run.attempt, run.agent, response.result.task)
-
-
-def _review_part(task: Task) -> dict[str, Any] | None:
-    message = task.status.message
-    for part in message.parts if message else []:
-        if isinstance(part.data, dict) and part.data.get("type") == REVIEW_REQUEST:
-            return dict(part.data)
-    return None
-
-
-def _node_result(task: Task) -> dict[str, Any]:
-    message = task.status.message
-    for part in message.parts if message else []:
-        if isinstance(part.data, dict) and part.data.get("type") == NODE_RESULT:
-            return part.data
-    return {}
-
-
-_ICONS = {
-    "node.started": "▶",
-    "node.completed": "✓",
-    "node.failed": "✗",
-    "node.skipped": "↷",
-    "node.canceled": "■",
-    "node.retrying": "↻",
-    "map.progress": "…",
-    "execution.started": "▶",
-}
-
-
-def _describe(event: EmitEvent) -> str:
-    """One line for the caller's progress view."""
-    icon = _ICONS.get(event.event, "·")
-    what = event.path or "workflow"
-    data = event.data
-    if event.event == "map.progress":
-        return f"{icon} {what}: {data.get('completed', 0)}/{data.get('total', 0)} done"
-    detail = data.get("error") or data.get("reason") or ""
-    suffix = f" ({detail})" if detail else ""
-    return f"{icon} {what} {event.event.split('.', 1)[1]}{suffix}"

@@ -1,0 +1,139 @@
+"""The answers an execution gives its caller: the final Task, and the INPUT_REQUIRED Task of a pause.
+
+Functions of explicit arguments, called by :class:`~a2amesh.executor.runner.ExecutionRunner`, which
+decides when to answer (and keeps what answering changes: its final task, its targets, its reply).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from a2amesh.bus import headers as h
+from a2amesh.config import Settings
+from a2amesh.errors import TransportError
+from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
+from a2amesh.protocol.base import utc_timestamp
+from a2amesh.protocol.vocabulary import NODE_RESULT
+from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
+from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
+from a2amesh.workflow.engine_protocol import RunState
+from a2amesh.workflow.events import ExecutionStatus, RequestReview
+
+__all__ = ["answer_all", "final_task", "paused_task"]
+
+_TASK_STATE: dict[str, TaskState] = {
+    ExecutionStatus.COMPLETED: TaskState.COMPLETED,
+    ExecutionStatus.FAILED: TaskState.FAILED,
+    ExecutionStatus.CANCELED: TaskState.CANCELED,
+}
+
+
+async def final_task(
+    state: RunState, *, task_id: str, reply: ReplyInfo, settings: Settings, artifacts: ArtifactStore
+) -> Task:
+    """The final Task of a workflow's task: output as ``artifacts[0]`` (a large output saved as an artifact),
+    plus the node result part when the caller is a workflow node."""
+    task_state = _TASK_STATE.get(state.status, TaskState.FAILED)
+    ok = state.status == ExecutionStatus.COMPLETED
+    output = state.output if ok else None
+    text = f"workflow {state.workflow} completed" if ok else (state.error or f"workflow {state.workflow} failed")
+    parts = [Part.of_text(text)]
+    artifacts_out: list[Artifact] | None = None
+    node_result: dict[str, Any] | None = None
+    if reply.node_request is not None:
+        node_result = {
+            "type": NODE_RESULT,
+            "status": "success" if ok else "failure",
+            "execution_id": state.execution_id,
+            "node_id": reply.node_request.get("node_id"),
+            "attempts": 1,
+            "usage": state.usage,
+        }
+        if not ok:
+            node_result["error"] = text
+    if ok:
+        value = {} if output is None else output
+        size = len(json.dumps(value, default=str).encode())
+        if size > settings.inline_threshold:
+            meta = await artifacts.save(
+                ArtifactScope(state.context_id or task_id, task_id), "result", value, user=reply.headers.get(h.USER)
+            )
+            part = Part(
+                url=meta.uri,
+                media_type=meta.media_type,
+                filename=meta.name,
+                metadata={"size": meta.size, "sha256": meta.sha256},
+            )
+            if node_result is not None:
+                node_result["artifact"] = meta.ref()
+        else:
+            part = Part.of_text(value) if isinstance(value, str) else Part.of_data(value)
+            if node_result is not None:
+                node_result["output"] = value
+        artifacts_out = [Artifact(artifact_id=f"{task_id}-result", name="result", parts=[part])]
+    if node_result is not None:
+        parts.append(Part.of_data(node_result))
+    return Task(
+        id=task_id,
+        context_id=state.context_id,
+        status=TaskStatus(
+            state=task_state,
+            timestamp=utc_timestamp(state.finished_at),
+            message=Message(
+                message_id=f"{task_id}-final",
+                role=Role.AGENT,
+                parts=parts,
+                task_id=task_id,
+                context_id=state.context_id,
+            ),
+        ),
+        artifacts=artifacts_out,
+        metadata={"execution_id": state.execution_id, "workflow": state.workflow, "usage": state.usage},
+    )
+
+
+def paused_task(state: RunState, command: RequestReview, *, task_id: str) -> Task:
+    """The TASK_STATE_INPUT_REQUIRED Task of a pause, with the review (SPEC §7)."""
+    review = dict(command.review)
+    prompt = str(review.get("prompt") or "input required")
+    return Task(
+        id=task_id,
+        context_id=state.context_id,
+        status=TaskStatus(
+            state=TaskState.INPUT_REQUIRED,
+            timestamp=utc_timestamp(),
+            message=Message(
+                message_id=f"{task_id}-review-{state.seq}",
+                role=Role.AGENT,
+                parts=[Part.of_text(prompt), Part.of_data(review)],
+                task_id=task_id,
+                context_id=state.context_id,
+            ),
+        ),
+        metadata={"execution_id": state.execution_id, "workflow": state.workflow, "review": review},
+    )
+
+
+async def answer_all(
+    publisher: ReplyPublisher,
+    task: Task,
+    seq: int,
+    *,
+    reply: ReplyInfo,
+    others: set[str],
+    task_id: str,
+    primary_errors: bool,
+) -> None:
+    """Send ``task`` as the final answer: to the caller's reply subject (its errors raised when
+    ``primary_errors``), then to every other subject in ``others`` (their errors dropped)."""
+    if reply.reply_to:
+        if primary_errors:
+            await publisher.final(reply.reply_to, reply.request_id, task, seq, streaming=reply.streaming)
+        else:
+            with contextlib.suppress(TransportError):
+                await publisher.final(reply.reply_to, reply.request_id, task, seq, streaming=reply.streaming)
+    for subject in others - {reply.reply_to}:
+        with contextlib.suppress(TransportError):
+            await publisher.final(subject, task_id, task, seq, streaming=False)

@@ -1,0 +1,194 @@
+"""Executions paused for a human: the answer that resumes one, its way up a nested pause, and a cancel.
+
+A paused execution is parked (no lease, no runner). :meth:`Resumer.resume` takes it back for a
+SendMessage that carries the human's answer; at the leaf of a nested pause it first goes up to the
+paused parent (:meth:`Resumer._forward_up`), which routes it back down so the parent carries on too.
+:meth:`Resumer.cancel_parked` takes one back to apply a CancelTask (for the control plane).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from a2amesh.bus import headers as h
+from a2amesh.bus.nats import WorkMsg
+from a2amesh.errors import A2AMeshError, RpcError, TaskNotFound
+from a2amesh.executor.context import ExecutorContext
+from a2amesh.executor.intake import input_of
+from a2amesh.executor.runner import ExecutionRunner, open_runner
+from a2amesh.protocol import Message, Part, Role, codes
+from a2amesh.protocol.vocabulary import NODE_PATH_KEY
+from a2amesh.store.executions import ExecutionRecord
+from a2amesh.worker.decode import WorkRequest
+from a2amesh.worker.replies import ReplyInfo, send_error, valid_reply_subject
+from a2amesh.workflow.events import ReviewAnswered
+
+__all__ = ["Resumer"]
+
+
+class Resumer:
+    """Resumes and cancels paused executions (see the module docstring).
+
+    Args:
+        ctx: the replica's collaborators.
+    """
+
+    def __init__(self, ctx: ExecutorContext) -> None:
+        self.ctx = ctx
+
+    async def resume(self, msg: WorkMsg, request: WorkRequest) -> None:
+        """A SendMessage on a paused task: the human's answer ``{"decision", "data", "reason"?, "path"?}``."""
+        ctx, message, name = self.ctx, request.message, request.agent
+        task_id = str(message.task_id)
+        record = await ctx.store.execution(task_id)
+        if record is None:
+            raise TaskNotFound(task_id)
+        status = record.status
+        if status != "paused":
+            raise RpcError(
+                codes.UNSUPPORTED_OPERATION,
+                f"task {task_id} of workflow {name} is {status or 'unknown'}, not paused for a review; "
+                "send a new message to start a run",
+            )
+        body = await input_of(message, ctx.artifacts, user=None)
+        try:
+            event = ReviewAnswered.model_validate(body)
+        except ValueError as e:
+            raise RpcError(
+                codes.INVALID_PARAMS,
+                'a resume carries {"decision": "approve" | "edit" | "reject", "data": ..., "reason"?, "path"?}: '
+                + str(e).splitlines()[0],
+            ) from e
+        if NODE_PATH_KEY not in (message.metadata or {}) and await self._forward_up(msg, request, record, event):
+            return
+        outcome, epoch = await ctx.store.acquire(task_id, ctx.instance)
+        if outcome != "acquired":
+            await msg.nak(delay=0.2)  # its owner is still letting it go (or another resume is applied)
+            return
+        token = f"{ctx.instance}:{epoch}"
+        raw = await ctx.store.state(task_id)
+        engine = await ctx.engine_for(record.digest)
+        if raw is None or engine is None:
+            await ctx.store.release(task_id, token, handover=False)
+            raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be resumed: its state is missing")
+        old = ReplyInfo.model_validate_json(record.reply or "{}")
+        reply = ReplyInfo(
+            reply_to=request.reply_to,
+            request_id=request.request_id,
+            streaming=request.method == codes.SEND_STREAMING_MESSAGE,
+            node_request=old.node_request,
+            headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
+        )
+        runner = open_runner(ctx.deps, engine, raw, epoch=epoch, reply=reply)
+        latest = await ctx.store.execution(task_id) or ExecutionRecord()
+        if latest.cancel:
+            runner.cancel()  # canceled while parked, before this resume took it: the cancellation wins next
+        if latest.resumer and NODE_PATH_KEY in (message.metadata or {}):
+            runner.targets.append(latest.resumer)  # who resumed at this leaf (see _forward_up)
+            await ctx.store.set_fields(task_id, {"resumer": ""})
+        try:
+            state, commands = runner.engine.resume(runner.state, event, time.time())
+        except A2AMeshError as e:
+            await ctx.store.park(task_id, token, _next_due_ms(runner.state.timers))
+            raise RpcError(codes.INVALID_PARAMS, f"cannot resume {task_id}: {e}") from e
+        ok = await runner.checkpoint(state, list(commands), [], extra={"reply": reply.model_dump_json()})
+        await msg.ack()
+        if not ok:
+            return
+        ctx.log.info("execution.resumed", execution_id=task_id, decision=event.decision, path=event.path)
+        ctx.drivers.launch(runner, [])
+
+    async def _forward_up(
+        self, msg: WorkMsg, request: WorkRequest, record: ExecutionRecord, event: ReviewAnswered
+    ) -> bool:
+        """A resume sent to the leaf of a nested pause: hand it to the paused parent, which routes it back down.
+
+        The parent's calling node then gets the leaf's result like any call's, so the parent carries on
+        (a resume applied at the leaf alone would leave the parent paused). The resumer's reply subject
+        is kept in the leaf's record (``resumer``): it gets the leaf's next answer (its final, or its
+        next review). Returns False when there is no paused parent to go through (the leaf is resumed
+        on its own).
+        """
+        ctx, message, reply_to = self.ctx, request.message, request.reply_to
+        parent = ReplyInfo.model_validate_json(record.reply or "{}").node_request or {}
+        parent_id, parent_workflow = parent.get("execution_id"), parent.get("workflow_name")
+        node_path = parent.get("node_path")
+        if not (parent_id and parent_workflow and node_path):
+            return False
+        parent_record = await ctx.store.execution(str(parent_id))
+        if parent_record is None or parent_record.status != "paused":
+            return False
+        raw = await ctx.store.state(str(message.task_id))
+        engine = await ctx.engine_for(record.digest)
+        if raw is None or engine is None:
+            return False
+        try:  # refuse a bad answer here, with the leaf's own words (the engines are pure: a dry run)
+            engine.resume(engine.parse_state(raw), event, time.time())
+        except A2AMeshError as e:
+            raise RpcError(codes.INVALID_PARAMS, f"cannot resume {message.task_id}: {e}") from e
+        body = event.model_dump(mode="json", exclude={"kind"}, exclude_none=True)
+        body["path"] = f"{node_path}/{event.path}" if event.path else str(node_path)
+        if valid_reply_subject(ctx.bus, reply_to):
+            # the leaf's task is INPUT_REQUIRED (no subscribers then): the resume coming down adds the target
+            await ctx.store.set_fields(str(message.task_id), {"resumer": reply_to})
+        up = Message(
+            message_id=f"{message.message_id}:up",
+            role=Role.USER,
+            parts=[Part.of_data(body)],
+            task_id=str(parent_id),
+        )
+        headers = {k: v for k, v in msg.headers.items() if k in h.PROPAGATED}
+        call = await ctx.client.dispatch(str(parent_workflow), up, timeout=ctx.settings.call_timeout, headers=headers)
+        await msg.ack()
+        ctx.log.info("execution.resume_forwarded", execution_id=message.task_id, parent=parent_id, path=body["path"])
+        attempt = msg.num_delivered
+
+        async def refused() -> None:
+            try:
+                await call.result()
+            except RpcError as e:  # the parent refused it: tell the resumer
+                await send_error(
+                    ctx.bus,
+                    ctx.settings,
+                    agent=request.agent,
+                    reply_to=reply_to,
+                    request_id=request.request_id,
+                    error=e,
+                    attempt=attempt,
+                )
+            except A2AMeshError:
+                pass  # the parent's outcome is not the resumer's answer; the leaf's is
+
+        ctx.background.spawn(refused(), name=f"resume-up-{message.task_id}")
+        return True
+
+    async def cancel_parked(self, task_id: str) -> ExecutionRunner[Any] | None:
+        """Take back an execution paused for a human and apply a cancellation (``on_cancel`` runs); returns
+        its runner, or None when another replica holds it (a resume being applied: the ``cancel`` mark set
+        by ``exec_mark_cancel.lua`` makes that replica apply the cancellation).
+
+        Raises:
+            RpcError: its state or definition is missing.
+        """
+        ctx = self.ctx
+        outcome, epoch = await ctx.store.acquire(task_id, ctx.instance)
+        if outcome != "acquired":
+            return None
+        record = await ctx.store.execution(task_id) or ExecutionRecord()
+        raw = await ctx.store.state(task_id)
+        engine = await ctx.engine_for(record.digest)
+        if raw is None or engine is None:
+            await ctx.store.release(task_id, f"{ctx.instance}:{epoch}", handover=False)
+            raise RpcError(codes.INTERNAL_ERROR, f"execution {task_id} cannot be canceled: its state is missing")
+        reply = ReplyInfo.model_validate_json(record.reply or "{}")
+        runner = open_runner(ctx.deps, engine, raw, epoch=epoch, reply=reply)
+        runner.cancel()
+        ctx.log.info("execution.cancel_paused", execution_id=task_id)
+        ctx.drivers.launch(runner, [])
+        return runner
+
+
+def _next_due_ms(timers: dict[str, float]) -> int | None:
+    due = min(timers.values(), default=None)
+    return None if due is None else int(due * 1000)

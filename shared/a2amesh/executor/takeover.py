@@ -1,0 +1,167 @@
+"""Leases and takeovers: renew what this replica owns, take over what nobody does.
+
+Every running execution is owned under a lease (``owner:epoch``) that its replica renews every
+``lease_ttl/3``; a renewal refused stops the runner before any side effect. The executor's tick
+(:meth:`Takeover.tick`) fires due timers of owned executions, brings back parked ones whose review
+timer is due, and adopts executions whose lease expired (:meth:`Takeover.adopt`). A finished execution
+whose answer never went out is answered again, a bounded number of times (:meth:`Takeover.retry_final`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from a2amesh import faults
+from a2amesh.errors import TransportError
+from a2amesh.executor.context import ExecutorContext, stored_reply_to
+from a2amesh.executor.runner import open_runner
+from a2amesh.store.executions import ExecutionRecord
+from a2amesh.worker.replies import ReplyInfo
+from a2amesh.workflow.events import TimerFired
+
+__all__ = ["FINAL_REPLY_BACKOFF", "FINAL_REPLY_MAX_BACKOFF", "FINAL_REPLY_TRIES", "Takeover"]
+
+FINAL_REPLY_TRIES = 6
+"""Takeover tries to publish a finished execution's unanswered final before giving it up (docs/protocol.md §6)."""
+FINAL_REPLY_BACKOFF = 1.0
+"""Seconds before the second such try; doubled for each next one, at most :data:`FINAL_REPLY_MAX_BACKOFF`."""
+FINAL_REPLY_MAX_BACKOFF = 60.0
+
+_WAKE = TimerFired(timer_id="__wake__")
+
+
+class Takeover:
+    """Renews this replica's leases and takes over executions nobody owns (see the module docstring).
+
+    Args:
+        ctx: the replica's collaborators.
+
+    Attributes:
+        final_reply_tries: tries to publish an unanswered final before giving up.
+        final_reply_backoff: seconds before the second try (doubled for each next one).
+    """
+
+    def __init__(self, ctx: ExecutorContext) -> None:
+        self.ctx = ctx
+        self.final_reply_tries = FINAL_REPLY_TRIES
+        self.final_reply_backoff = FINAL_REPLY_BACKOFF
+        self._final_tries: dict[str, tuple[int, float]] = {}  # unanswered finals: (failed tries, next try)
+
+    async def renew_loop(self) -> None:
+        """Renew the leases of the executions driven here every ``lease_ttl/3``; stop a runner whose lease is
+        lost."""
+        ctx = self.ctx
+        runners = ctx.drivers.runners
+        while True:
+            await asyncio.sleep(ctx.settings.lease_ttl / 3)
+            tokens = {i: r.token for i, r in runners.items() if not r.lost and not r.state.finished}
+            if not tokens:
+                continue
+            faults.crash_point("before_lease_renew")
+            try:
+                held = await ctx.store.renew(tokens)
+            except Exception as e:
+                ctx.log.warning("lease.renew_failed", error=str(e) or type(e).__name__)
+                continue
+            for execution_id, ok in held.items():
+                runner = runners.get(execution_id)
+                if not ok and runner is not None:
+                    ctx.log.warning("execution.lease_lost", execution_id=execution_id)
+                    runner.lost = True
+                    runner.inbox.put_nowait(_WAKE)
+
+    async def tick(self) -> None:
+        """Fire due timers of owned executions; take over executions whose lease expired."""
+        ctx = self.ctx
+        runners = ctx.drivers.runners
+        for execution_id in await ctx.store.due():
+            runner = runners.get(execution_id)
+            if runner is not None:
+                await ctx.store.reindex_timers(execution_id, runner.poke())
+            elif not ctx.stopping() and ctx.free_slots() > 0:
+                await self.adopt(execution_id)  # a parked (paused) execution whose review timer is due
+        if ctx.free_slots() <= 0 or ctx.stopping():
+            return
+        for execution_id in await ctx.store.orphaned():
+            if execution_id not in runners and ctx.free_slots() > 0:
+                await self.adopt(execution_id)
+
+    async def adopt(self, execution_id: str) -> bool:
+        """Take over an execution whose lease expired (or answer a finished one that never answered)."""
+        ctx = self.ctx
+        outcome, epoch = await ctx.store.acquire(execution_id, ctx.instance)
+        if outcome == "finished":
+            record = await ctx.store.execution(execution_id) or ExecutionRecord()
+            if not record.final_published:
+                await self.retry_final(execution_id, record)
+            else:
+                await ctx.store.mark_published(execution_id)  # a stray takeover entry: drop it
+            return False
+        if outcome != "acquired":
+            return False
+        record = await ctx.store.execution(execution_id) or ExecutionRecord()
+        workflow = record.workflow
+        if workflow:
+            # its creator may have died between the create and the listing entries (the lease entry goes
+            # with the create): written again, the ones already there kept
+            await ctx.store.index_created(
+                execution_id, workflow=workflow, status=record.status or "running", timers={}, repair=True
+            )
+        raw = await ctx.store.state(execution_id)
+        engine = await ctx.engine_for(record.digest)
+        if raw is None or engine is None:
+            ctx.log.error("execution.cannot_resume", execution_id=execution_id, digest=record.digest)
+            await ctx.store.release(execution_id, f"{ctx.instance}:{epoch}", handover=False)
+            return False
+        reply = ReplyInfo.model_validate_json(record.reply or "{}")
+        runner = open_runner(ctx.deps, engine, raw, epoch=epoch, reply=reply)  # a scheduled branch run: its graph
+        if record.cancel:
+            runner.cancel()
+        next_due = min(runner.state.timers.values(), default=None)
+        await ctx.store.reindex_timers(execution_id, None if next_due is None else int(next_due * 1000))
+        ctx.log.info("execution.adopted", execution_id=execution_id, epoch=epoch, paused=runner.parked)
+        if runner.parked:
+            # a paused execution taken back for a due review timer, or one whose pause was not answered yet
+            runner.poke()
+            ctx.drivers.launch(runner, [], before=runner.republish_pause)
+        else:
+            ctx.drivers.launch(runner, [], before=runner.resume_calls)
+        return True
+
+    async def retry_final(self, execution_id: str, record: ExecutionRecord) -> None:
+        """Publish the answer of a finished execution that was never answered: a few tries with backoff, then
+        give up with one log line (the final task stays in Redis, where GetTask answers it)."""
+        tries, next_at = self._final_tries.get(execution_id, (0, 0.0))
+        if time.monotonic() < next_at:
+            return
+        try:
+            await self._publish_orphaned_final(execution_id, record)
+        except TransportError as e:
+            tries += 1
+            if tries < self.final_reply_tries:
+                delay = min(self.final_reply_backoff * 2 ** (tries - 1), FINAL_REPLY_MAX_BACKOFF)
+                self._final_tries[execution_id] = (tries, time.monotonic() + delay)
+                return
+            self._final_tries.pop(execution_id, None)
+            self.ctx.log.error(
+                "execution.final_undeliverable",
+                execution_id=execution_id,
+                workflow=record.workflow,
+                reply_to=stored_reply_to(record),
+                tries=tries,
+                error=str(e),
+            )
+            await self.ctx.store.mark_published(execution_id)  # given up: no replica tries it again
+            return
+        self._final_tries.pop(execution_id, None)
+
+    async def _publish_orphaned_final(self, execution_id: str, record: ExecutionRecord) -> None:
+        ctx = self.ctx
+        raw = await ctx.store.state(execution_id)
+        engine = await ctx.engine_for(record.digest)
+        if raw is None or engine is None:
+            return
+        reply = ReplyInfo.model_validate_json(record.reply or "{}")
+        runner = open_runner(ctx.deps, engine, raw, epoch=record.epoch or 1, reply=reply)
+        await runner.publish_final()
