@@ -59,7 +59,7 @@ class ExecutionControl:
             return None if parked is None else self._when_stopped(parked)
         if status != "running":
             raise TaskNotCancelable(task_id, status)
-        if await ex.store.redis.get(ex.store.keys.lease(task_id)):
+        if await ex.store.leased(task_id):
             return None  # its owner answers once the cancellation is applied
         task = await ex.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
         return AnswerNow(_canceled(task))
