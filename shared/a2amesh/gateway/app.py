@@ -94,7 +94,11 @@ def error_response(
     """An A2A error answered before the SDK: a JSON-RPC error envelope, or the HTTP+JSON error payload."""
     info = {"@type": codes.ERROR_INFO_TYPE, "reason": reason, "domain": codes.DOMAIN, "metadata": {}}
     if jsonrpc:
-        code = codes.TRANSPORT_ERROR if reason in codes.TRANSPORT_REASONS else codes.INVALID_REQUEST
+        code = (
+            codes.TRANSPORT_ERROR
+            if reason in codes.TRANSPORT_REASONS
+            else _JSONRPC_CODES.get(reason, codes.INVALID_REQUEST)
+        )
         body: dict[str, Any] = {
             "jsonrpc": "2.0",
             "id": None,
@@ -111,6 +115,9 @@ def error_response(
         }
     return JSONResponse(body, status_code=status, headers=headers)
 
+
+_JSONRPC_CODES = {reason: code for code, reason in codes.A2A_REASONS.items()}
+"""The JSON-RPC code of an A2A reason answered before the SDK (415 → -32005, A2A 1.0 §5.4)."""
 
 _GRPC_STATUS = {
     401: "UNAUTHENTICATED",
@@ -227,7 +234,7 @@ class AgentGate:
             if ctype not in _JSON_TYPES:
                 return error_response(
                     415,
-                    "CONTENT_TYPE_NOT_SUPPORTED",
+                    codes.A2A_REASONS[codes.CONTENT_TYPE_NOT_SUPPORTED],
                     f"Content-Type {ctype or '(none)'!r} is not served; send application/json",
                     jsonrpc=jsonrpc,
                 )
@@ -280,7 +287,11 @@ def sdk_routes(handler: MeshRequestHandler, card_modifier: Any, settings: Gatewa
         name="a2amesh",
         description="served per agent",
         version="1.0",
-        supported_interfaces=[pb.AgentInterface(url="http://localhost/", protocol_binding=cards.JSONRPC)],
+        supported_interfaces=[
+            pb.AgentInterface(
+                url="http://localhost/", protocol_binding=cards.JSONRPC, protocol_version=codes.A2A_VERSION
+            )
+        ],
         capabilities=pb.AgentCapabilities(streaming=True),
         default_input_modes=["application/json"],
         default_output_modes=["application/json"],

@@ -24,6 +24,7 @@ from a2amesh.gateway import conversion
 from a2amesh.gateway.auth import Caller
 from a2amesh.gateway.errors import to_sdk_error
 from a2amesh.logs import get_logger
+from a2amesh.protocol import Task
 
 log = get_logger("gateway.handler")
 
@@ -140,11 +141,29 @@ class MeshRequestHandler(RequestHandler):
     ) -> AsyncGenerator[conversion.Event]:
         info = call_info(context)
         info.task_id = params.id
+        task = await self._known_task(info, params.id)
+        if task.status.state.terminal:
+            # A2A 1.0 §3.1.6: a task in a terminal state has no events left to stream
+            raise sdk.UnsupportedOperationError(
+                f"task {params.id} is {task.status.state.value}; SubscribeToTask needs a task still running"
+            )
         try:
             events = self.client.subscribe(info.agent, params.id, timeout=self.call_timeout, headers=info.headers())
             async with contextlib.aclosing(events):
                 async for event in events:
                     yield conversion.event_to_proto(event)
+        except (TransportError, RpcError) as e:
+            _raise(e)
+
+    async def _known_task(self, info: CallInfo, task_id: str) -> Task:
+        """The task as stored, or TaskNotFoundError.
+
+        Over NATS a CancelTask or SubscribeToTask of an id with no record yet is taken for a task still in the
+        queue (its record is written when a replica pulls it). An HTTP client only learns a task id from an
+        answer sent after that, so here an id without a record is an unknown task, as A2A 1.0 wants.
+        """
+        try:
+            return await self.client.get_task(info.agent, task_id, history_length=0, headers=info.headers())
         except (TransportError, RpcError) as e:
             _raise(e)
 
@@ -172,6 +191,7 @@ class MeshRequestHandler(RequestHandler):
     async def on_cancel_task(self, params: pb.CancelTaskRequest, context: ServerCallContext) -> pb.Task | None:
         info = call_info(context)
         info.task_id = params.id
+        await self._known_task(info, params.id)
         try:
             task = await self.client.cancel_task(info.agent, params.id, headers=info.headers())
         except (TransportError, RpcError) as e:
