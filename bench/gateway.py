@@ -75,17 +75,30 @@ class RawHttp:
         self._all: list[asyncio.StreamWriter] = []
 
     async def post(self, body: bytes, headers: str = "") -> tuple[int, bytes]:
-        """POST ``body`` as JSON; returns (status, body)."""
-        if self._idle:
-            reader, writer = self._idle.pop()
-        else:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
-            self._all.append(writer)
-        writer.write(
+        """POST ``body`` as JSON; returns (status, body). A kept-alive connection the server has closed since
+        (uvicorn closes them after 5 s idle) is replaced by a new one."""
+        request = (
             f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
             f"{headers}Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
+        while self._idle:
+            reader, writer = self._idle.pop()
+            if reader.at_eof():
+                writer.close()
+                continue
+            try:
+                return await self._exchange(reader, writer, request)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                writer.close()  # closed by the server while idle: nothing was answered, send it again
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        self._all.append(writer)
+        return await self._exchange(reader, writer, request)
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+    ) -> tuple[int, bytes]:
+        writer.write(request)
         head = await reader.readuntil(b"\r\n\r\n")
         status = int(head[9:12])
         length = 0
