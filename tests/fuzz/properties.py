@@ -32,7 +32,39 @@ def error_of(answer: Answer) -> dict[str, Any] | None:
 
 
 def final_answers(sent: Sent) -> list[Answer]:
-    return sent.answers if sent.spec.target == "control" else [a for a in sent.answers if a.final]
+    """The final answers of a message as its requester counts them (docs/protocol.md §5: it keeps the highest
+    ``A2A-Attempt``): a final re-published for a redelivered request, with a higher attempt and the same
+    answer (id, task and state, or error code), is that answer again, not a second one."""
+    if sent.spec.target == "control":
+        return sent.answers
+    kept: list[Answer] = []
+    for answer in (a for a in sent.answers if a.final):
+        if kept and _attempt(answer) > _attempt(kept[0]) and _gist(answer) == _gist(kept[0]):
+            continue
+        kept.append(answer)
+    return kept
+
+
+def _attempt(answer: Answer) -> int:
+    raw = answer.headers.get("A2A-Attempt", "")
+    return int(raw) if raw.isdigit() else 0
+
+
+def _gist(answer: Answer) -> tuple[Any, ...]:
+    """What a re-published final must repeat: the id, and the task's id and state (or the error's code)."""
+    body = answer.json()
+    if not isinstance(body, dict):
+        return (answer.data,)
+    err = body.get("error")
+    if isinstance(err, dict):
+        return (body.get("id"), "error", err.get("code"))
+    result = body.get("result")
+    result = result if isinstance(result, dict) else {}
+    task = result.get("task") or result.get("statusUpdate") or {}
+    task = task if isinstance(task, dict) else {}
+    status = task.get("status")
+    state = status.get("state") if isinstance(status, dict) else None
+    return (body.get("id"), task.get("id") or task.get("taskId"), state)
 
 
 def unread(body: dict[str, Any]) -> bool:

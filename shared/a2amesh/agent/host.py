@@ -346,10 +346,14 @@ class AgentHost(Worker):
         for s in view.subscribers:
             run.add_target(s)
         if view.outcome == "done":
+            # a redelivered or re-sent request for a finished task: its caller gets the stored final again,
+            # answering this request (its id); subscribers get it with the task id, as always
             assert view.task is not None
             run.task = view.task
-            run.targets = [_Target(t.subject, primary=False) for t in run.targets]  # ids of the re-publish differ
-            await self._publish_final(run)
+            try:
+                await self._publish_final(run)
+            except TransportError as e:  # NATS away: the final stays in Redis, where GetTask answers it
+                self.log.warning("reply.republish_failed", subject=run.targets[0].subject, error=str(e))
             await msg.ack()
             return
         if view.outcome == "busy":
