@@ -18,13 +18,14 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils import errors as sdk
 
 from a2amesh.bus import headers as h
-from a2amesh.client import Client
+from a2amesh.client import Call, Client
 from a2amesh.errors import RpcError, TransportError
 from a2amesh.gateway import conversion
 from a2amesh.gateway.auth import Caller
 from a2amesh.gateway.errors import to_sdk_error
 from a2amesh.logs import get_logger
 from a2amesh.protocol import Task
+from a2amesh.protocol.jsonrpc import SendMessageRequest
 
 log = get_logger("gateway.handler")
 
@@ -87,18 +88,9 @@ class MeshRequestHandler(RequestHandler):
     async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext) -> pb.Task:
         info = call_info(context)
         request = _convert(conversion.send_request_from_proto, params)
-        config = request.configuration
-        immediate = bool(config and config.return_immediately)
+        immediate = bool(request.configuration and request.configuration.return_immediately)
         try:
-            call = await self.client.dispatch(
-                info.agent,
-                request.message,
-                stream=immediate,
-                timeout=self.call_timeout,
-                headers=info.headers(),
-                history_length=config.history_length if config else None,
-            )
-            info.task_id = call.task_id
+            call = await self._send(info, request, stream=immediate)
             if immediate:
                 # returnImmediately: answer with the task as first reported; the work goes on without us.
                 async with contextlib.aclosing(call.events()) as events:
@@ -118,23 +110,28 @@ class MeshRequestHandler(RequestHandler):
     ) -> AsyncGenerator[conversion.Event]:
         info = call_info(context)
         request = _convert(conversion.send_request_from_proto, params)
-        config = request.configuration
         try:
-            call = await self.client.dispatch(
-                info.agent,
-                request.message,
-                stream=True,
-                timeout=self.call_timeout,
-                headers=info.headers(),
-                history_length=config.history_length if config else None,
-            )
-            info.task_id = call.task_id
+            call = await self._send(info, request, stream=True)
             # A client that goes away closes this generator; the task itself carries on (no CancelTask).
             async with contextlib.aclosing(call.events()) as events:
                 async for event in events:
                     yield conversion.event_to_proto(event)
         except (TransportError, RpcError) as e:
             _raise(e)
+
+    async def _send(self, info: CallInfo, request: SendMessageRequest, *, stream: bool) -> Call:
+        """Dispatch a SendMessage over the mesh for the caller ``info`` describes; the task id goes to its log."""
+        config = request.configuration
+        call = await self.client.dispatch(
+            info.agent,
+            request.message,
+            stream=stream,
+            timeout=self.call_timeout,
+            headers=info.headers(),
+            history_length=config.history_length if config else None,
+        )
+        info.task_id = call.task_id
+        return call
 
     async def on_subscribe_to_task(
         self, params: pb.SubscribeToTaskRequest, context: ServerCallContext
