@@ -48,11 +48,6 @@ class Authenticator:
     def __init__(self, keys: list[ApiKey]) -> None:
         self._keys = list(keys)
 
-    @property
-    def enabled(self) -> bool:
-        """Whether calls need a key."""
-        return bool(self._keys)
-
     def authenticate(self, headers: Any) -> Caller:
         """The caller presenting these request headers (a Starlette ``Headers`` or a mapping).
 

@@ -247,8 +247,3 @@ def event_to_proto(response: StreamResponse) -> Event:
 def card_to_proto(card: AgentCard) -> pb.AgentCard:
     """Our ``AgentCard`` → SDK ``AgentCard`` (what the card route serves)."""
     return _to_proto(card, pb.AgentCard)
-
-
-def card_from_proto(card: pb.AgentCard) -> AgentCard:
-    """SDK ``AgentCard`` → ours."""
-    return _to_model(card, AgentCard)
