@@ -114,7 +114,7 @@ def unanswered(report: Report) -> list[str]:
         if len(finals) > 1:
             answers = "; ".join(brief(a, 120) for a in finals)
             out.append(f"{len(finals)} answers instead of one: {s.describe()} ⇒ {answers}")
-        if finals and s.spec.target != "control" and s.answers[-1] is not finals[-1]:
+        if finals and s.spec.target != "control" and not s.answers[-1].final:
             out.append(f"a message after the final answer: {s.describe()} ⇒ {brief(s.answers[-1])}")
         for a in s.answers:
             problem = malformed(a, s, report.name)
