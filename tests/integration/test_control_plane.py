@@ -155,6 +155,60 @@ async def test_cancel_running_task(target: Target) -> None:
     assert final.status.state == TaskState.CANCELED
 
 
+async def test_cancel_between_create_and_launch(
+    agent_host: Any,
+    executor: Any,
+    client: Client,
+    bus: Bus,
+    redis: Redis,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CancelTask that reaches the executor after an execution is written (its task WORKING) but before its
+    runner is launched is applied once it is, and answered: the canceller and the caller get CANCELED."""
+    from a2amesh.executor.intake import ExecutionIntake
+
+    created, launch = asyncio.Event(), asyncio.Event()
+    create = ExecutionIntake.create
+
+    async def held_create(self: ExecutionIntake, new: Any) -> Any:
+        out = await create(self, new)
+        created.set()
+        await launch.wait()
+        return out
+
+    monkeypatch.setattr(ExecutionIntake, "create", held_create)
+    gate = asyncio.Event()
+
+    async def handler(input: Any, ctx: Any) -> Any:
+        await gate.wait()
+        return {"value": input.get("value")}
+
+    await agent_host("ctlnode", handler)
+    await executor({"ctl": WORKFLOW})
+    await client.registry.wait_for("ctl", 5)
+    try:
+        call = await client.dispatch("ctl", make_message(data={"value": 1, "hold": True}))
+        await within(created.wait(), 10, "the execution to be written")
+        got = await control(bus, "ctl", codes.GET_TASK, {"id": call.task_id})
+        assert got["result"]["status"]["state"] == TaskState.WORKING.value
+        canceling = asyncio.create_task(client.cancel_task("ctl", call.task_id, timeout=15))
+        record = Keys(settings.namespace).execution(call.task_id)
+
+        async def marked() -> bool:
+            return bool(await redis.hget(record, "cancel"))
+
+        await eventually(marked, timeout=10, what="the execution to be marked for cancellation")
+        launch.set()
+        canceled = await within(canceling, 15, "CancelTask")
+        assert canceled.status.state == TaskState.CANCELED
+        final = await within(call.result(), 10, "the caller's answer")
+        assert final.status.state == TaskState.CANCELED
+    finally:
+        launch.set()
+        gate.set()
+
+
 async def test_cancel_finished_task(target: Target) -> None:
     """CancelTask of a finished task is -32002 TaskNotCancelable."""
     done = await target.finished(1)

@@ -41,6 +41,8 @@ class Drivers:
 
     def __init__(self, log: Any, on_end: Callable[[], None]) -> None:
         self.runners: dict[str, ExecutionRunner[Any]] = {}
+        self._launched: dict[str, asyncio.Future[ExecutionRunner[Any]]] = {}
+        """Executions leased here whose runner is not launched yet, awaited by a CancelTask that came early."""
         self.tasks: dict[str, asyncio.Task[None]] = {}
         """The driver task of each execution (an index: the tasks are owned by the supervisor below)."""
         self._log = log
@@ -62,6 +64,9 @@ class Drivers:
         ``commands``, then its events until the execution ends or is let go."""
         execution_id = runner.execution_id
         self.runners[execution_id] = runner
+        waiting = self._launched.pop(execution_id, None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(runner)
 
         initial: list[Any] = [commands, call_ids]  # handed over once, not kept by this closure
 
@@ -81,6 +86,21 @@ class Drivers:
                 self._on_end()
 
         self.tasks[execution_id] = self._owner.spawn(drive(), name=f"exec-{execution_id}")
+
+    async def launched(self, execution_id: str) -> ExecutionRunner[Any]:
+        """The runner of an execution this replica leased but has not launched yet, once it is launched
+        (its lease was taken and the runner is being made: a create, a takeover or a resume)."""
+        runner = self.runners.get(execution_id)
+        if runner is not None:
+            return runner
+        waiting = self._launched.get(execution_id)
+        if waiting is None:
+            waiting = self._launched[execution_id] = asyncio.get_running_loop().create_future()
+        try:
+            return await asyncio.shield(waiting)
+        finally:
+            if self._launched.get(execution_id) is waiting and not waiting.done():
+                del self._launched[execution_id]  # given up on (the caller's limit): forget it
 
     async def stop(self, store: ExecutionStore, *, grace: float) -> None:
         """Shutdown: let the executions run ``grace`` seconds, then stop the rest and hand them over."""

@@ -59,10 +59,30 @@ class ExecutionControl:
             return None if parked is None else self._when_stopped(parked)
         if status != "running":
             raise TaskNotCancelable(task_id, status)
-        if await ex.store.leased(task_id):
+        owner = await ex.store.lease_owner(task_id)
+        if owner == ex.instance:
+            # leased here a moment ago, its runner not launched yet (a create, takeover or resume between its
+            # lease and its launch): cancel it once it is
+            return self._when_launched(task_id)
+        if owner:
             return None  # its owner answers once the cancellation is applied
         task = await ex.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
         return AnswerNow(_canceled(task))
+
+    def _when_launched(self, task_id: str) -> AnswerWhenStopped:
+        launched: list[ExecutionRunner[Any]] = []
+
+        async def stopped() -> None:
+            runner = await self.ctx.drivers.launched(task_id)
+            launched.append(runner)
+            runner.cancel()
+            await asyncio.shield(runner.finished)
+
+        async def task() -> Task | None:
+            final = launched[0].final_task if launched else None
+            return final or await self.ctx.tasks.get(task_id)
+
+        return AnswerWhenStopped(stopped, task)
 
     def _when_stopped(self, runner: ExecutionRunner[Any]) -> AnswerWhenStopped:
         async def stopped() -> None:

@@ -523,9 +523,10 @@ class ExecutionStore:
         """Timer ids of an execution that are due."""
         return _strs(await self.redis.zrangebyscore(self.keys.execution_timers(execution_id), "-inf", now_ms()))
 
-    async def leased(self, execution_id: str) -> bool:
-        """Whether a live lease holds the execution (its owner is running it)."""
-        return bool(await self.redis.get(self.keys.lease(execution_id)))
+    async def lease_owner(self, execution_id: str) -> str:
+        """The instance holding a live lease on the execution (it is running it), or ``""``."""
+        held = str(await self.redis.get(self.keys.lease(execution_id)) or "")
+        return held.rpartition(":")[0]
 
     # --- conversation turns (SPEC §3.8) ------------------------------------------------------------
 
