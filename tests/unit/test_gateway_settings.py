@@ -71,3 +71,25 @@ def test_authenticator_and_rate_limiter() -> None:
     assert limiter.retry_after("a") == 0
     assert 0 < limiter.retry_after("a") <= 0.1
     assert RateLimiter(rate=0, burst=1).retry_after("a") == 0
+
+
+def test_api_key_scopes() -> None:
+    """``#SCOPE|SCOPE`` limits a key's management scopes; ``admin`` grants all; none given means all."""
+    a, b, c = parse_api_keys("a=k1#read|run, b=k2@echo#admin, c=k3")
+    assert a.scopes == {"read", "run"}
+    assert a.has_scope("read")
+    assert not a.has_scope("review")
+    assert b.agents == {"echo"}
+    assert b.has_scope("review")
+    assert c.scopes is None
+    assert c.has_scope("admin")
+
+
+def test_api_key_bad_scope_is_named() -> None:
+    """An unknown scope is refused, naming the entry and the scopes there are (never the secret)."""
+    with pytest.raises(ConfigError) as e:
+        parse_api_keys("a=topsecret#read|write")
+    assert "api_keys[0] (a)" in str(e.value)
+    assert "'read|write'" in str(e.value)
+    assert "admin" in str(e.value)
+    assert "topsecret" not in str(e.value)

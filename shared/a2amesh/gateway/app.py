@@ -365,7 +365,7 @@ def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None
             Middleware(
                 CORSMiddleware,
                 allow_origins=settings.cors_origins,
-                allow_methods=["GET", "POST", "DELETE"],
+                allow_methods=["GET", "POST", "PUT", "DELETE"],
                 allow_headers=[
                     "Authorization",
                     "X-API-Key",
@@ -373,15 +373,20 @@ def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None
                     "A2A-Version",
                     "A2A-Extensions",
                     "traceparent",
+                    "If-Match",
+                    "Last-Event-ID",
                 ],
             )
         )
-    return Starlette(
-        routes=[
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/agents", list_agents, methods=["GET"]),
-            Mount("/agents/{agent}", app=gate),
-        ],
-        middleware=middleware,
-    )
+    routes: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/agents", list_agents, methods=["GET"]),
+        Mount("/agents/{agent}", app=gate),
+    ]
+    if redis is not None:
+        from a2amesh.gateway.api import ApiMesh, create_api
+
+        api = create_api(ApiMesh(client=client, redis=redis, settings=client.settings, http=settings, auth=auth))
+        routes.append(Mount("", app=api))  # last: /api/…, /openapi.json, /docs (and the dashboard's pages)
+    return Starlette(routes=routes, middleware=middleware)

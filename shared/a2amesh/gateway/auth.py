@@ -30,6 +30,10 @@ class Caller:
         """Whether this caller may call ``agent``."""
         return self.key is None or self.key.allows(agent)
 
+    def has_scope(self, scope: str) -> bool:
+        """Whether this caller may use management routes that need ``scope``."""
+        return self.key is None or self.key.has_scope(scope)
+
 
 ANONYMOUS = Caller(key_id=None)
 
@@ -75,6 +79,14 @@ class Authenticator:
         """
         if not caller.allows(agent):
             raise AuthFailed(403, f"API key {caller.key_id!r} is not allowed to call {agent!r}")
+
+    @staticmethod
+    def require_scope(caller: Caller, scope: str) -> None:
+        """Raises:
+        AuthFailed: 403 when the caller's key lacks ``scope``.
+        """
+        if not caller.has_scope(scope):
+            raise AuthFailed(403, f"API key {caller.key_id!r} lacks the {scope!r} scope")
 
     def security(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]] | None:
         """What every card declares (``securitySchemes``, ``securityRequirements``), or None without auth."""

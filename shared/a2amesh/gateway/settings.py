@@ -31,6 +31,10 @@ ENV_FIELDS: dict[str, str] = {
 
 _HASHED = re.compile(r"sha256:([0-9a-f]{64})")
 
+SCOPES: tuple[str, ...] = ("read", "run", "review", "admin")
+"""What a key may do on the management API: ``read`` records, ``run`` (start, cancel, retry) executions,
+``review`` (resume paused reviews), ``admin`` (write definitions). ``admin`` implies the others."""
+
 
 class ApiKey(BaseModel):
     """One API key: its public id, the SHA-256 of its secret, and the agents it may call."""
@@ -40,10 +44,15 @@ class ApiKey(BaseModel):
     key_id: str = Field(description="The caller's identity: logged, and sent to callees as A2A-User.")
     digest: SecretStr = Field(description="Hex SHA-256 of the secret (never the secret itself).")
     agents: frozenset[str] | None = Field(default=None, description="Agents and workflows allowed; None = all.")
+    scopes: frozenset[str] | None = Field(default=None, description="Management API scopes; None = all.")
 
     def allows(self, agent: str) -> bool:
         """Whether this key may call ``agent``."""
         return self.agents is None or agent in self.agents
+
+    def has_scope(self, scope: str) -> bool:
+        """Whether this key may use routes that need ``scope`` (``admin`` grants every scope)."""
+        return self.scopes is None or scope in self.scopes or "admin" in self.scopes
 
 
 def digest(secret: str) -> str:
@@ -52,10 +61,11 @@ def digest(secret: str) -> str:
 
 
 def parse_api_keys(text: str) -> list[ApiKey]:
-    """Parse ``A2AMESH_API_KEYS``: comma-separated ``ID=SECRET`` or ``ID=SECRET@AGENT|AGENT``.
+    """Parse ``A2AMESH_API_KEYS``: comma-separated ``ID=SECRET[@AGENT|AGENT][#SCOPE|SCOPE]``.
 
     ``SECRET`` is the key itself or ``sha256:<64 hex>`` of it (hashed at rest). ``ID`` and agent names match
-    ``[A-Za-z0-9_-]+``.
+    ``[A-Za-z0-9_-]+``; scopes are among :data:`SCOPES` (none given: every scope). A secret may hold neither
+    ``@`` nor ``#``.
 
     Raises:
         ConfigError: naming the entry by its position and id (never its secret).
@@ -68,6 +78,18 @@ def parse_api_keys(text: str) -> list[ApiKey]:
         key_id, sep, rest = raw.partition("=")
         if not sep or not NAME_RE.match(key_id):
             raise ConfigError("A2AMESH_API_KEYS", where, "expected ID=SECRET[@AGENT|AGENT] with ID in [A-Za-z0-9_-]+")
+        rest, hashmark, scope_text = rest.rpartition("#") if "#" in rest else (rest, "", "")
+        scopes: frozenset[str] | None = None
+        if hashmark:
+            named = [x for x in scope_text.split("|") if x]
+            unknown = [x for x in named if x not in SCOPES]
+            if not named or unknown:
+                raise ConfigError(
+                    "A2AMESH_API_KEYS",
+                    f"{where} ({key_id})",
+                    f"bad scope list {scope_text!r}: scopes are {', '.join(SCOPES)}",
+                )
+            scopes = frozenset(named)
         secret, at, allowed = rest.rpartition("@") if "@" in rest else (rest, "", "")
         if not secret:
             raise ConfigError("A2AMESH_API_KEYS", f"{where} ({key_id})", "the secret is empty")
@@ -80,7 +102,12 @@ def parse_api_keys(text: str) -> list[ApiKey]:
             agents = frozenset(names)
         hashed = _HASHED.fullmatch(secret)
         keys.append(
-            ApiKey(key_id=key_id, digest=SecretStr(hashed.group(1) if hashed else digest(secret)), agents=agents)
+            ApiKey(
+                key_id=key_id,
+                digest=SecretStr(hashed.group(1) if hashed else digest(secret)),
+                agents=agents,
+                scopes=scopes,
+            )
         )
     ids = [k.key_id for k in keys]
     dup = next((k for k in ids if ids.count(k) > 1), None)
