@@ -24,6 +24,7 @@ process never see each other's schemas, instructions or artifacts.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -334,6 +335,10 @@ class NodeHandler:
     # results
     async def _accept(self, inv: _Invocation, output: Any, meta: ArtifactMeta | None) -> TaskOutcome:
         """Validate an output against the effective output schema and finish with it."""
+        if isinstance(output, Part):
+            if output.raw is not None or output.url is not None:
+                return await self._accept_file(inv, output)
+            output = output.text if output.text is not None else output.data
         if meta is None and isinstance(output, str) and expects_structured(inv.output_schema):
             try:
                 output = json.loads(output)
@@ -362,6 +367,28 @@ class NodeHandler:
         return TaskOutcome(
             TaskState.COMPLETED, output=output, status_parts=[Part.of_data(data)], result_part=result_part
         )
+
+    async def _accept_file(self, inv: _Invocation, part: Part) -> TaskOutcome:
+        """A file result (a :class:`Part` holding ``raw`` bytes or a ``url``) is ``artifacts[0]``'s part as given;
+        bytes above the inline threshold are stored as the ``result`` artifact and the part points at it. The
+        output value (schema checks, a node's result) is the part's JSON form."""
+        ctx = inv.ctx
+        meta: ArtifactMeta | None = None
+        if part.raw is not None and len(part.raw) * 3 // 4 > ctx.inline_threshold:
+            meta = await ctx.save_artifact(
+                RESULT_ARTIFACT, base64.b64decode(part.raw), media_type=part.media_type or "application/octet-stream"
+            )
+            part = url_part(meta).model_copy(update={"filename": part.filename or meta.name})
+        output = part.to_json_dict()
+        issues = validate(output, inv.output_schema)
+        if issues:
+            inv.issues = issues
+            return self._failure(inv, "the output does not match the output schema:\n" + format_issues(issues))
+        if inv.node is None:
+            return TaskOutcome(TaskState.COMPLETED, output=output, result_part=part)
+        data = self._node_result(inv, "success", artifact=meta)
+        data["output"] = output
+        return TaskOutcome(TaskState.COMPLETED, output=output, status_parts=[Part.of_data(data)], result_part=part)
 
     def _failure(self, inv: _Invocation, error: str, *, node_call: bool = False) -> TaskOutcome:
         log.info("node.failed", attempts=inv.attempts, error=error.splitlines()[0])

@@ -1,15 +1,18 @@
 """Handler of the ``tck`` agent: the behaviour each A2A TCK scenario asks for, picked by messageId prefix.
 
-Our agents' result contract (SPEC §3.5) makes ``artifacts[0]`` a text part for text output and a data part for
-JSON output, and every call is a task: the scenarios that want file parts or a bare Message are not served.
+Our agents' result contract (SPEC §3.5) makes ``artifacts[0]`` a text part for text output, a data part for JSON
+output, or the file part a handler returns; every call is a task, so the scenario that wants a bare Message is
+not served.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 from typing import Any
 
+from a2amesh import Part
 from a2amesh.errors import InputRequired
 
 STREAM_TEXT = {
@@ -30,6 +33,11 @@ async def tck(input: Any, ctx: Any) -> Any:
     message_id: str = ctx.message.message_id
     if message_id.startswith("tck-input-required"):
         raise InputRequired("the TCK asks for more input")
+    if message_id.startswith("tck-artifact-file-url"):
+        return Part(url="https://example.com/output.txt", filename="output.txt", media_type="text/plain")
+    if message_id.startswith("tck-artifact-file"):
+        raw = base64.b64encode(b"Generated file content").decode()
+        return Part(raw=raw, filename="output.txt", media_type="text/plain")
     if message_id.startswith("tck-artifact-data"):
         return {"key": "value", "count": 42}
     if message_id.startswith("tck-artifact-text"):
