@@ -1,0 +1,83 @@
+"""A SendMessage whose ``{agent}:{messageId}`` JetStream already holds (a resend, or a messageId used twice) is
+followed when it is the same request, and refused at once when it is another one."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from a2amesh.client import Client, make_message
+from a2amesh.errors import RpcError
+from a2amesh.protocol import TaskState, codes
+from tests.support.waiting import within
+
+
+class Held:
+    """An agent whose calls with ``hold`` wait for ``gate``; it counts the runs."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+        self.runs = 0
+
+    async def __call__(self, input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        self.runs += 1
+        if input.get("hold"):
+            self.started.set()
+            await self.gate.wait()
+        return {"n": input.get("n")}
+
+
+@pytest.fixture
+async def held(agent_host: Any, client: Client) -> Held:
+    agent = Held()
+    await agent_host("held", agent, max_concurrency=1)
+    await client.registry.wait_for("held", 5)
+    return agent
+
+
+async def test_resend_of_a_running_request_follows_it(held: Held, client: Client) -> None:
+    """The same message sent again while its task runs: both callers get the one task's answer, run once."""
+    msg = make_message(data={"n": 1, "hold": True})
+    first = await client.dispatch("held", msg)
+    await within(held.started.wait(), 10, "the first call to start")
+    second = await client.dispatch("held", msg)
+    held.gate.set()
+    a = await within(first.result(), 15, "the first caller's answer")
+    b = await within(second.result(), 15, "the second caller's answer")
+    assert a.id == b.id
+    assert b.status.state == TaskState.COMPLETED
+    assert held.runs == 1
+
+
+async def test_resend_of_a_queued_request_follows_it(held: Held, client: Client) -> None:
+    """A resend while the first is still queued (the one slot busy) follows it: one run, both answered."""
+    busy = await client.dispatch("held", make_message(data={"n": 0, "hold": True}))
+    await within(held.started.wait(), 10, "the slot to be taken")
+    msg = make_message(data={"n": 2})
+    first = await client.dispatch("held", msg)
+    second = await client.dispatch("held", msg)
+    held.gate.set()
+    a = await within(first.result(), 15, "the first caller's answer")
+    b = await within(second.result(), 15, "the resend's answer")
+    await within(busy.result(), 15, "the busy call")
+    assert a.id == b.id
+    assert b.output() == {"n": 2}
+    assert held.runs == 2
+
+
+async def test_message_id_reused_for_another_task_is_refused(held: Held, client: Client) -> None:
+    """A messageId first used to continue another task, then for a new request: refused at once as -32602
+    naming the messageId, instead of waiting for a task that will never exist."""
+    done = await within(client.send("held", make_message(data={"n": 3})), 15, "a finished task")
+    reused = make_message(data={"n": 4})
+    continuation = reused.model_copy(update={"task_id": done.id})
+    with pytest.raises(RpcError):
+        await within(client.send("held", continuation), 15, "the continuation's refusal")
+    with pytest.raises(RpcError) as e:
+        await within(client.send("held", reused), 10, "the reused messageId's refusal")
+    assert e.value.code == codes.INVALID_PARAMS
+    assert reused.message_id in str(e.value)
+    assert "new messageId" in str(e.value)
