@@ -11,12 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus, PubAck, Received
-from a2amesh.bus.setup import DUPLICATE_WINDOW
+from a2amesh.bus.nats import Bus, Received
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_error
 from a2amesh.ids import nuid, task_id_for
-from a2amesh.jsontext import loads
 from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.mailbox import Mailbox
@@ -378,51 +376,17 @@ class Client:
         hdrs = self._request_headers(
             reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=call_depth
         )
-        hdrs[h.MSG_ID] = f"{agent}:{message.message_id}"
+        hdrs[h.MSG_ID] = request_msg_id(agent, message)
         self._pending[call_id] = pending
         try:
             ack = await self.bus.js_publish(self.bus.subjects.request(agent), body, hdrs)
             if ack.duplicate:
                 # The same request is already queued or running for another caller: follow its task.
-                await self._check_same_request(agent, task_id, message.message_id, ack, headers)
                 await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs)
         except BaseException:
             self._forget(call_id)
             raise
         return call
-
-    async def _check_same_request(
-        self, agent: str, task_id: str, message_id: str, ack: PubAck, headers: Mapping[str, str] | None
-    ) -> None:
-        """A publish JetStream dropped as a duplicate (same ``{agent}:{messageId}`` within its window) is followed
-        only if the earlier request was for the same task: its task exists, or the earlier message, still
-        queued, names it.
-
-        Raises:
-            RpcError: -32602 when the messageId was used by another request (another task) in the window.
-        """
-        if await self._task_exists(agent, task_id, headers):
-            return
-        earlier = await self.bus.stream_get(ack.stream, ack.seq)
-        if earlier is None:
-            if await self._task_exists(agent, task_id, headers):
-                return  # pulled (and its record written) while we looked
-        elif _requested_task(earlier.data, agent) == task_id:
-            return  # still queued: its record is written when a replica pulls it
-        raise RpcError(
-            codes.INVALID_PARAMS,
-            f"messageId {message_id!r} was already used by another request to {agent!r} in the last "
-            f"{DUPLICATE_WINDOW:g}s (JetStream de-duplication): send each new message with a new messageId",
-        )
-
-    async def _task_exists(self, agent: str, task_id: str, headers: Mapping[str, str] | None) -> bool:
-        try:
-            await self.get_task(agent, task_id, history_length=0, headers=headers)
-        except RpcError as e:
-            if e.code == codes.TASK_NOT_FOUND:
-                return False
-            raise
-        return True
 
     async def _subscribe_existing(self, agent: str, task_id: str, reply_to: str, hdrs: dict[str, str]) -> None:
         body = encode_request(codes.SUBSCRIBE_TO_TASK, SubscribeToTaskRequest(id=task_id), nuid())
@@ -509,14 +473,13 @@ class Client:
             yield ev
 
 
-def _requested_task(body: bytes, agent: str) -> str | None:
-    """The task a queued SendMessage body is for (its ``taskId``, else the one its messageId names), or None."""
-    try:
-        message = loads(body)["params"]["message"]
-        given = message.get("taskId")
-        return str(given) if given else task_id_for(agent, str(message["messageId"]))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
+def request_msg_id(agent: str, message: Message) -> str:
+    """The ``Nats-Msg-Id`` of a request: ``{agent}:{messageId}`` (SPEC §3), and ``{agent}:{messageId}:{taskId}`` for a
+    message that continues a task, so that a messageId used both to start a task and to continue another (or
+    to continue two) is two requests, while a resend of either is still one."""
+    if message.task_id:
+        return f"{agent}:{message.message_id}:{message.task_id}"
+    return f"{agent}:{message.message_id}"
 
 
 def _coerce(value: str | dict[str, Any]) -> Message:

@@ -1,5 +1,5 @@
-"""A SendMessage whose ``{agent}:{messageId}`` JetStream already holds (a resend, or a messageId used twice) is
-followed when it is the same request, and refused at once when it is another one."""
+"""A resent SendMessage (same messageId, same task) is one request, followed by every caller; a messageId used
+both to continue a task and to start one is two requests."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from a2amesh.client import Client, make_message
+from a2amesh.client import Client, make_message, request_msg_id
 from a2amesh.errors import RpcError
+from a2amesh.ids import task_id_for
 from a2amesh.protocol import TaskState, codes
 from tests.support.waiting import within
 
@@ -68,16 +69,23 @@ async def test_resend_of_a_queued_request_follows_it(held: Held, client: Client)
     assert held.runs == 2
 
 
-async def test_message_id_reused_for_another_task_is_refused(held: Held, client: Client) -> None:
-    """A messageId first used to continue another task, then for a new request: refused at once as -32602
-    naming the messageId, instead of waiting for a task that will never exist."""
+async def test_message_id_used_to_continue_and_to_start_is_two_requests(held: Held, client: Client) -> None:
+    """A messageId first used to continue a finished task (refused: -32004), then to start a task: the second is
+    its own request and runs at once, instead of being dropped by JetStream as a duplicate of the first."""
     done = await within(client.send("held", make_message(data={"n": 3})), 15, "a finished task")
     reused = make_message(data={"n": 4})
     continuation = reused.model_copy(update={"task_id": done.id})
-    with pytest.raises(RpcError):
+    with pytest.raises(RpcError) as refused:
         await within(client.send("held", continuation), 15, "the continuation's refusal")
-    with pytest.raises(RpcError) as e:
-        await within(client.send("held", reused), 10, "the reused messageId's refusal")
-    assert e.value.code == codes.INVALID_PARAMS
-    assert reused.message_id in str(e.value)
-    assert "new messageId" in str(e.value)
+    assert refused.value.code == codes.UNSUPPORTED_OPERATION
+    started = await within(client.send("held", reused), 10, "the new task started with the same messageId")
+    assert started.status.state == TaskState.COMPLETED
+    assert started.id == task_id_for("held", reused.message_id)
+    assert started.output() == {"n": 4}
+
+
+def test_request_msg_ids() -> None:
+    """Starting a task: ``{agent}:{messageId}`` (SPEC §3); continuing one: the task id is added."""
+    msg = make_message(data={})
+    assert request_msg_id("a", msg) == f"a:{msg.message_id}"
+    assert request_msg_id("a", msg.model_copy(update={"task_id": "t1"})) == f"a:{msg.message_id}:t1"

@@ -637,14 +637,6 @@ class Bus:
             return None
         return StoredMsg(raw.subject or subject, int(raw.seq or 0), raw.data or b"", dict(raw.headers or {}), raw.time)
 
-    async def stream_get(self, stream: str, seq: int) -> StoredMsg | None:
-        """The message stored at ``seq`` in ``stream``, or None (never stored, or already consumed)."""
-        try:
-            raw = await self._js._jsm.get_msg(stream, seq=seq)
-        except nats.js.errors.NotFoundError:
-            return None
-        return StoredMsg(raw.subject or "", int(raw.seq or seq), raw.data or b"", dict(raw.headers or {}), raw.time)
-
     async def pull_consumer(self, stream: str, durable: str) -> PullConsumer:
         """A started pull consumer on an existing durable consumer."""
         consumer = PullConsumer(self._nc, stream, durable)
