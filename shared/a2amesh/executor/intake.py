@@ -158,7 +158,12 @@ class ExecutionIntake:
         try:
             await asyncio.gather(
                 ctx.store.index_created(
-                    args.execution_id, workflow=args.workflow, status=created.status, timers=timers
+                    args.execution_id,
+                    workflow=args.workflow,
+                    status=created.status,
+                    timers=timers,
+                    parent=new.reply.parent_execution,
+                    at=created.at,
                 ),
                 *([sending] if sending is not None else []),
             )

@@ -21,7 +21,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 
 
 def _routers() -> list[APIRouter]:
-    routers: list[APIRouter] = []
+    from a2amesh.gateway.api import events, executions, schedules
+
+    routers: list[APIRouter] = [executions.router, schedules.router, events.router]
     return routers
 
 
