@@ -20,7 +20,7 @@ from a2amesh.client import Call, Client, make_message
 from a2amesh.errors import RpcError, TaskNotCancelable, TaskNotFound, TransportError
 from a2amesh.manage.executions import ExecutionDetail, Executions
 from a2amesh.manage.failures import ActionConflict, InvalidRequest, NotFound
-from a2amesh.protocol import Message, Part, codes
+from a2amesh.protocol import Message, Part, Task, codes
 from a2amesh.protocol.vocabulary import RETRY_REQUEST
 
 __all__ = ["ExecuteRequest", "Started", "ResumeRequest", "RetryRequest", "Runs"]
@@ -150,12 +150,12 @@ class Runs:
         message = make_message(data=request.input if request.input is not None else {})
         return await self._send(workflow, message, wait=wait, field="body.input", headers=headers)
 
-    async def cancel(self, execution_id: str, *, headers: Mapping[str, str] | None = None) -> ExecutionDetail:
-        """Cancel a running or paused execution (and every callee it has running).
+    async def cancel_task(self, execution_id: str, *, headers: Mapping[str, str] | None = None) -> Task:
+        """Cancel a running or paused execution (and every callee it has running); its task as CancelTask answered.
 
         Raises:
             NotFound: no such execution.
-            ActionConflict: it already finished.
+            ActionConflict: it already finished, or no executor of its workflow is live.
         """
         record = await self.executions.record(execution_id)
         status = record.get("status", "")
@@ -164,7 +164,7 @@ class Runs:
                 f"execution {execution_id} is {_shown(status)}: only a running or paused one can be cancelled"
             )
         try:
-            await self.client.cancel_task(record.get("workflow", ""), execution_id, headers=headers)
+            return await self.client.cancel_task(record.get("workflow", ""), execution_id, headers=headers)
         except TaskNotCancelable as e:
             raise ActionConflict(f"execution {execution_id} can no longer be cancelled: {e}") from e
         except TaskNotFound as e:
@@ -175,23 +175,19 @@ class Runs:
                     f"workflow {record.get('workflow', '')!r} of execution {execution_id} has no live executor"
                 ) from e
             raise
+
+    async def cancel(self, execution_id: str, *, headers: Mapping[str, str] | None = None) -> ExecutionDetail:
+        """Cancel a running or paused execution (see :meth:`cancel_task`); the execution afterwards."""
+        await self.cancel_task(execution_id, headers=headers)
         return await self.executions.get(execution_id)
 
-    async def resume(
-        self,
-        execution_id: str,
-        request: ResumeRequest,
-        *,
-        wait: bool = False,
-        headers: Mapping[str, str] | None = None,
-    ) -> Started:
-        """Answer the review a paused execution waits for.
+    async def resume_message(self, execution_id: str, request: ResumeRequest) -> tuple[str, Message]:
+        """The workflow and the message that answer the review a paused execution waits for.
 
         Raises:
             NotFound: no such execution.
             ActionConflict: it is not paused.
-            InvalidRequest: an edit without data, an edit that fails the review's ``edit_schema``, a path that
-                waits for no review (the execution stays paused).
+            InvalidRequest: an edit without data.
         """
         record = await self.executions.record(execution_id)
         status = record.get("status", "")
@@ -211,8 +207,44 @@ class Runs:
         message = make_message(
             data=body, task_id=record.get("task_id") or execution_id, context_id=record.get("context_id") or None
         )
+        return record.get("workflow", ""), message
+
+    async def resume(
+        self,
+        execution_id: str,
+        request: ResumeRequest,
+        *,
+        wait: bool = False,
+        headers: Mapping[str, str] | None = None,
+    ) -> Started:
+        """Answer the review a paused execution waits for.
+
+        Raises:
+            NotFound: no such execution.
+            ActionConflict: it is not paused.
+            InvalidRequest: an edit without data, an edit that fails the review's ``edit_schema``, a path that
+                waits for no review (the execution stays paused).
+        """
+        workflow, message = await self.resume_message(execution_id, request)
         field = "body.data" if request.decision == "edit" else "body"
-        return await self._send(record.get("workflow", ""), message, wait=wait, field=field, headers=headers)
+        return await self._send(workflow, message, wait=wait, field=field, headers=headers)
+
+    async def retry_message(self, execution_id: str, request: RetryRequest) -> tuple[str, Message]:
+        """The workflow and the message that start a retry of a finished execution.
+
+        Raises:
+            NotFound: no such execution, or its workflow is not live.
+            ActionConflict: it has not finished.
+        """
+        record = await self.executions.record(execution_id)
+        status = record.get("status", "")
+        if status in ("running", "paused"):
+            raise ActionConflict(f"execution {execution_id} is {status}: only a finished execution can be retried")
+        workflow = record.get("workflow", "")
+        control = {"type": RETRY_REQUEST, "execution_id": execution_id, "from_node": request.from_node}
+        message = make_message(data=json.loads(record.get("input") or "{}"), parts=[Part.of_data(control)])
+        await self._workflow(workflow)
+        return workflow, message
 
     async def retry(
         self,
@@ -229,14 +261,7 @@ class Runs:
             ActionConflict: it has not finished.
             InvalidRequest: the workflow has no such node.
         """
-        record = await self.executions.record(execution_id)
-        status = record.get("status", "")
-        if status in ("running", "paused"):
-            raise ActionConflict(f"execution {execution_id} is {status}: only a finished execution can be retried")
-        workflow = record.get("workflow", "")
-        control = {"type": RETRY_REQUEST, "execution_id": execution_id, "from_node": request.from_node}
-        message = make_message(data=json.loads(record.get("input") or "{}"), parts=[Part.of_data(control)])
-        await self._workflow(workflow)
+        workflow, message = await self.retry_message(execution_id, request)
         return await self._send(workflow, message, wait=wait, field="body.from_node", headers=headers)
 
 
