@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from a2amesh.bus import headers as h
 from a2amesh.errors import RpcError, StoreUnavailable, TransportError
 from a2amesh.gateway.api.deps import ApiMesh, mesh_of, require
-from a2amesh.gateway.api.problems import Problem, ProblemBody
+from a2amesh.gateway.api.problems import Problem, problem_doc
 from a2amesh.gateway.auth import Caller
 from a2amesh.manage.executions import MAX_LIMIT, ExecutionDetail, ExecutionPage, ExecutionQuery, Executions, NodePage
 from a2amesh.manage.failures import RunsError
@@ -27,7 +27,7 @@ from a2amesh.protocol import codes
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 
-__all__ = ["Accepted", "Admin", "Reader", "Reviewer", "Runner", "problem_doc", "router", "runs_of", "translated"]
+__all__ = ["Accepted", "Admin", "Reader", "Reviewer", "Runner", "router", "runs_of", "translated"]
 
 router = APIRouter(prefix="/api", tags=["executions"])
 
@@ -52,14 +52,10 @@ class Accepted(BaseModel):
     execution_id: str = Field(description="The execution started or moved on.")
 
 
-def problem_doc(status: int, description: str) -> dict[int | str, dict[str, Any]]:
-    """The OpenAPI entry of an error answer."""
-    return {status: {"model": ProblemBody, "description": description}}
-
-
-NOT_FOUND = problem_doc(404, "No such execution or workflow.")
-CONFLICT = problem_doc(409, "The action does not apply to the execution as it is now.")
-UNAVAILABLE = problem_doc(503, "The mesh (NATS, Redis or the workflow's executor) did not answer.")
+Documented = dict[int | str, dict[str, Any]]
+NOT_FOUND: Documented = {404: problem_doc("No such execution or workflow.")}
+CONFLICT: Documented = {409: problem_doc("The action does not apply to the execution as it is now.")}
+UNAVAILABLE: Documented = {503: problem_doc("The mesh (NATS, Redis or the workflow's executor) did not answer.")}
 
 
 def runs_of(mesh: ApiMesh) -> Runs:
@@ -158,7 +154,8 @@ async def list_executions(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size.")] = 50,
     cursor: Annotated[
-        str | None, Query(max_length=1000, description="next_cursor of the previous page, unchanged.")
+        str | None,
+        Query(max_length=1000, pattern=r"^[A-Za-z0-9_-]+$", description="next_cursor of the previous page, unchanged."),
     ] = None,
 ) -> ExecutionPage:
     """A page of executions; pass ``next_cursor`` back as ``cursor`` for the next one."""
