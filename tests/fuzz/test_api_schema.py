@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 import schemathesis
-from schemathesis import checks
 from hypothesis import HealthCheck, given, settings
+from schemathesis import checks
 
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
