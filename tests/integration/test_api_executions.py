@@ -495,3 +495,39 @@ async def test_scopes_unknown_ids_invalid_bodies_and_cursors(listing: tuple[http
     assert r.status_code == 422
     assert r.json()["errors"][0]["path"] == "query.since"
     assert json.loads((await http.get("/api/executions/x-1")).text)["status"] == "completed"
+
+
+BRANCHES = """
+name: multi
+nodes:
+  - {id: m, type: agent, config: {agentId: double}}
+edges: []
+branches:
+  - id: once
+    nodes: [{id: o, type: agent, config: {agentId: double}}]
+    edges: []
+"""
+
+
+async def test_execute_one_branch_of_a_graph_workflow(
+    agent_host: Any, executor: Any, gateway: Any, client: Any
+) -> None:
+    """execute with a branch runs that branch's graph alone; an unknown branch, or a branch of a DAG, is a 422."""
+    await agent_host("double", Counter())
+    await executor({"multi": BRANCHES, "flow": FLOW})
+    await client.registry.wait_for("multi", 5)
+    await client.registry.wait_for("flow", 5)
+    url = await gateway(api_keys=parse_api_keys(KEYS))
+    async with httpx.AsyncClient(base_url=url, timeout=30, headers=ADMIN) as http:
+        body = {"input": {"text": "hi"}, "branch": "once"}
+        r = await http.post("/api/workflows/multi/execute", params={"wait": "true"}, json=body)
+        assert r.status_code == 200, r.text
+        nodes = (await http.get(f"/api/executions/{r.json()['id']}/nodes")).json()["items"]
+        assert [n["node_id"] for n in nodes] == ["o"]
+        r = await http.post("/api/workflows/multi/execute", json={"input": {}, "branch": "nope"})
+        assert r.status_code == 422, r.text
+        assert r.json()["errors"][0]["path"] == "body.branch"
+        assert "nope" in r.json()["detail"]
+        r = await http.post("/api/workflows/flow/execute", json={"input": {"n": 1}, "branch": "once"})
+        assert r.status_code == 422, r.text
+        assert "has no branches" in r.json()["detail"]

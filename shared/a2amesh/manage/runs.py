@@ -21,7 +21,7 @@ from a2amesh.errors import RpcError, TaskNotCancelable, TaskNotFound, TransportE
 from a2amesh.manage.executions import ExecutionDetail, Executions
 from a2amesh.manage.failures import ActionConflict, InvalidRequest, NotFound
 from a2amesh.protocol import Message, Part, Task, codes
-from a2amesh.protocol.vocabulary import RETRY_REQUEST
+from a2amesh.protocol.vocabulary import BRANCH_KEY, RETRY_REQUEST
 
 __all__ = ["ExecuteRequest", "Started", "ResumeRequest", "RetryRequest", "Runs"]
 
@@ -142,13 +142,10 @@ class Runs:
             InvalidRequest: the workflow refused the request.
         """
         await self._workflow(workflow)
-        if request.branch is not None:
-            raise InvalidRequest(
-                "branch: a branch runs only on its schedule for now; execute the whole workflow",
-                [{"path": "body.branch", "message": "running one branch on request is not supported yet"}],
-            )
-        message = make_message(data=request.input if request.input is not None else {})
-        return await self._send(workflow, message, wait=wait, field="body.input", headers=headers)
+        metadata = None if request.branch is None else {BRANCH_KEY: request.branch}
+        message = make_message(data=request.input if request.input is not None else {}, metadata=metadata)
+        field = "body" if request.branch is None else "body.branch"
+        return await self._send(workflow, message, wait=wait, field=field, headers=headers)
 
     async def cancel_task(self, execution_id: str, *, headers: Mapping[str, str] | None = None) -> Task:
         """Cancel a running or paused execution (and every callee it has running); its task as CancelTask answered.
