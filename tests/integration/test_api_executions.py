@@ -482,6 +482,9 @@ async def test_scopes_unknown_ids_invalid_bodies_and_cursors(listing: tuple[http
     assert r.json()["errors"][0]["path"] == "path.workflow_id"
     r = await http.get("/api/executions", params={"cursor": "garbage!"})
     assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["path"] == "query.cursor"
+    r = await http.get("/api/executions", params={"cursor": "Z2FyYmFnZQ"})  # base64url of "garbage"
+    assert r.status_code == 422, r.text
     assert r.json()["errors"] == [
         {
             "path": "query.cursor",

@@ -32,8 +32,10 @@ class Schedule(BaseModel):
     timezone: str
     paused: bool
     running: bool = Field(description="A run it fired is in flight (continuous mode waits for it).")
-    last_fire: datetime | None = None
-    next_fire: datetime | None = Field(None, description="The next fire; null while paused or a run is in flight.")
+    last_fire: datetime | None = Field(None, description="The last fire that made a run (in the schedule's zone).")
+    next_fire: datetime | None = Field(
+        None, description="The next fire (in the schedule's zone); null while paused or a run is in flight."
+    )
 
 
 class SchedulePage(BaseModel):
@@ -55,8 +57,8 @@ def schedule_of(schedule: str, state: ScheduleState) -> Schedule:
         timezone=state.timezone,
         paused=state.paused,
         running=state.running,
-        last_fire=state.last_fire,
-        next_fire=state.next_fire,
+        last_fire=state.last_fire.astimezone(state.tz) if state.last_fire else None,
+        next_fire=state.next_fire.astimezone(state.tz) if state.next_fire else None,
     )
 
 
