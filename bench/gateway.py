@@ -82,6 +82,13 @@ class RawHttp:
             f"{headers}Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
+        return await self._send(request)
+
+    async def get(self, query: str = "") -> tuple[int, bytes]:
+        """GET the URL with ``query`` appended (``?a=b``); returns (status, body)."""
+        return await self._send(f"GET {self.path}{query} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n\r\n".encode())
+
+    async def _send(self, request: bytes) -> tuple[int, bytes]:
         while self._idle:
             reader, writer = self._idle.pop()
             if reader.at_eof():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/run_all.py` from anywhere
 
-from bench import concurrency, fanout, floors, gateway, llm_node, peers, recovery, roundtrip, throughput, workflows
+from bench import api, concurrency, fanout, floors, gateway, llm_node, peers, recovery, roundtrip, throughput, workflows
 from bench.common import Section, main
 
 SECTIONS: list[Section] = [
@@ -26,6 +26,7 @@ SECTIONS: list[Section] = [
     workflows.SECTION,
     llm_node.SECTION,
     gateway.SECTION,
+    api.SECTION,
     # the load sections last: they leave the servers and the kernel (write-back of the file store) busy
     # for a while, which the latency sections above would measure
     throughput.SECTION,

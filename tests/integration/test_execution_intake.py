@@ -51,7 +51,7 @@ async def _indexes(redis: Redis, keys: Keys, execution_id: str, workflow: str, s
     return {
         "executions": await redis.zscore(keys.executions_index(), execution_id) is not None,
         "by_workflow": await redis.zscore(keys.executions_by_workflow(workflow), execution_id) is not None,
-        "by_status": bool(await redis.sismember(keys.executions_by_status(status), execution_id)),
+        "by_status": await redis.zscore(keys.executions_by_status(status), execution_id) is not None,
         "leases": await redis.zscore(keys.leases_index(), execution_id) is not None,
     }
 

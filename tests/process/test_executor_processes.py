@@ -401,8 +401,8 @@ output_mapping: {y: "{{second.output.y}}"}
     assert await redis.hgetall(tkey(settings, "runs")) == {"second": "1"}
 
     code, _, err = await cli(settings, "cancel", run_id)
-    assert code == 1
-    assert "cannot be canceled" in err
+    assert code == 2
+    assert "is completed: only a running or paused one can be cancelled" in err
     code, out, err = await cli(settings, "validate", str(folder / "cli_wf.yaml"))
     assert code == 0
     code, out, _ = await cli(settings, "graph", str(folder / "cli_wf.yaml"))

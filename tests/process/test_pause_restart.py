@@ -109,7 +109,7 @@ async def test_cancel_of_a_paused_run_after_restart_runs_on_cancel(
     assert out.strip() == f"{run_id}: TASK_STATE_CANCELED"
     assert await redis.hgetall(tkey(settings, "runs")) == {"first": "1", "cleanup": "1"}
     code, out, _ = await cli(settings, "show", run_id, "--json")
-    assert json.loads(out)["status"] == "canceled"
+    assert json.loads(out)["status"] == "cancelled"
     code, _, err = await cli(settings, "resume", run_id, "--reject")
     assert code == 2
-    assert "is canceled, not paused" in err
+    assert "is cancelled, not paused" in err

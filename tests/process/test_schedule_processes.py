@@ -10,14 +10,17 @@ import sys
 import textwrap
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from a2amesh.client import Client
 from a2amesh.config import Settings
+from a2amesh.schedules import ScheduleState, parse_schedule
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
+from a2amesh.store.schedules import ScheduleStore
 from tests.support.processes import REPO, Proc, ProcessFactory, process_env
 from tests.support.waiting import eventually
 
@@ -179,7 +182,7 @@ async def test_crash_between_run_creation_and_its_indexes(
 
 
 async def test_cli_schedules_runs_show_pause_resume(
-    settings: Settings, client: Client, processes: ProcessFactory, agent_host: Any, tmp_path: Path
+    settings: Settings, client: Client, redis: Redis, processes: ProcessFactory, agent_host: Any, tmp_path: Path
 ) -> None:
     """`a2amesh schedules` lists the next fire, pause/resume change it; runs/show list the scheduled runs."""
 
@@ -237,3 +240,15 @@ async def test_cli_schedules_runs_show_pause_resume(
     code, _, err = await cli(settings, "schedules", "pause")
     assert code == 2
     assert "NAME or NAME/BRANCH" in err
+
+    code, _, err = await cli(settings, "schedules", "delete", "cron")
+    assert code == 2, err
+    assert "'cron' is served by a live executor" in err
+    ghost = ScheduleState.new("ghost", parse_schedule("interval", "3600"), now=datetime.now(UTC))
+    assert await ScheduleStore(redis, Keys(settings.namespace)).write("ghost/main", None, ghost)
+    code, out, err = await cli(settings, "schedules", "delete", "ghost/main")
+    assert code == 0, err
+    assert out.strip() == "ghost/main: deleted"
+    code, _, err = await cli(settings, "schedules", "delete", "ghost")
+    assert code == 2
+    assert "no schedule 'ghost'" in err

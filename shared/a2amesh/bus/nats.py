@@ -10,7 +10,7 @@ import contextlib
 import datetime as dt
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -636,6 +636,42 @@ class Bus:
         except nats.js.errors.NotFoundError:
             return None
         return StoredMsg(raw.subject or subject, int(raw.seq or 0), raw.data or b"", dict(raw.headers or {}), raw.time)
+
+    async def follow(
+        self, stream: str, subject: str, *, after: int | None, idle: float
+    ) -> AsyncGenerator[StoredMsg | None]:
+        """Messages of ``stream`` on ``subject`` (wildcards allowed), from the one after sequence ``after`` (None:
+        only new ones), through an ordered ephemeral consumer. ``None`` first, once the consumer exists, then
+        whenever ``idle`` seconds pass without a message. The consumer goes when the iterator is closed.
+
+        Raises:
+            TransportError: ``UNAVAILABLE`` when the stream does not exist.
+        """
+        if after is None:
+            config = js_api.ConsumerConfig(deliver_policy=js_api.DeliverPolicy.NEW)
+        else:
+            config = js_api.ConsumerConfig(
+                deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1
+            )
+        try:
+            sub = await self._js.subscribe(subject, stream=stream, ordered_consumer=True, config=config)
+        except nats.js.errors.NotFoundError as e:
+            raise TransportError(codes.UNAVAILABLE, f"stream {stream} does not exist (run `a2amesh init`)") from e
+        try:
+            yield None
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=idle)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    yield None
+                    continue
+                meta = msg.metadata
+                yield StoredMsg(
+                    msg.subject, int(meta.sequence.stream), msg.data, dict(msg.headers or {}), meta.timestamp
+                )
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
 
     async def pull_consumer(self, stream: str, durable: str) -> PullConsumer:
         """A started pull consumer on an existing durable consumer."""

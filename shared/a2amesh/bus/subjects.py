@@ -98,6 +98,19 @@ class Subjects:
         """Subjects of the events stream."""
         return [f"{self.ns}.events.workflow.>", f"{self.ns}.events.node.>"]
 
+    def events_filter(self, group: str | None = None, workflow: str | None = None, event: str | None = None) -> str:
+        """One subject over the events stream: ``group`` (``workflow`` or ``node``), ``workflow`` and ``event``
+        each narrow it when given."""
+        return f"{self.ns}.events.{group or '*'}.{workflow or '*'}.{event or '*'}"
+
+    def event_parts(self, subject: str) -> tuple[str, str, str] | None:
+        """``(group, workflow, event)`` of an events-stream subject, or None if it is not one."""
+        prefix = f"{self.ns}.events."
+        if not subject.startswith(prefix):
+            return None
+        parts = subject[len(prefix) :].split(".")
+        return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+
     # names inside buckets / consumers
     @staticmethod
     def consumer(agent: str) -> str:

@@ -123,8 +123,10 @@ def _add_run_verbs(sub: Any) -> None:
 
     s = sub.add_parser("runs", help="list executions")
     s.add_argument("--workflow", help="only this workflow")
-    s.add_argument("--status", choices=["running", "paused", "completed", "failed", "canceled"])
+    s.add_argument("--status", choices=["running", "paused", "completed", "failed", "cancelled", "canceled"])
+    s.add_argument("--parent", help="only the sub-workflow executions of this execution")
     s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--cursor", help="continue a listing where the previous one stopped (printed on stderr)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=runs.cmd_runs)
 
@@ -135,13 +137,14 @@ def _add_run_verbs(sub: Any) -> None:
 
     s = sub.add_parser(
         "schedules",
-        help="list schedules and their next fire; pause or resume one",
+        help="list schedules and their next fire; pause, resume or delete one",
         description="a2amesh schedules [--json] [--workflow W] | schedules pause NAME[/BRANCH] | "
-        "schedules resume NAME[/BRANCH]. NAME alone means every schedule of the workflow; the "
-        "workflow's own graph is NAME/main.",
+        "schedules resume NAME[/BRANCH] | schedules delete NAME[/BRANCH]. NAME alone means every schedule of "
+        "the workflow; the workflow's own graph is NAME/main. delete removes a schedule whose workflow no live "
+        "executor serves (while one serves it, pause it).",
     )
-    s.add_argument("action", nargs="?", default="list", choices=["list", "pause", "resume"])
-    s.add_argument("target", nargs="?", metavar="NAME[/BRANCH]", help="the schedule to pause or resume")
+    s.add_argument("action", nargs="?", default="list", choices=["list", "pause", "resume", "delete"])
+    s.add_argument("target", nargs="?", metavar="NAME[/BRANCH]", help="the schedule to pause, resume or delete")
     s.add_argument("--workflow", help="list only this workflow's schedules")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=schedules.cmd_schedules)

@@ -7,20 +7,23 @@ and the store are imported inside the verbs (nats and redis: what ``a2amesh --he
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
+from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from a2amesh.cli.exits import EXIT_FAILED, EXIT_OK
-from a2amesh.cli.output import duration, print_table, seconds_of_ms, when
+from a2amesh.cli.output import duration, print_table, when
 from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import RpcError, UsageError
-from a2amesh.protocol import Message, Part, Task, TaskState, codes
-from a2amesh.protocol.vocabulary import RETRY_REQUEST, REVIEW_REQUEST, WORKFLOW_EVENT_KEY
+from a2amesh.protocol import Message, Task, TaskState, codes
+from a2amesh.protocol.vocabulary import REVIEW_REQUEST, WORKFLOW_EVENT_KEY
 
 if TYPE_CHECKING:
-    from a2amesh.store.executions import ExecutionStore
+    from a2amesh.manage.runs import Runs
 
 __all__ = ["cmd_cancel", "cmd_resume", "cmd_retry", "cmd_run", "cmd_runs", "cmd_show"]
 
@@ -132,13 +135,25 @@ def _progress_line(metadata: dict[str, Any], started: float) -> str | None:
 
 
 async def cmd_retry(args: argparse.Namespace) -> int:
-    from a2amesh.client import make_message
+    from a2amesh.manage.runs import RetryRequest
 
-    execution_id, record = await _find(args, args.run)
-    workflow = record.get("workflow", "")
-    control = {"type": RETRY_REQUEST, "execution_id": execution_id, "from_node": args.from_node}
-    message = make_message(data=json.loads(record.get("input") or "{}"), parts=[Part.of_data(control)])
+    async with _runs(args) as runs:
+        execution_id = await runs.executions.resolve(args.run)
+        workflow, message = await runs.retry_message(execution_id, RetryRequest(from_node=args.from_node))
     return await _run(args, workflow, message)
+
+
+@contextlib.asynccontextmanager
+async def _runs(args: argparse.Namespace) -> AsyncIterator[Runs]:
+    """The management library's :class:`Runs` over a client and a store of this command's own."""
+    from a2amesh.client import connect
+    from a2amesh.manage.executions import Executions
+    from a2amesh.manage.runs import Runs
+    from a2amesh.store.session import open_store
+
+    settings = verb_settings(args)
+    async with open_store(settings) as stores, connect(settings, name="a2amesh-cli") as client:
+        yield Runs(client, Executions(stores.executions))
 
 
 # --- resume ----------------------------------------------------------------------------------
@@ -146,28 +161,22 @@ async def cmd_retry(args: argparse.Namespace) -> int:
 
 async def cmd_resume(args: argparse.Namespace) -> int:
     """Send the human's decision to a paused execution's task, then follow it like ``run``."""
-    from a2amesh.client import make_message, parse_json_arg
+    from a2amesh.client import parse_json_arg
+    from a2amesh.manage.runs import ResumeRequest
 
-    body: dict[str, Any] = {"decision": "approve" if args.approve else "reject" if args.reject else "edit"}
+    data = None
     if args.edit is not None:
         try:
-            body["data"] = parse_json_arg(args.edit)
+            data = parse_json_arg(args.edit)
         except ValueError as e:
             raise UsageError(f"--edit: {e}") from e
-    if args.reason:
-        body["reason"] = args.reason
-    if args.path:
-        body["path"] = args.path
-    execution_id, record = await _find(args, args.run)
-    status = record.get("status", "")
-    if status != "paused":
-        raise UsageError(f"run {execution_id} is {status or 'unknown'}, not paused for a review")
-    workflow = record.get("workflow", "")
-    message = make_message(
-        data=body, task_id=record.get("task_id") or execution_id, context_id=record.get("context_id") or None
-    )
+    decision = "approve" if args.approve else "reject" if args.reject else "edit"
+    request = ResumeRequest(decision=decision, data=data, reason=args.reason or None, path=args.path or None)
+    async with _runs(args) as runs:
+        execution_id = await runs.executions.resolve(args.run)
+        workflow, message = await runs.resume_message(execution_id, request)
     try:
-        return await _run(args, workflow, message, verb=f"resume ({body['decision']})")
+        return await _run(args, workflow, message, verb=f"resume ({decision})")
     except RpcError as e:
         if e.code == codes.INVALID_PARAMS:  # an edit refused by edit_schema, a path that waits for no review
             raise UsageError(str(e)) from e
@@ -178,12 +187,9 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 
 async def cmd_cancel(args: argparse.Namespace) -> int:
-    from a2amesh.client import connect
-
-    execution_id, record = await _find(args, args.run)
-    settings = verb_settings(args)
-    async with connect(settings, name="a2amesh-cli") as client:
-        task = await client.cancel_task(record.get("workflow", ""), execution_id, timeout=15)
+    async with _runs(args) as runs:
+        execution_id = await runs.executions.resolve(args.run)
+        task = await runs.cancel_task(execution_id)
     print(f"{execution_id}: {task.status.state.value}")
     return EXIT_OK
 
@@ -191,119 +197,94 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
 # --- runs / show -----------------------------------------------------------------------------
 
 
-async def _find(args: argparse.Namespace, prefix: str) -> tuple[str, dict[str, str]]:
-    """The execution id that ``prefix`` names, and its record (``{}`` if it just expired)."""
-    from a2amesh.store.session import open_store
-
-    async with open_store(verb_settings(args)) as stores:
-        execution_id = await _resolve(stores.executions, prefix)
-        return execution_id, await stores.executions.record(execution_id) or {}
-
-
-async def _resolve(store: ExecutionStore, prefix: str) -> str:
-    matches = await store.resolve_id(prefix)
-    if not matches:
-        raise UsageError(f"no execution {prefix!r} (see `a2amesh runs`)")
-    if len(matches) > 1:
-        raise UsageError(f"{prefix!r} matches {len(matches)} executions; give more of the id")
-    return str(matches[0])
+def _seconds(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
 
 
 async def cmd_runs(args: argparse.Namespace) -> int:
+    from a2amesh.manage.executions import ExecutionQuery, Executions
     from a2amesh.store.session import open_store
 
+    status = {"canceled": "cancelled"}.get(args.status, args.status)
+    query = ExecutionQuery(
+        workflow=args.workflow, status=status, parent=args.parent, limit=args.limit, cursor=args.cursor
+    )
     async with open_store(verb_settings(args)) as stores:
-        records = await stores.executions.list(workflow=args.workflow, status=args.status, limit=args.limit)
-    rows: list[dict[str, Any]] = []
-    for r in records:
-        created, finished = seconds_of_ms(r.get("created")), seconds_of_ms(r.get("finished"))
-        rows.append(
-            {
-                "execution_id": r["execution_id"],
-                "workflow": r.get("workflow", ""),
-                "status": r.get("status", ""),
-                "started": created,
-                "finished": finished,
-                "error": r.get("error") or None,
-            }
-        )
+        page = await Executions(stores.executions).list(query)
+    rows: list[dict[str, Any]] = [
+        {
+            "execution_id": e.id,
+            "workflow": e.workflow,
+            "status": e.status,
+            "started": _seconds(e.started_at),
+            "finished": _seconds(e.finished_at),
+            "error": e.error,
+        }
+        for e in page.items
+    ]
     if args.json:
         print(json.dumps(rows, indent=2))
-        return EXIT_OK
-    table = [("RUN", "WORKFLOW", "STATUS", "STARTED", "DURATION", "ERROR")]
-    for row in rows:
-        table.append(
-            (
-                row["execution_id"],
-                row["workflow"],
-                row["status"],
-                when(row["started"]),
-                duration(row["started"], row["finished"]),
-                (row["error"] or "")[:60],
+    else:
+        table = [("RUN", "WORKFLOW", "STATUS", "STARTED", "DURATION", "ERROR")]
+        for row in rows:
+            table.append(
+                (
+                    row["execution_id"],
+                    row["workflow"],
+                    row["status"],
+                    when(row["started"]),
+                    duration(row["started"], row["finished"]),
+                    (row["error"] or "")[:60],
+                )
             )
-        )
-    print_table(table)
-    if not rows:
-        print("(no executions)")
+        print_table(table)
+        if not rows:
+            print("(no executions)")
+    if page.next_cursor:
+        print(f"more: a2amesh runs --cursor {page.next_cursor}", file=sys.stderr)
     return EXIT_OK
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
+    from a2amesh.manage.executions import Executions
     from a2amesh.store.session import open_store
 
     async with open_store(verb_settings(args)) as stores:
-        execution_id = await _resolve(stores.executions, args.run)
-        record = await stores.executions.record(execution_id) or {}
-        nodes = await stores.executions.nodes(execution_id)
-    ordered = sorted(nodes.values(), key=lambda n: (n.get("started_at") or float("inf"), n.get("path", "")))
-    created, finished = seconds_of_ms(record.get("created")), seconds_of_ms(record.get("finished"))
-    output = json.loads(record["output"]) if record.get("output") else None
+        executions = Executions(stores.executions)
+        execution_id = await executions.resolve(args.run)
+        detail = await executions.get(execution_id)
+        nodes = (await executions.nodes(execution_id)).items
+    created, finished = _seconds(detail.started_at), _seconds(detail.finished_at)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "execution_id": execution_id,
-                    "workflow": record.get("workflow"),
-                    "digest": record.get("digest"),
-                    "status": record.get("status"),
-                    "started": created,
-                    "finished": finished,
-                    "input": json.loads(record.get("input") or "null"),
-                    "output": output,
-                    "error": record.get("error") or None,
-                    "usage": json.loads(record.get("usage") or "{}"),
-                    "reused_from": record.get("reused_from") or None,
-                    "nodes": ordered,
-                },
-                indent=2,
-                default=str,
-            )
-        )
+        shown = detail.model_dump(mode="json", exclude={"trail", "id"})
+        body = {"execution_id": execution_id, **shown, "started": created, "finished": finished}
+        body["nodes"] = [n.model_dump(mode="json") for n in nodes]
+        print(json.dumps(body, indent=2, default=str))
         return EXIT_OK
     print(f"run       {execution_id}")
-    print(f"workflow  {record.get('workflow', '')} (definition {record.get('digest', '')[:12]})")
-    print(f"status    {record.get('status', '')}  started {when(created)}  took {duration(created, finished)}")
-    if record.get("error"):
-        print(f"error     {record['error']}")
+    print(f"workflow  {detail.workflow} (definition {(detail.digest or '')[:12]})")
+    print(f"status    {detail.status}  started {when(created)}  took {duration(created, finished)}")
+    if detail.error:
+        print(f"error     {detail.error}")
     table = [("NODE", "TYPE", "STATUS", "ATTEMPTS", "START", "DURATION", "DETAIL")]
-    for n in ordered:
-        start = n.get("started_at")
+    for n in nodes:
+        start = _seconds(n.started_at)
         offset = f"+{max(start - created, 0) * 1000:.0f}ms" if start and created else "-"
-        detail = n.get("error") or n.get("reason") or (f"→ {n['agent']}" if n.get("agent") else "")
+        detail_text = n.error or n.reason or (f"→ {n.agent}" if n.agent else "")
         table.append(
             (
-                n.get("path", ""),
-                n.get("type", ""),
-                n.get("status", ""),
-                str(n.get("attempt") or "-"),
+                n.path,
+                n.type,
+                n.status,
+                str(n.attempt or "-"),
                 offset,
-                duration(start, n.get("finished_at")) if start else "-",
-                str(detail)[:70],
+                duration(start, _seconds(n.finished_at)) if start else "-",
+                str(detail_text)[:70],
             )
         )
     print()
     print_table(table)
-    if output is not None:
+    if detail.output is not None:
         print("\noutput")
-        print(json.dumps(output, indent=2, default=str))
-    return EXIT_OK if record.get("status") != "failed" else EXIT_FAILED
+        print(json.dumps(detail.output, indent=2, default=str))
+    return EXIT_OK if detail.status != "failed" else EXIT_FAILED

@@ -26,7 +26,7 @@ from a2amesh import faults
 from a2amesh.agent.context import control_part
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import WorkMsg
-from a2amesh.errors import ArtifactError, RpcError, TransportError
+from a2amesh.errors import ArtifactError, ConfigError, RpcError, TransportError
 from a2amesh.executor.context import ExecutorContext, stored_reply_to
 from a2amesh.executor.runner import ExecutionRunner, make_runner, without_sent
 from a2amesh.executor.scheduler import ScheduledGraph
@@ -34,7 +34,14 @@ from a2amesh.executor.starts import StartArgs, Starter
 from a2amesh.ids import nuid, task_id_for
 from a2amesh.protocol import Message, Task, TaskState, TaskStatus, codes
 from a2amesh.protocol.base import utc_timestamp
-from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, CONTROL_PART_TYPES, NODE_PATH_KEY, NODE_REQUEST, RETRY_REQUEST
+from a2amesh.protocol.vocabulary import (
+    BRANCH_KEY,
+    CALL_CHAIN_KEY,
+    CONTROL_PART_TYPES,
+    NODE_PATH_KEY,
+    NODE_REQUEST,
+    RETRY_REQUEST,
+)
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionRecord
 from a2amesh.worker.decode import WorkRequest, deadline_of
@@ -158,7 +165,12 @@ class ExecutionIntake:
         try:
             await asyncio.gather(
                 ctx.store.index_created(
-                    args.execution_id, workflow=args.workflow, status=created.status, timers=timers
+                    args.execution_id,
+                    workflow=args.workflow,
+                    status=created.status,
+                    timers=timers,
+                    parent=new.reply.parent_execution,
+                    at=created.at,
                 ),
                 *([sending] if sending is not None else []),
             )
@@ -171,6 +183,18 @@ class ExecutionIntake:
 
     def _starter(self, engine: ExecutableEngine[Any]) -> Starter[Any]:
         return self.starters[type(engine)]
+
+    def _branch_engine(self, engine: ExecutableEngine[Any], name: str, branch: object) -> ExecutableEngine[Any]:
+        """The engine of one branch a request asks to run on its own (``INVALID_PARAMS`` when there is none)."""
+        starter = self._starter(engine)
+        if not starter.branches:
+            raise RpcError(codes.INVALID_PARAMS, f"workflow {name} has no branches to run on their own")
+        if not isinstance(branch, str) or not branch:
+            raise RpcError(codes.INVALID_PARAMS, f"{BRANCH_KEY} must be a branch id of workflow {name}")
+        try:
+            return starter.branch(engine, branch)
+        except ConfigError as e:
+            raise RpcError(codes.INVALID_PARAMS, f"workflow {name}: {e.problem}") from e
 
     async def _save_definition(self, digest: str, definition: WorkflowDefinition | GraphDefinition) -> None:
         saved = self._saved_digests.get(digest)
@@ -193,7 +217,10 @@ class ExecutionIntake:
             node_request=_node_request(message),
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED},
         )
-        engine = ctx.catalog.engine_for(workflow)
+        engine: ExecutableEngine[Any] = ctx.catalog.engine_for(workflow)
+        branch = (message.metadata or {}).get(BRANCH_KEY)
+        if branch is not None:
+            engine = self._branch_engine(engine, name, branch)
         if self._starter(engine).looks_first(engine, message):
             # starting takes a conversation turn or reads an earlier execution: look before starting
             record, canceled = await asyncio.gather(ctx.store.execution(task_id), ctx.tasks.is_canceled(task_id))

@@ -105,8 +105,15 @@ class Takeover:
         if workflow:
             # its creator may have died between the create and the listing entries (the lease entry goes
             # with the create): written again, the ones already there kept
+            parent = ReplyInfo.model_validate_json(record.reply or "{}").parent_execution
             await ctx.store.index_created(
-                execution_id, workflow=workflow, status=record.status or "running", timers={}, repair=True
+                execution_id,
+                workflow=workflow,
+                status=record.status or "running",
+                timers={},
+                repair=True,
+                parent=parent,
+                at=record.created,
             )
         raw = await ctx.store.state(execution_id)
         engine = await ctx.engine_for(record.digest)

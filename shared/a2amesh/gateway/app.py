@@ -389,4 +389,11 @@ def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None
 
         api = create_api(ApiMesh(client=client, redis=redis, settings=client.settings, http=settings, auth=auth))
         routes.append(Mount("", app=api))  # last: /api/…, /openapi.json, /docs (and the dashboard's pages)
-    return Starlette(routes=routes, middleware=middleware)
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={404: _no_route})
+
+
+async def _no_route(request: Request, exc: Exception) -> Response:
+    """A path no route serves (one the API's mount cannot match either, such as one holding a line break)."""
+    from a2amesh.gateway.api.problems import Problem, problem_response
+
+    return problem_response(Problem(404, "not-found", "no resource at this path"))

@@ -27,6 +27,7 @@ ENV_FIELDS: dict[str, str] = {
     "A2AMESH_CORS_ORIGINS": "cors_origins",
     "A2AMESH_HTTP_MAX_BODY": "max_body_bytes",
     "A2AMESH_RATE_LIMIT": "rate_limit",
+    "A2AMESH_EVENTS_KEEPALIVE": "events_keepalive",
 }
 
 _HASHED = re.compile(r"sha256:([0-9a-f]{64})")
@@ -135,6 +136,9 @@ class GatewaySettings(BaseModel):
     rate_limit: float = Field(default=0.0, ge=0, description="Requests per second per API key (0: no limit).")
     rate_burst: int = Field(default=50, ge=1, description="Requests a key may make at once beyond its rate.")
     card_cache_seconds: int = Field(default=10, ge=0, description="Cache-Control max-age of served cards.")
+    events_keepalive: float = Field(
+        default=15.0, gt=0, description="Seconds between keep-alive comments on an idle /api/events stream."
+    )
 
     @property
     def auth_enabled(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "BRANCH_KEY",
     "CALL_CHAIN_KEY",
     "SUMMARY_KEY",
     "CONTROL_PART_TYPES",
@@ -53,6 +54,9 @@ CONTROL_PART_TYPES: Final = frozenset({NODE_REQUEST, GRAPH_NODE_REQUEST})
 
 CALL_CHAIN_KEY: Final = "a2amesh.call_chain"
 """Message metadata: the workflows above this call, outermost first (recursion and depth checks)."""
+
+BRANCH_KEY: Final = "a2amesh.branch"
+"""Message metadata of a request to a graph workflow: run this one of its branches on its own (seed 003)."""
 
 NODE_PATH_KEY: Final = "a2amesh.node_path"
 """Message metadata: the calling node's path in its execution (where a nested resume goes up)."""

@@ -14,8 +14,9 @@ Per execution (every key carries the ``{execution_id}`` hash tag, so each script
 - ``exec:{id}:timers`` (zset): armed timers by due time (ms);
 - ``exec:{id}:lease``: ``owner:epoch`` with a TTL, renewed by the owner.
 
-Namespace-wide indexes: ``execs`` (by start), ``execs:wf:{workflow}`` (by start), ``execs:status:{s}``
-(sets), ``timers`` (execution → next due, polled by owners) and ``leases`` (execution → lease expiry,
+Namespace-wide indexes: ``execs`` (by start), ``execs:wf:{workflow}`` (by start), ``{execs:status}:{s}``
+(by start; ``running`` holds paused executions too), ``exec:{parent}:children`` (a parent's sub-workflow
+executions, by start), ``timers`` (execution → next due, polled by owners) and ``leases`` (execution → lease expiry,
 scanned for takeovers). Index writes are not part of the guarded scripts (they span slots); each is
 harmless when stale and repaired by the next write.
 """
@@ -197,6 +198,7 @@ class CreateResult:
         lease: the current lease value (``owner:epoch``), if any.
         final_published: whether the existing execution's final answer was published.
         canceled: not created because its task was canceled before it started.
+        at: when it was created (ms; the record's ``created``), when created now.
     """
 
     created: bool
@@ -205,6 +207,7 @@ class CreateResult:
     lease: str = ""
     final_published: bool = False
     canceled: bool = False
+    at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,7 @@ class ExecutionStore:
         self.keys = keys
         self.retention = int(retention)
         self.lease_ttl_ms = int(lease_ttl * 1000)
-        self._scripts = Scripts(redis, "exec_create", "exec_commit")
+        self._scripts = Scripts(redis, "exec_create", "exec_commit", "exec_index_finish")
         self._lease_redis = dedicated_client(redis)
         self._lease_scripts = Scripts(self._lease_redis, "claim_renew")
         self._acquire = redis.register_script(load_script("lease_acquire"))
@@ -318,25 +321,40 @@ class ExecutionStore:
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
         if raw[0] == "canceled":
             return CreateResult(False, "", 0, canceled=True)
-        return CreateResult(True, str(fields.get("status", "running")), 1)
+        return CreateResult(True, str(fields.get("status", "running")), 1, at=now)
 
     async def index_created(
-        self, execution_id: str, *, workflow: str, status: str, timers: Mapping[str, int], repair: bool = False
+        self,
+        execution_id: str,
+        *,
+        workflow: str,
+        status: str,
+        timers: Mapping[str, int],
+        repair: bool = False,
+        parent: str = "",
+        at: int | None = None,
     ) -> None:
         """Add a just-created execution to the listing, lease and timer indexes and its workflow task to the
         workflow's task listing (see :meth:`create`).
 
         ``repair``: for an execution taken over, whose creator may have died between the create and these
         writes: the entries already there are kept (the listing's order), the lease entry is the taker's.
+        ``parent``: the execution whose workflow node started this one (indexed as its child). ``at``: the
+        start the listings sort by (``CreateResult.at``, so a listing's time range matches ``created``).
         """
         k = self.keys
         now = now_ms()
+        start = now if at is None else at
+        listed = "running" if status == "paused" else status
 
         def build(pipe: Any) -> None:
-            pipe.zadd(k.executions_index(), {execution_id: now}, nx=repair)
-            pipe.zadd(k.executions_by_workflow(workflow), {execution_id: now}, nx=repair)
+            pipe.zadd(k.executions_index(), {execution_id: start}, nx=repair)
+            pipe.zadd(k.executions_by_workflow(workflow), {execution_id: start}, nx=repair)
             pipe.zadd(k.agent_tasks(workflow), {execution_id: now}, nx=repair)
-            pipe.sadd(k.executions_by_status(status), execution_id)
+            pipe.zadd(k.executions_by_status(listed), {execution_id: start}, nx=repair)
+            if parent:
+                pipe.zadd(k.execution_children(parent), {execution_id: start}, nx=repair)
+                pipe.expire(k.execution_children(parent), self.retention)
             # a finished one stays in the lease index until its answer is published (see mark_published)
             pipe.zadd(k.leases_index(), {execution_id: now + self.lease_ttl_ms})
             if timers and status == "running":
@@ -430,11 +448,15 @@ class ExecutionStore:
         k = self.keys
 
         def build(pipe: Any) -> None:
-            pipe.srem(k.executions_by_status("running"), execution_id)
-            pipe.sadd(k.executions_by_status(status), execution_id)
+            self._scripts.queue(
+                pipe,
+                "exec_index_finish",
+                [k.executions_by_status("running"), k.executions_by_status(status)],
+                [execution_id, now_ms()],
+            )
             pipe.zrem(k.timers(), execution_id)
 
-        await auto_pipeline(self.redis).run(build)
+        await self._scripts.run(build)
 
     async def aclose(self) -> None:
         """Close the connections kept for lease renewals."""

@@ -99,8 +99,16 @@ class Keys:
         return f"{self.ns}:execs:wf:{workflow}"
 
     def executions_by_status(self, status: str) -> str:
-        """Set of executions in a status."""
-        return f"{self.ns}:execs:status:{status}"
+        """Sorted set of executions by start time, per status (``running`` holds paused ones too).
+
+        Every status shares the ``{execs:status}`` hash tag, so one script moves a finished execution
+        between two of them on Redis Cluster.
+        """
+        return f"{self.ns}:{{execs:status}}:{status}"
+
+    def execution_children(self, execution_id: str) -> str:
+        """Sorted set of the executions a workflow node of this execution started (sub-workflows), by start."""
+        return f"{self.ns}:exec:{{{execution_id}}}:children"
 
     def definition(self, digest: str) -> str:
         """A workflow definition snapshot by content hash."""

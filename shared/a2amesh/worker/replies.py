@@ -56,6 +56,11 @@ class ReplyInfo(BaseModel):
     )
     headers: dict[str, str] = Field(default_factory=dict, description="Headers propagated to every callee.")
 
+    @property
+    def parent_execution(self) -> str:
+        """The execution whose workflow node made the request (``""`` for a call from outside a workflow)."""
+        return str((self.node_request or {}).get("execution_id") or "")
+
 
 def valid_reply_subject(bus: Bus, subject: str | None) -> bool:
     """Whether ``subject`` is exactly ``{ns}.a2a.v1.reply.{instance}.{call_id}`` of this namespace.

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, FastAPI
 
 from a2amesh.gateway.api.deps import ApiMesh
-from a2amesh.gateway.api.problems import ProblemBody, install_problem_handlers
+from a2amesh.gateway.api.problems import install_problem_handlers, problem_doc
 
 __all__ = ["ERROR_RESPONSES", "create_api"]
 
-ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
-    status: {"model": ProblemBody, "description": text}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: problem_doc(text)
     for status, text in {
         401: "No or unknown API key.",
         403: "The key lacks the route's scope.",
@@ -21,7 +23,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 
 
 def _routers() -> list[APIRouter]:
-    routers: list[APIRouter] = []
+    from a2amesh.gateway.api import events, executions, schedules
+
+    routers: list[APIRouter] = [executions.router, schedules.router, events.router]
     return routers
 
 

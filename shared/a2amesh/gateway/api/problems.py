@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from a2amesh.logs import get_logger
 
-__all__ = ["PROBLEM_TYPE", "Problem", "ProblemBody", "install_problem_handlers", "problem_response"]
+__all__ = ["PROBLEM_TYPE", "Problem", "ProblemBody", "install_problem_handlers", "problem_doc", "problem_response"]
 
 PROBLEM_TYPE = "application/problem+json"
 
@@ -58,6 +58,12 @@ class ProblemBody(BaseModel):
     status: int
     detail: str
     errors: list[dict[str, Any]] | None = None
+
+
+def problem_doc(description: str) -> dict[str, Any]:
+    """The OpenAPI entry of an error answer: a :class:`ProblemBody` served as ``application/problem+json``."""
+    schema = {"$ref": "#/components/schemas/ProblemBody"}
+    return {"model": ProblemBody, "description": description, "content": {PROBLEM_TYPE: {"schema": schema}}}
 
 
 def problem_response(problem: Problem) -> Response:
