@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from a2amesh.errors import ConfigError
 from a2amesh.ids import NAME_RE
+from a2amesh.mcp_server.settings import McpSettings
 
 ENV_FIELDS: dict[str, str] = {
     "A2AMESH_HTTP_HOST": "host",
@@ -135,6 +136,7 @@ class GatewaySettings(BaseModel):
     rate_limit: float = Field(default=0.0, ge=0, description="Requests per second per API key (0: no limit).")
     rate_burst: int = Field(default=50, ge=1, description="Requests a key may make at once beyond its rate.")
     card_cache_seconds: int = Field(default=10, ge=0, description="Cache-Control max-age of served cards.")
+    mcp: McpSettings = Field(default_factory=McpSettings, description="The MCP server at /mcp (A2AMESH_MCP_*).")
 
     @property
     def auth_enabled(self) -> bool:
@@ -168,6 +170,7 @@ class GatewaySettings(BaseModel):
             if env.get(var):
                 values[field] = env[var]
         values.update({k: v for k, v in overrides.items() if v is not None})
+        values.setdefault("mcp", McpSettings.load(env))
         if isinstance(values.get("api_keys"), str):
             values["api_keys"] = parse_api_keys(values["api_keys"])
         if isinstance(values.get("cors_origins"), str):

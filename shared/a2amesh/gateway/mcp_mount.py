@@ -1,0 +1,147 @@
+"""``/mcp``: the mesh's MCP server over streamable HTTP, behind the gateway's API keys.
+
+:class:`McpMount` is a thin ASGI wrapper: it authenticates the key (401 without a valid one), refuses a
+``tools/call`` from a key without the ``run`` scope (403), puts the caller in the request scope for the tool
+handlers (per-agent allow-lists, ``A2A-User``), then hands the request to the SDK's session manager. The SDK's
+DNS-rebinding protection (421 for an unknown ``Host``) is configured from the gateway's address and
+``public_url`` (see :func:`transport_security`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Message, Receive, Scope, Send
+
+from a2amesh.client import Client
+from a2amesh.gateway.auth import Authenticator, AuthFailed
+from a2amesh.gateway.settings import GatewaySettings, is_loopback
+from a2amesh.logs import get_logger
+from a2amesh.mcp_server import ACCESS_SCOPE_KEY, MeshMcpServer
+from a2amesh.store.artifacts import ArtifactStore
+from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.keys import Keys
+from a2amesh.store.redis import Redis
+
+log = get_logger("gateway")
+
+MCP_PATH = "/mcp"
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def transport_security(settings: GatewaySettings) -> TransportSecuritySettings:
+    """The SDK's Host/Origin checks for the gateway's configuration.
+
+    Allowed hosts: the loopback names (any port), the bound address when it is a specific one, and the host of
+    ``public_url`` (what clients behind a proxy or in containers send). Allowed origins: the same, over http and
+    https, plus ``cors_origins``. A gateway bound to every interface (``0.0.0.0``, ``::``) without
+    ``public_url`` cannot know the names it is reached by, so the check is off there (auth still applies).
+    """
+    hosts = [f"{h}:*" for h in LOCAL_HOSTS] + list(LOCAL_HOSTS)
+    origins = [f"{scheme}://{h}:*" for h in LOCAL_HOSTS for scheme in ("http", "https")]
+    origins += [f"{scheme}://{h}" for h in LOCAL_HOSTS for scheme in ("http", "https")]
+    bound = settings.host
+    wildcard = bound in ("0.0.0.0", "::", "")
+    if not wildcard and not is_loopback(bound):
+        name = f"[{bound}]" if ":" in bound else bound
+        hosts += [name, f"{name}:*"]
+        origins += [f"http://{name}:*", f"https://{name}:*", f"http://{name}", f"https://{name}"]
+    if settings.public_url:
+        url = urlsplit(settings.public_url)
+        if url.netloc:
+            hosts.append(url.netloc)
+            if url.port is None:
+                hosts.append(f"{url.netloc}:*")
+            origins.append(f"{url.scheme}://{url.netloc}")
+    origins += settings.cors_origins
+    enabled = not (wildcard and not settings.public_url)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=enabled, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def _problem(status: int, message: str) -> JSONResponse:
+    """A JSON-RPC error answered before the MCP server (the ids of the request are unknown here)."""
+    headers = {"WWW-Authenticate": 'Bearer realm="a2amesh"'} if status == 401 else None
+    code = -32001 if status == 401 else -32003
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _calls_tool(body: bytes) -> bool:
+    """Whether a JSON-RPC body (one message or a batch) holds a ``tools/call`` request."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return False  # the SDK answers the parse error
+    messages = value if isinstance(value, list) else [value]
+    return any(isinstance(m, dict) and m.get("method") == "tools/call" for m in messages)
+
+
+def _replay(body: bytes, original: Receive) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await original()
+
+    return receive
+
+
+class McpMount:
+    """The ASGI app at ``/mcp`` (its :meth:`lifespan` runs the SDK's session manager and the registry watch)."""
+
+    def __init__(self, client: Client, settings: GatewaySettings, *, auth: Authenticator, redis: Redis | None) -> None:
+        self.settings = settings
+        self.auth = auth
+        self._executions: ExecutionStore | None = None
+        artifacts: ArtifactStore | None = None
+        mesh = client.settings
+        if redis is not None:
+            keys = Keys(mesh.namespace)
+            self._executions = ExecutionStore(redis, keys, retention=mesh.task_retention, lease_ttl=mesh.lease_ttl)
+            artifacts = ArtifactStore(redis, keys, retention=mesh.artifact_retention, max_bytes=mesh.artifact_max_bytes)
+        self.server = MeshMcpServer(client, settings.mcp, artifacts=artifacts, executions=self._executions)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server.server,
+            security_settings=transport_security(settings),
+            max_request_body_size=settings.max_body_bytes,
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        """Run the session manager and the tool-list watch while the gateway serves."""
+        async with self.server.running(), self.manager.run():
+            yield
+        if self._executions is not None:
+            await self._executions.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        try:
+            caller = self.auth.authenticate(request.headers)
+        except AuthFailed as e:
+            await _problem(e.status, str(e))(scope, receive, send)
+            return
+        if request.method == "POST" and not caller.has_scope("run"):
+            body = await request.body()
+            if len(body) <= self.settings.max_body_bytes and _calls_tool(body):
+                message = f"API key {caller.key_id!r} lacks the 'run' scope calling a tool needs"
+                await _problem(403, message)(scope, receive, send)
+                return
+            receive = _replay(body, receive)
+        scope[ACCESS_SCOPE_KEY] = caller
+        await self.manager.handle_request(scope, receive, send)
