@@ -188,7 +188,9 @@ class MeshCaller:
                     await scope.progress(step, progress_text(update))
                 except Exception as e:  # a client gone away must not stop the run being followed
                     log.debug("mcp.progress_failed", error=str(e) or type(e).__name__)
-        return await call.result()
+        if call.task is None:
+            raise RpcError(codes.INVALID_AGENT_RESPONSE, f"{call.agent!r} ended the call without a task")
+        return call.task
 
     async def _cancel(self, agent: str, task_id: str, scope: CallScope) -> None:
         """Cancel the task of a call whose MCP request was cancelled (shielded: we are being cancelled)."""
