@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import mcp_types as types
 import pytest
 
 from a2amesh.client import Client
+from a2amesh.config import Settings
+from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.keys import Keys
 from a2amesh.gateway.settings import parse_api_keys
-from tests.support.mcp import ADD_INPUT, ADD_OUTPUT, Seen, approve_with, mcp_http, start_mesh
-from tests.support.waiting import within
+from tests.support.mcp import ADD_INPUT, ADD_OUTPUT, Seen, Sleeper, add, approve_with, mcp_http, start_mesh
+from tests.support.waiting import eventually, within
 
 KEYS = "admin=adm1n-secret,reader=r3ader-secret#read"
 
 
 @pytest.fixture
-async def url(agent_host: Any, executor: Any, client: Client, gateway: Any) -> str:
-    await start_mesh(agent_host, executor, client)
+async def sleeper(agent_host: Any, executor: Any, client: Client) -> Sleeper:
+    return await start_mesh(agent_host, executor, client)
+
+
+@pytest.fixture
+async def url(sleeper: Sleeper, gateway: Any) -> str:
     return str(await gateway(api_keys=parse_api_keys(KEYS)))
 
 
@@ -83,3 +92,108 @@ async def test_review_is_answered_through_elicitation(url: str) -> None:
     assert asked.message.startswith("Refund 30?")
     assert asked.requested_schema["properties"]["decision"]["enum"] == ["approve", "edit", "reject"]
     assert asked.requested_schema["properties"]["amount"]["default"] == 30
+
+
+def answers(*contents: dict[str, Any]) -> Any:
+    """An elicitation callback giving ``contents`` in turn; records what it was asked."""
+    asked: list[types.ElicitRequestParams] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content=contents[min(len(asked), len(contents)) - 1])
+
+    answer.asked = asked  # type: ignore[attr-defined]
+    return answer
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_review_edit_is_checked_by_edit_schema(url: str, mode: str) -> None:
+    """An edit refused by edit_schema is asked again with the refusal; a valid edit resumes the run with it.
+
+    ``auto`` speaks 2026-07-28 (the form travels in an InputRequiredResult), ``legacy`` the handshake era
+    (the server sends elicitation/create while the call is open).
+    """
+    answer = answers({"decision": "edit", "amount": 500}, {"decision": "edit", "amount": 20, "reason": "cap"})
+    async with mcp_http(url, "adm1n-secret", elicitation_callback=answer, mode=mode) as mcp:
+        result = await within(mcp.call_tool("refund", {"amount": 30}), 30, "the edited refund")
+    assert not result.is_error, result.content
+    assert result.structured_content == {"paid": 20}
+    first, second = answer.asked
+    assert "refused" not in first.message
+    assert second.message.startswith("Your last answer was refused:")
+    assert "amount: 500 is greater than the maximum of 100" in second.message
+
+
+async def test_review_without_elicitation_pauses_and_resume_run_answers(url: str) -> None:
+    """A client without elicitation gets the paused run's id and how to resume; resume_run and get_run work."""
+    async with mcp_http(url, "adm1n-secret") as mcp:
+        paused = await within(mcp.call_tool("refund", {"amount": 40}), 30, "the paused refund")
+        assert paused.is_error
+        assert paused.meta is not None
+        run_id = paused.meta["a2amesh/run_id"]
+        text = paused.content[0].text  # type: ignore[union-attr]
+        assert f"run {run_id} of refund is paused for a human review at 'review': Refund 40?" in text
+        assert "resume_run" in text
+        got = await mcp.call_tool("get_run", {"run_id": run_id})
+        assert got.structured_content is not None
+        assert got.structured_content["status"] == "paused"
+        assert got.structured_content["review"]["data"] == {"amount": 40}
+        bad = await mcp.call_tool("resume_run", {"run_id": run_id, "decision": "edit", "data": {"amount": 101}})
+        assert bad.is_error and "amount: 101 is greater than the maximum of 100" in bad.content[0].text  # type: ignore[union-attr]
+        done = await within(mcp.call_tool("resume_run", {"run_id": run_id, "decision": "approve"}), 30, "resume")
+        assert not done.is_error, done.content
+        assert done.structured_content == {
+            "run_id": run_id,
+            "agent": "refund",
+            "status": "completed",
+            "output": {"paid": 40},
+        }
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_cancelling_the_call_cancels_the_execution(
+    url: str, sleeper: Sleeper, redis: Any, settings: Settings, mode: str
+) -> None:
+    """The client cancelling a tools/call cancels the workflow's task: the execution ends canceled in the store
+    and the node's running agent is stopped."""
+    store = ExecutionStore(redis, Keys(settings.namespace), retention=60, lease_ttl=settings.lease_ttl)
+    async with mcp_http(url, "adm1n-secret", mode=mode) as mcp:
+        call = asyncio.create_task(mcp.call_tool("slow_flow", {"text": "wait"}))
+        await within(sleeper.started.wait(), 20, "the workflow's node to start the sleeper")
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        await within(sleeper.cancelled.wait(), 20, "the sleeper to be cancelled")
+
+        async def canceled() -> bool:
+            runs = await store.list(workflow="slow_flow")
+            return len(runs) == 1 and runs[0].get("status") == "canceled"
+
+        await eventually(canceled, timeout=20, what="the slow_flow execution to be canceled in the store")
+        still = await mcp.call_tool("add", {"x": 1, "y": 2})
+        assert still.structured_content == {"sum": 3}
+    await store.aclose()
+
+
+async def test_tools_follow_the_cards_with_list_changed(url: str, agent_host: Any) -> None:
+    """A new agent becomes a tool and a stopped one goes; 2026-07-28 listeners and handshake-era sessions are
+    both told (tools/list_changed)."""
+    legacy_seen = Seen()
+    async with (
+        mcp_http(url, "adm1n-secret") as modern,
+        mcp_http(url, "adm1n-secret", mode="legacy", message_handler=legacy_seen.on_message) as legacy,
+        modern.listen(tools_list_changed=True) as events,
+    ):
+        assert "late" not in {t.name for t in (await legacy.list_tools()).tools}
+        host = await agent_host("late", add, input_schema=ADD_INPUT, output_schema=ADD_OUTPUT)
+        await within(events.__anext__(), 15, "a tools list_changed event on the listen stream")
+        await within(legacy_seen.tools_changed.wait(), 15, "notifications/tools/list_changed on the legacy session")
+        assert "late" in {t.name for t in (await modern.list_tools()).tools}
+        assert "late" in {t.name for t in (await legacy.list_tools()).tools}
+        called = await legacy.call_tool("late", {"x": 2, "y": 2})
+        assert called.structured_content == {"sum": 4}
+        legacy_seen.tools_changed.clear()
+        await host.shutdown()
+        await within(events.__anext__(), 15, "a list_changed event when the agent stops")
+        await within(legacy_seen.tools_changed.wait(), 15, "list_changed on the legacy session when it stops")
+        assert "late" not in {t.name for t in (await modern.list_tools()).tools}
