@@ -6,18 +6,19 @@ import asyncio
 import contextlib
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 
 from a2amesh.client import Client
 from a2amesh.config import Settings
+from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from a2amesh.gateway.settings import parse_api_keys
 from tests.support.mcp import ADD_INPUT, ADD_OUTPUT, Seen, Sleeper, add, approve_with, mcp_http, start_mesh
 from tests.support.waiting import eventually, within
 
-KEYS = "admin=adm1n-secret,reader=r3ader-secret#read"
+KEYS = "admin=adm1n-secret,reader=r3ader-secret#read,adder=add3r-secret@add#run|read"
 
 
 @pytest.fixture
@@ -35,10 +36,12 @@ async def test_tools_match_the_cards(url: str, client: Client) -> None:
     async with mcp_http(url, "adm1n-secret") as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
     assert {"add", "total", "refund", "slow_flow", "get_run", "cancel_run", "resume_run"} <= set(tools)
-    assert "propose" not in tools and "pay" not in tools
+    assert "propose" not in tools
+    assert "pay" not in tools
     assert tools["add"].input_schema == ADD_INPUT
     assert tools["add"].output_schema == ADD_OUTPUT
-    assert tools["add"].description and tools["add"].description.startswith("Adds x and y")
+    assert tools["add"].description
+    assert tools["add"].description.startswith("Adds x and y")
     card = client.registry.get("total")
     assert card is not None
     assert tools["total"].input_schema == card.input_schema
@@ -53,7 +56,8 @@ async def test_call_agent_and_workflow_with_structured_output_and_progress(url: 
         result = await within(mcp.call_tool("add", {"x": 2, "y": 3}, progress_callback=seen.on_progress), 20, "add")
         assert not result.is_error, result.content
         assert result.structured_content == {"sum": 5}
-        assert result.meta is not None and result.meta["a2amesh/agent"] == "add"
+        assert result.meta is not None
+        assert result.meta["a2amesh/agent"] == "add"
         assert any(m == "adding" for _, m in seen.progress), seen.progress
         seen.progress.clear()
         flow = await within(mcp.call_tool("total", {"x": 4, "y": 5}, progress_callback=seen.on_progress), 20, "total")
@@ -61,7 +65,8 @@ async def test_call_agent_and_workflow_with_structured_output_and_progress(url: 
         assert flow.structured_content == {"total": 9}
         assert any(m and m.startswith("node.started a") for _, m in seen.progress), seen.progress
         steps = [p for p, _ in seen.progress]
-        assert steps == sorted(steps) and len(set(steps)) == len(steps)
+        assert steps == sorted(steps)
+        assert len(set(steps)) == len(steps)
 
 
 async def test_bad_arguments_and_unknown_tool_are_tool_errors(url: str) -> None:
@@ -72,7 +77,8 @@ async def test_bad_arguments_and_unknown_tool_are_tool_errors(url: str) -> None:
         text = bad.content[0].text  # type: ignore[union-attr]
         assert "x: 'a' is not of type 'number'" in text
         missing = await mcp.call_tool("total", {"x": 1})
-        assert missing.is_error and "'y' is a required property" in missing.content[0].text  # type: ignore[union-attr]
+        assert missing.is_error
+        assert "'y' is a required property" in missing.content[0].text
         unknown = await mcp.call_tool("ad", {})
         assert unknown.is_error
         assert "unknown tool 'ad' (did you mean 'add'?)" in unknown.content[0].text  # type: ignore[union-attr]
@@ -139,7 +145,8 @@ async def test_review_without_elicitation_pauses_and_resume_run_answers(url: str
         assert got.structured_content["status"] == "paused"
         assert got.structured_content["review"]["data"] == {"amount": 40}
         bad = await mcp.call_tool("resume_run", {"run_id": run_id, "decision": "edit", "data": {"amount": 101}})
-        assert bad.is_error and "amount: 101 is greater than the maximum of 100" in bad.content[0].text  # type: ignore[union-attr]
+        assert bad.is_error
+        assert "amount: 101 is greater than the maximum of 100" in bad.content[0].text
         done = await within(mcp.call_tool("resume_run", {"run_id": run_id, "decision": "approve"}), 30, "resume")
         assert not done.is_error, done.content
         assert done.structured_content == {
@@ -197,3 +204,57 @@ async def test_tools_follow_the_cards_with_list_changed(url: str, agent_host: An
         await within(events.__anext__(), 15, "a list_changed event when the agent stops")
         await within(legacy_seen.tools_changed.wait(), 15, "list_changed on the legacy session when it stops")
         assert "late" not in {t.name for t in (await modern.list_tools()).tools}
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"x": 1, "y": 1}}}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def test_keys_and_scopes(url: str) -> None:
+    """No or a wrong key is 401; a key without 'run' calling a tool is 403; allow-lists narrow the tools."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        none = await http.post(f"{url}/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+        assert none.status_code == 401
+        assert none.headers["WWW-Authenticate"].startswith("Bearer")
+        assert "an API key is required" in none.json()["error"]["message"]
+        wrong = await http.post(f"{url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "X-API-Key": "nope"})
+        assert wrong.status_code == 401
+        assert wrong.json()["error"]["message"] == "the API key is not valid"
+        reader = {**MCP_HEADERS, "Authorization": "Bearer r3ader-secret"}
+        denied = await http.post(f"{url}/mcp", json=CALL, headers=reader)
+        assert denied.status_code == 403
+        assert denied.json()["error"]["message"] == "API key 'reader' lacks the 'run' scope tool 'add' needs"
+        ok = await http.post(f"{url}/mcp", json=INITIALIZE, headers=reader)
+        assert ok.status_code == 200
+    async with mcp_http(url, "r3ader-secret") as mcp:
+        names = {t.name for t in (await mcp.list_tools()).tools}
+        assert {"list_agents", "get_agent", "get_run"} <= names
+        assert not names & {"add", "total", "cancel_run", "resume_run"}
+        agents = await mcp.call_tool("list_agents", {"type": "workflow"})
+        assert agents.structured_content is not None
+        assert {a["name"] for a in agents.structured_content["agents"]} == {"total", "refund", "slow_flow"}
+    async with mcp_http(url, "add3r-secret") as mcp:
+        names = {t.name for t in (await mcp.list_tools()).tools}
+        assert "add" in names
+        assert "total" not in names
+        refused = await mcp.call_tool("total", {"x": 1, "y": 2})
+        assert refused.is_error
+        assert refused.content[0].text == "API key 'adder' is not allowed to call 'total'"  # type: ignore[union-attr]
+        assert (await mcp.call_tool("add", {"x": 1, "y": 2})).structured_content == {"sum": 3}
+
+
+async def test_dns_rebinding_protection_follows_the_gateway_address(url: str) -> None:
+    """On a loopback gateway an unknown Host is refused (421) and a local name is served."""
+    port = url.rsplit(":", 1)[1]
+    headers = {**MCP_HEADERS, "Authorization": "Bearer adm1n-secret"}
+    async with httpx.AsyncClient(timeout=10) as http:
+        evil = await http.post(f"{url}/mcp", json=INITIALIZE, headers={**headers, "Host": "evil.example"})
+        assert evil.status_code == 421
+        local = await http.post(f"{url}/mcp", json=INITIALIZE, headers={**headers, "Host": f"localhost:{port}"})
+        assert local.status_code == 200

@@ -1,10 +1,10 @@
 """``/mcp``: the mesh's MCP server over streamable HTTP, behind the gateway's API keys.
 
 :class:`McpMount` is a thin ASGI wrapper: it authenticates the key (401 without a valid one), refuses a
-``tools/call`` from a key without the ``run`` scope (403), puts the caller in the request scope for the tool
-handlers (per-agent allow-lists, ``A2A-User``), then hands the request to the SDK's session manager. The SDK's
-DNS-rebinding protection (421 for an unknown ``Host``) is configured from the gateway's address and
-``public_url`` (see :func:`transport_security`).
+``tools/call`` from a key without the tool's scope (403; ``run`` for agents and workflows), puts the caller in
+the request scope for the tool handlers (per-agent allow-lists, ``A2A-User``), then hands the request to the
+SDK's session manager. The SDK's DNS-rebinding protection (421 for an unknown ``Host``) is configured from the
+gateway's address and ``public_url`` (see :func:`transport_security`).
 """
 
 from __future__ import annotations
@@ -76,14 +76,17 @@ def _problem(status: int, message: str) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _calls_tool(body: bytes) -> bool:
-    """Whether a JSON-RPC body (one message or a batch) holds a ``tools/call`` request."""
+def _tools_called(body: bytes) -> list[str]:
+    """The names of the tools a JSON-RPC body (one message or a batch) calls."""
     try:
         value = json.loads(body)
     except ValueError:
-        return False  # the SDK answers the parse error
-    messages = value if isinstance(value, list) else [value]
-    return any(isinstance(m, dict) and m.get("method") == "tools/call" for m in messages)
+        return []  # the SDK answers the parse error
+    names = []
+    for m in value if isinstance(value, list) else [value]:
+        if isinstance(m, dict) and m.get("method") == "tools/call" and isinstance(m.get("params"), dict):
+            names.append(str(m["params"].get("name", "")))
+    return names
 
 
 def _replay(body: bytes, original: Receive) -> Receive:
@@ -136,12 +139,15 @@ class McpMount:
         except AuthFailed as e:
             await _problem(e.status, str(e))(scope, receive, send)
             return
-        if request.method == "POST" and not caller.has_scope("run"):
+        if request.method == "POST" and caller.key is not None and caller.key.scopes is not None:
             body = await request.body()
-            if len(body) <= self.settings.max_body_bytes and _calls_tool(body):
-                message = f"API key {caller.key_id!r} lacks the 'run' scope calling a tool needs"
-                await _problem(403, message)(scope, receive, send)
-                return
+            if len(body) <= self.settings.max_body_bytes:
+                for tool in _tools_called(body):
+                    needed = self.server.scope_of(tool)
+                    if not caller.has_scope(needed):
+                        message = f"API key {caller.key_id!r} lacks the {needed!r} scope tool {tool!r} needs"
+                        await _problem(403, message)(scope, receive, send)
+                        return
             receive = _replay(body, receive)
         scope[ACCESS_SCOPE_KEY] = caller
         await self.manager.handle_request(scope, receive, send)

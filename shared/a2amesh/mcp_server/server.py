@@ -114,6 +114,11 @@ class MeshMcpServer:
         )
         self.server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
 
+    def scope_of(self, tool: str) -> str:
+        """The key scope calling ``tool`` needs: a provided tool's own, ``run`` for the mesh's."""
+        provided = self.provided.get(tool)
+        return provided.scope if provided is not None else RUN_SCOPE
+
     def catalog(self) -> Catalog:
         """The mesh tools of the live cards."""
         return Catalog(self.client.cards(), self.settings, reserved=frozenset(self.provided))
