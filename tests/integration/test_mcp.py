@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import httpx
 import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from a2amesh.client import Client
 from a2amesh.config import Settings
@@ -258,3 +260,28 @@ async def test_dns_rebinding_protection_follows_the_gateway_address(url: str) ->
         assert evil.status_code == 421
         local = await http.post(f"{url}/mcp", json=INITIALIZE, headers={**headers, "Host": f"localhost:{port}"})
         assert local.status_code == 200
+
+
+async def test_large_output_is_a_resource_link_readable_by_resources_read(
+    url: str, agent_host: Any, settings: Settings
+) -> None:
+    """An output stored as an artifact comes back as a resource link (and as structured content); reading the
+    link returns the stored JSON; an unknown URI is a precise error."""
+
+    async def big(input: Any, ctx: Any) -> dict[str, Any]:
+        return {"blob": "x" * 5000}
+
+    await agent_host("big", big, settings=settings.model_copy(update={"inline_threshold": 1024}))
+    async with mcp_http(url, "adm1n-secret") as mcp:
+        result = await within(mcp.call_tool("big", {"text": "go"}), 20, "big")
+        assert not result.is_error, result.content
+        (link,) = [c for c in result.content if isinstance(c, types.ResourceLink)]
+        assert link.uri.startswith(f"artifact://{settings.namespace}/")
+        assert result.structured_content == {"blob": "x" * 5000}
+        read = await mcp.read_resource(link.uri)
+        (contents,) = read.contents
+        assert isinstance(contents, types.TextResourceContents)
+        assert json.loads(contents.text) == {"blob": "x" * 5000}
+        assert link.uri in {str(r.uri) for r in (await mcp.list_resources()).resources}
+        with pytest.raises(MCPError, match="cannot read 'artifact://"):
+            await mcp.read_resource(f"artifact://{settings.namespace}/c/t/missing")

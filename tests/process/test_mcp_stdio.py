@@ -51,7 +51,9 @@ def stdio(settings: Settings, tmp_path: Path) -> Any:
     return open_client
 
 
-async def test_tools_calls_and_progress_over_stdio(sleeper: Sleeper, stdio: Any, client: Client, tmp_path: Path) -> None:
+async def test_tools_calls_and_progress_over_stdio(
+    sleeper: Sleeper, stdio: Any, client: Client, tmp_path: Path
+) -> None:
     """Tools match the cards; a Python agent and a workflow answer with structured content and progress; bad
     arguments and an unknown tool are tool errors; logs go to stderr (stdout carries only the protocol)."""
     seen = Seen()

@@ -26,6 +26,7 @@ import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
+from a2amesh.bus import headers as h
 from a2amesh.client import Call, Client, make_message
 from a2amesh.errors import A2AMeshError, RpcError
 from a2amesh.logs import get_logger
@@ -164,7 +165,7 @@ class MeshCaller:
             return error_result(f"{tool.agent}: {e}", **{META_AGENT: tool.agent, META_RUN: message.task_id})
         review = review_request(task) if task.status.state == TaskState.INPUT_REQUIRED else None
         if review is None:
-            return await self.result(tool, task)
+            return await self.result(tool, task, user=scope.headers.get(h.USER))
         return await self._review(tool, task, review, scope, rounds=rounds)
 
     async def follow(self, agent: str, message: Message, scope: CallScope) -> Task:
@@ -259,8 +260,8 @@ class MeshCaller:
             return _paused_result(tool, task, form.review, f"no valid answer after {MAX_REVIEW_ROUNDS} tries")
         return _input_required(tool, task, form, problem)
 
-    async def result(self, tool: MeshTool, task: Task) -> types.CallToolResult:
-        """The tool result of a finished (or otherwise interrupted) task."""
+    async def result(self, tool: MeshTool, task: Task, *, user: str | None = None) -> types.CallToolResult:
+        """The tool result of a finished (or otherwise interrupted) task (``user``: who may read its artifacts)."""
         state = task.status.state
         meta = {META_RUN: task.id, META_AGENT: tool.agent, META_STATE: state.value}
         status_text = task.status.message.text() if task.status.message else ""
@@ -279,7 +280,12 @@ class MeshCaller:
         links = await self.resources.links(task)
         part = task.result_part()
         if part is not None and part.url is not None and self.resources.is_artifact(part.url):
-            loaded = await self.resources.value(part.url)
+            size = (part.metadata or {}).get("size")
+            about = f" ({size} bytes)" if isinstance(size, int) else ""
+            content.append(
+                types.TextContent(text=f"the output is stored as {part.url}{about}: read it with resources/read")
+            )
+            loaded = await self.resources.value(part.url, user=user)
             if loaded is not None:
                 output = loaded
         else:
@@ -289,8 +295,6 @@ class MeshCaller:
         if tool.tool.output_schema is not None and structured is None:
             text = f"{tool.agent} completed (run {task.id}) without the output its schema promises"
             return error_result(text, **meta)
-        if not content:
-            content.append(types.TextContent(text=_as_text(output)))
         return types.CallToolResult(content=content, structured_content=structured, meta=meta)
 
 
