@@ -234,6 +234,8 @@ async def test_keys_and_scopes(url: str) -> None:
         assert denied.json()["error"]["message"] == "API key 'reader' lacks the 'run' scope tool 'add' needs"
         ok = await http.post(f"{url}/mcp", json=INITIALIZE, headers=reader)
         assert ok.status_code == 200
+        huge = await http.post(f"{url}/mcp", content=b"[" + b" " * 800_000 + b"]", headers=reader)
+        assert huge.status_code == 413
     async with mcp_http(url, "r3ader-secret") as mcp:
         names = {t.name for t in (await mcp.list_tools()).tools}
         assert {"list_agents", "get_agent", "get_run"} <= names

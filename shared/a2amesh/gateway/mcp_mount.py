@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -133,21 +134,61 @@ class McpMount:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        request = Request(scope, receive)
+        started = time.perf_counter()
+        status = [0]
+
+        async def send_logged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        key_id: str | None = None
         try:
-            caller = self.auth.authenticate(request.headers)
-        except AuthFailed as e:
-            await _problem(e.status, str(e))(scope, receive, send)
-            return
-        if request.method == "POST" and caller.key is not None and caller.key.scopes is not None:
-            body = await request.body()
-            if len(body) <= self.settings.max_body_bytes:
+            request = Request(scope, receive)
+            try:
+                caller = self.auth.authenticate(request.headers)
+            except AuthFailed as e:
+                await _problem(e.status, str(e))(scope, receive, send_logged)
+                return
+            key_id = caller.key_id
+            if request.method == "POST" and caller.key is not None and caller.key.scopes is not None:
+                body = await _read_body(request, self.settings.max_body_bytes)
+                if body is None:
+                    limit = self.settings.max_body_bytes
+                    await _problem(413, f"request body exceeds the gateway's limit of {limit} bytes")(
+                        scope, receive, send_logged
+                    )
+                    return
                 for tool in _tools_called(body):
                     needed = self.server.scope_of(tool)
                     if not caller.has_scope(needed):
                         message = f"API key {caller.key_id!r} lacks the {needed!r} scope tool {tool!r} needs"
-                        await _problem(403, message)(scope, receive, send)
+                        await _problem(403, message)(scope, receive, send_logged)
                         return
-            receive = _replay(body, receive)
-        scope[ACCESS_SCOPE_KEY] = caller
-        await self.manager.handle_request(scope, receive, send)
+                receive = _replay(body, receive)
+            scope[ACCESS_SCOPE_KEY] = caller
+            await self.manager.handle_request(scope, receive, send_logged)
+        finally:
+            log.info(
+                "http.request",
+                path=scope["path"],
+                method=scope["method"],
+                status=status[0],
+                ms=round((time.perf_counter() - started) * 1000, 1),
+                key_id=key_id,
+            )
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The whole body, or None when it is (or announces itself) larger than ``limit``."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
