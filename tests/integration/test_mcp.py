@@ -12,7 +12,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from a2amesh.client import Client
+from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.store.executions import ExecutionStore
@@ -287,3 +287,48 @@ async def test_large_output_is_a_resource_link_readable_by_resources_read(
         assert link.uri in {str(r.uri) for r in (await mcp.list_resources()).resources}
         with pytest.raises(MCPError, match="cannot read 'artifact://"):
             await mcp.read_resource(f"artifact://{settings.namespace}/c/t/missing")
+
+
+async def test_run_tools_get_agent_and_cancel_run(url: str, sleeper: Sleeper, client: Client) -> None:
+    """get_agent returns the card; cancel_run cancels a workflow run found by its id alone; errors are precise."""
+    run = await client.dispatch("slow_flow", make_message("wait"))
+    await within(sleeper.started.wait(), 20, "the sleeper to start")
+    async with mcp_http(url, "adm1n-secret") as mcp:
+        card = await mcp.call_tool("get_agent", {"name": "total"})
+        assert card.structured_content is not None
+        assert card.structured_content["name"] == "total"
+        assert card.structured_content["description"] == "Adds two numbers through the add agent"
+        missing = await mcp.call_tool("get_agent", {"name": "nobody"})
+        assert missing.is_error
+        assert missing.content[0].text.startswith("no live agent or workflow named 'nobody'")  # type: ignore[union-attr]
+        running = await mcp.call_tool("get_run", {"run_id": run.task_id})
+        assert running.structured_content is not None
+        assert running.structured_content["status"] == "working"
+        canceled = await within(mcp.call_tool("cancel_run", {"run_id": run.task_id}), 20, "cancel_run")
+        assert canceled.structured_content is not None
+        assert {k: canceled.structured_content[k] for k in ("run_id", "agent", "status")} == {
+            "run_id": run.task_id,
+            "agent": "slow_flow",
+            "status": "canceled",
+        }
+        await within(sleeper.cancelled.wait(), 20, "the sleeper to be cancelled")
+        unknown = await mcp.call_tool("get_run", {"run_id": "no-such-run"})
+        assert unknown.is_error
+        assert "run 'no-such-run' is no workflow execution known to this mesh" in unknown.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_failing_agent_is_a_tool_error_with_its_message(url: str, agent_host: Any) -> None:
+    """An agent's failure comes back as isError with the agent's own message, and the run id."""
+
+    async def broken(input: Any, ctx: Any) -> Any:
+        raise ValueError("the ledger is closed")
+
+    await agent_host("broken", broken, max_retries=0)
+    async with mcp_http(url, "adm1n-secret") as mcp:
+        result = await within(mcp.call_tool("broken", {"text": "go"}), 20, "broken")
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("broken failed (run ")
+    assert "the ledger is closed" in text
+    assert result.meta is not None
+    assert result.meta["a2amesh/state"] == "TASK_STATE_FAILED"
