@@ -236,6 +236,14 @@ async def test_keys_and_scopes(url: str) -> None:
         assert ok.status_code == 200
         huge = await http.post(f"{url}/mcp", content=b"[" + b" " * 800_000 + b"]", headers=reader)
         assert huge.status_code == 413
+        admin = {**MCP_HEADERS, "Authorization": "Bearer adm1n-secret"}
+        opened = await http.post(f"{url}/mcp", json=INITIALIZE, headers=admin)
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        listing = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+        own = await http.post(f"{url}/mcp", json=listing, headers={**admin, **session})
+        assert own.status_code == 200
+        other = await http.post(f"{url}/mcp", json=listing, headers={**reader, **session})
+        assert other.status_code == 404, "a session is bound to the key that opened it"
     async with mcp_http(url, "r3ader-secret") as mcp:
         names = {t.name for t in (await mcp.list_tools()).tools}
         assert {"list_agents", "get_agent", "get_run"} <= names
@@ -332,3 +340,15 @@ async def test_a_failing_agent_is_a_tool_error_with_its_message(url: str, agent_
     assert "the ledger is closed" in text
     assert result.meta is not None
     assert result.meta["a2amesh/state"] == "TASK_STATE_FAILED"
+
+
+async def test_rate_limit_applies_to_mcp(sleeper: Sleeper, gateway: Any) -> None:
+    """The gateway's per-key rate limit covers /mcp too (429 with Retry-After)."""
+    url = await gateway(api_keys=parse_api_keys(KEYS), rate_limit=0.1, rate_burst=1)
+    headers = {**MCP_HEADERS, "Authorization": "Bearer adm1n-secret"}
+    async with httpx.AsyncClient(timeout=10) as http:
+        first = await http.post(f"{url}/mcp", json=INITIALIZE, headers=headers)
+        assert first.status_code == 200
+        second = await http.post(f"{url}/mcp", json=INITIALIZE, headers=headers)
+        assert second.status_code == 429
+        assert int(second.headers["Retry-After"]) >= 1

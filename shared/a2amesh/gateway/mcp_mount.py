@@ -2,9 +2,10 @@
 
 :class:`McpMount` is a thin ASGI wrapper: it authenticates the key (401 without a valid one), refuses a
 ``tools/call`` from a key without the tool's scope (403; ``run`` for agents and workflows), puts the caller in
-the request scope for the tool handlers (per-agent allow-lists, ``A2A-User``), then hands the request to the
-SDK's session manager. The SDK's DNS-rebinding protection (421 for an unknown ``Host``) is configured from the
-gateway's address and ``public_url`` (see :func:`transport_security`).
+the request scope for the tool handlers (per-agent allow-lists, ``A2A-User``) and in the SDK's ``user`` (a
+session is bound to the key that opened it), applies the gateway's per-key rate limit (429), then hands the
+request to the SDK's session manager. The SDK's DNS-rebinding protection (421 for an unknown ``Host``) is
+configured from the gateway's address and ``public_url`` (see :func:`transport_security`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
@@ -23,7 +26,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from a2amesh.client import Client
-from a2amesh.gateway.auth import Authenticator, AuthFailed
+from a2amesh.gateway.auth import Authenticator, AuthFailed, Caller, RateLimiter
 from a2amesh.gateway.settings import GatewaySettings, is_loopback
 from a2amesh.logs import get_logger
 from a2amesh.mcp_server import ACCESS_SCOPE_KEY, MeshMcpServer
@@ -69,10 +72,20 @@ def transport_security(settings: GatewaySettings) -> TransportSecuritySettings:
     )
 
 
-def _problem(status: int, message: str) -> JSONResponse:
+def _principal(caller: Caller) -> AuthenticatedUser | None:
+    """The caller as the SDK's authenticated user: the session manager binds each session to the key that
+    opened it (another key presenting its id is answered 404). No secret is put in it."""
+    if caller.key_id is None:
+        return None
+    scopes = sorted(caller.key.scopes) if caller.key is not None and caller.key.scopes is not None else ["admin"]
+    return AuthenticatedUser(AccessToken(token="a2amesh-api-key", client_id=caller.key_id, scopes=scopes))
+
+
+def _problem(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """A JSON-RPC error answered before the MCP server (the ids of the request are unknown here)."""
-    headers = {"WWW-Authenticate": 'Bearer realm="a2amesh"'} if status == 401 else None
-    code = -32001 if status == 401 else -32003
+    if status == 401:
+        headers = {"WWW-Authenticate": 'Bearer realm="a2amesh"'}
+    code = {401: -32001, 403: -32003, 413: -32004, 429: -32005}.get(status, -32000)
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers)
 
@@ -109,6 +122,7 @@ class McpMount:
     def __init__(self, client: Client, settings: GatewaySettings, *, auth: Authenticator, redis: Redis | None) -> None:
         self.settings = settings
         self.auth = auth
+        self.limiter = RateLimiter(settings.rate_limit, settings.rate_burst)
         self._executions: ExecutionStore | None = None
         artifacts: ArtifactStore | None = None
         mesh = client.settings
@@ -151,6 +165,12 @@ class McpMount:
                 await _problem(e.status, str(e))(scope, receive, send_logged)
                 return
             key_id = caller.key_id
+            wait = self.limiter.retry_after(caller.key_id or "anonymous")
+            if wait > 0:
+                message = f"rate limit of {self.settings.rate_limit:g} requests/s exceeded"
+                retry = {"Retry-After": str(max(1, round(wait)))}
+                await _problem(429, message, retry)(scope, receive, send_logged)
+                return
             if request.method == "POST" and caller.key is not None and caller.key.scopes is not None:
                 body = await _read_body(request, self.settings.max_body_bytes)
                 if body is None:
@@ -167,6 +187,9 @@ class McpMount:
                         return
                 receive = _replay(body, receive)
             scope[ACCESS_SCOPE_KEY] = caller
+            user = _principal(caller)
+            if user is not None:
+                scope["user"] = user
             await self.manager.handle_request(scope, receive, send_logged)
         finally:
             log.info(
