@@ -23,17 +23,19 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from a2amesh.bus import headers as h
 from a2amesh.client import Call, Client, make_message
+from a2amesh.diagnostics import SchemaIssue
 from a2amesh.errors import A2AMeshError, RpcError
 from a2amesh.logs import get_logger
 from a2amesh.mcp_server.catalog import MeshTool
 from a2amesh.mcp_server.resources import ResourceReader
 from a2amesh.mcp_server.review import AnswerError, ReviewForm, review_request
-from a2amesh.protocol import Message, Task, TaskState, codes
+from a2amesh.protocol import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent, codes
 from a2amesh.protocol.vocabulary import WORKFLOW_EVENT_KEY
 
 log = get_logger("mcp")
@@ -68,7 +70,7 @@ def error_result(text: str, **meta: Any) -> types.CallToolResult:
     )
 
 
-def issues_text(tool: str, issues: list[Any]) -> str:
+def issues_text(tool: str, issues: list[SchemaIssue]) -> str:
     """Schema violations as lines ``field: rule`` (the field path without ``$.``; the arguments are ``$``)."""
     lines = [f"invalid arguments for tool {tool!r}:"]
     for issue in issues[:20]:
@@ -77,7 +79,7 @@ def issues_text(tool: str, issues: list[Any]) -> str:
     return "\n".join(lines)
 
 
-def progress_text(update: Any) -> str | None:
+def progress_text(update: TaskStatusUpdateEvent) -> str | None:
     """One line for a status update: the workflow event (``node.started review``) or the agent's text."""
     metadata = update.metadata or {}
     event = metadata.get(WORKFLOW_EVENT_KEY)
@@ -97,8 +99,8 @@ def progress_text(update: Any) -> str | None:
 class CallScope:
     """What one tool call runs with: the MCP request's context, the caller's headers, and its limits."""
 
-    ctx: Any
-    """The SDK's ``ServerRequestContext`` of the ``tools/call`` request."""
+    ctx: ServerRequestContext[Any, Any]
+    """The SDK's context of the ``tools/call`` request."""
     headers: Mapping[str, str]
     timeout: float
     elicitation: bool
@@ -313,9 +315,7 @@ def _state_word(state: TaskState) -> str:
     }.get(state, state.value)
 
 
-def _paused_status(review: dict[str, Any]) -> Any:
-    from a2amesh.protocol import Part, Role, TaskStatus
-
+def _paused_status(review: dict[str, Any]) -> TaskStatus:
     message = Message(message_id="review", role=Role.AGENT, parts=[Part.of_data(review)])
     return TaskStatus(state=TaskState.INPUT_REQUIRED, message=message)
 
