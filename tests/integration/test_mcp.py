@@ -20,7 +20,7 @@ from a2amesh.store.keys import Keys
 from tests.support.mcp import ADD_INPUT, ADD_OUTPUT, Seen, Sleeper, add, approve_with, mcp_http, start_mesh
 from tests.support.waiting import eventually, within
 
-KEYS = "admin=adm1n-secret,reader=r3ader-secret#read,adder=add3r-secret@add#run|read"
+KEYS = "admin=adm1n-secret,reader=r3ader-secret#read,adder=add3r-secret@add#run|read,runner=runn3r-secret#run|read"
 
 
 @pytest.fixture
@@ -352,3 +352,18 @@ async def test_rate_limit_applies_to_mcp(sleeper: Sleeper, gateway: Any) -> None
         second = await http.post(f"{url}/mcp", json=INITIALIZE, headers=headers)
         assert second.status_code == 429
         assert int(second.headers["Retry-After"]) >= 1
+
+
+async def test_answering_a_review_needs_the_review_scope(url: str) -> None:
+    """A key that may run but not review gets the paused run back, and its client is never asked; a forged
+    requestState is a precise tool error."""
+    answer = approve_with({"decision": "approve"})
+    async with mcp_http(url, "runn3r-secret", elicitation_callback=answer) as mcp:
+        paused = await within(mcp.call_tool("refund", {"amount": 5}), 30, "the paused refund")
+        assert paused.is_error
+        assert "(not answered here: this key lacks the 'review' scope)" in paused.content[0].text  # type: ignore[union-attr]
+        assert answer.asked == []
+    async with mcp_http(url, "adm1n-secret") as mcp:
+        forged = await mcp.call_tool("refund", {"amount": 5}, request_state="{not json", input_responses={})
+        assert forged.is_error
+        assert forged.content[0].text.startswith("requestState is not one this server made")  # type: ignore[union-attr]

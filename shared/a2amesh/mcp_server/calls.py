@@ -104,6 +104,8 @@ class CallScope:
     headers: Mapping[str, str]
     timeout: float
     elicitation: bool
+    may_review: bool = True
+    """Whether the caller may answer reviews (the ``review`` scope)."""
 
     @property
     def modern(self) -> bool:
@@ -150,6 +152,8 @@ class MeshCaller:
         if state.agent != tool.agent:
             return error_result(f"requestState names a run of {state.agent!r}, not of tool {tool.name!r}")
         paused = Task(id=state.task_id, context_id=state.context_id, status=_paused_status(state.review))
+        if not scope.may_review:
+            return _paused_result(tool, paused, state.review, "this key lacks the 'review' scope")
         response = (responses or {}).get(REVIEW_INPUT_KEY)
         if not isinstance(response, types.ElicitResult):
             return _paused_result(tool, paused, state.review, "no answer to the review came with the retry")
@@ -207,6 +211,8 @@ class MeshCaller:
     async def _review(
         self, tool: MeshTool, task: Task, review: dict[str, Any], scope: CallScope, *, rounds: int
     ) -> types.CallToolResult | types.InputRequiredResult:
+        if not scope.may_review:
+            return _paused_result(tool, task, review, "this key lacks the 'review' scope")
         if not scope.can_elicit():
             return _paused_result(tool, task, review, "the client cannot answer reviews (no elicitation)")
         form = ReviewForm(review)

@@ -51,6 +51,7 @@ WATCH_POLL = 1.0
 
 RUN_SCOPE = "run"
 READ_SCOPE = "read"
+REVIEW_SCOPE = "review"
 
 
 class _Server(Server[Any]):
@@ -145,6 +146,7 @@ class MeshMcpServer:
             headers,
             self.settings.call_timeout or self.client.settings.call_timeout,
             self.settings.elicitation,
+            may_review=access.has_scope(REVIEW_SCOPE),
         )
         try:
             provided = self.provided.get(params.name)
