@@ -68,6 +68,7 @@ class AgentDefinition(_Strict):
     max_concurrency: int | None = Field(default=None, ge=1)
     replicas: int = Field(default=1, ge=1)
     timeout: float | None = Field(default=None, gt=0, description="Seconds a task may run.")
+    mcp_export: bool = Field(default=True, description="Whether MCP servers expose this agent as a tool.")
 
     @field_validator("name")
     @classmethod
@@ -102,6 +103,8 @@ class AgentDefinition(_Strict):
                 uri=codes.EXT_SCHEMAS, params={"input_schema": self.input_schema, "output_schema": self.output_schema}
             ),
         ]
+        if not self.mcp_export:
+            extensions.append(AgentExtension(uri=codes.EXT_MCP, params={"export": False}))
         return AgentCard(
             name=self.name,
             description=self.description,

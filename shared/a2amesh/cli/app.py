@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from a2amesh import eventloop, logs
-from a2amesh.cli import gateway, mesh, runs, schedules, workflows
+from a2amesh.cli import gateway, mcp, mesh, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
 
 __all__ = ["EXTRA_VERBS", "build_parser", "main"]
@@ -23,7 +23,7 @@ __all__ = ["EXTRA_VERBS", "build_parser", "main"]
 EXTRA_VERBS: list[Callable[[Any], None]] = []
 """Functions that add more verbs to the subparsers (called last by :func:`build_parser`)."""
 
-_CONFIGURES_LOGS = frozenset({"agent", "up", "demo", "executor", "gateway"})
+_CONFIGURES_LOGS = frozenset({"agent", "up", "demo", "executor", "gateway", "mcp"})
 """Verbs that set up logging themselves (from Settings); the others log warnings only."""
 
 
@@ -59,6 +59,8 @@ def _add_mesh_verbs(sub: Any) -> None:
     s = sub.add_parser("gateway", help="serve every agent and workflow over HTTP (A2A JSON-RPC, HTTP+JSON, SSE)")
     gateway.add_gateway_options(s)
     s.set_defaults(func=gateway.cmd_gateway)
+
+    mcp.add_mcp_verb(sub)
 
     s = sub.add_parser("init", help="create or update the namespace's streams and buckets")
     s.set_defaults(func=mesh.cmd_init)

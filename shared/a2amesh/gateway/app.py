@@ -37,6 +37,7 @@ from a2amesh.gateway import cards, errors
 from a2amesh.gateway.auth import Authenticator, AuthFailed, RateLimiter
 from a2amesh.gateway.conversion import card_to_proto
 from a2amesh.gateway.handler import CALL_STATE_KEY, CallInfo, MeshRequestHandler
+from a2amesh.gateway.mcp_mount import MCP_PATH, McpMount
 from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.ids import NAME_RE
 from a2amesh.logs import get_logger
@@ -384,12 +385,14 @@ def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None
         Route("/agents", list_agents, methods=["GET"]),
         Mount("/agents/{agent}", app=gate),
     ]
+    mcp = McpMount(client, settings, auth=auth, redis=redis)
+    routes.append(Route(MCP_PATH, endpoint=mcp))  # MCP over streamable HTTP (docs/mcp.md)
     if redis is not None:
         from a2amesh.gateway.api import ApiMesh, create_api
 
         api = create_api(ApiMesh(client=client, redis=redis, settings=client.settings, http=settings, auth=auth))
         routes.append(Mount("", app=api))  # last: /api/…, /openapi.json, /docs (and the dashboard's pages)
-    return Starlette(routes=routes, middleware=middleware, exception_handlers={404: _no_route})
+    return Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:

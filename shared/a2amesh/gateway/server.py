@@ -106,7 +106,7 @@ class Gateway:
                 config = uvicorn.Config(
                     app,
                     http=HTTP_PARSER,
-                    lifespan="off",
+                    lifespan="on",  # the app's lifespan runs the MCP session manager
                     log_config=None,
                     access_log=False,
                     timeout_graceful_shutdown=SHUTDOWN_GRACE,

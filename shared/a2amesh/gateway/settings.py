@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from a2amesh.errors import ConfigError
 from a2amesh.ids import NAME_RE
+from a2amesh.mcp_server.settings import McpSettings
 
 ENV_FIELDS: dict[str, str] = {
     "A2AMESH_HTTP_HOST": "host",
@@ -139,6 +140,7 @@ class GatewaySettings(BaseModel):
     events_keepalive: float = Field(
         default=15.0, gt=0, description="Seconds between keep-alive comments on an idle /api/events stream."
     )
+    mcp: McpSettings = Field(default_factory=McpSettings, description="The MCP server at /mcp (A2AMESH_MCP_*).")
 
     @property
     def auth_enabled(self) -> bool:
@@ -172,6 +174,7 @@ class GatewaySettings(BaseModel):
             if env.get(var):
                 values[field] = env[var]
         values.update({k: v for k, v in overrides.items() if v is not None})
+        values.setdefault("mcp", McpSettings.load(env))
         if isinstance(values.get("api_keys"), str):
             values["api_keys"] = parse_api_keys(values["api_keys"])
         if isinstance(values.get("cors_origins"), str):

@@ -10,6 +10,8 @@ EXT_AGENT_TYPE = "urn:a2amesh:ext:agent-type:v1"
 EXT_SCHEMAS = "urn:a2amesh:ext:schemas:v1"
 EXT_WORKFLOW = "urn:a2amesh:ext:workflow:v1"
 EXT_USAGE = "urn:a2amesh:ext:usage:v1"
+EXT_MCP = "urn:a2amesh:ext:mcp:v1"
+"""Card extension whose ``params.export`` (default true) says whether MCP servers expose the card as a tool."""
 
 # JSON-RPC 2.0
 PARSE_ERROR = -32700

@@ -1,0 +1,258 @@
+"""The mesh as an MCP server: every exposed agent and workflow a tool, plus the providers' tools.
+
+One :class:`MeshMcpServer` serves any number of MCP sessions (stdio: one; the gateway's ``/mcp``: many) over
+the SDK's low-level ``Server``, whose tool list is read from the live registry at each ``tools/list``. A
+watch on the registry tells clients when the list changes: handshake-era sessions get
+``notifications/tools/list_changed`` on their connection, 2026-07-28 sessions on their
+``subscriptions/listen`` streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import mcp_types as types
+from mcp.server import NotificationOptions, Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+
+from a2amesh.bus import headers as h
+from a2amesh.client import Client
+from a2amesh.diagnostics import did_you_mean, validate
+from a2amesh.logs import get_logger
+from a2amesh.mcp_server.access import Access, access_of
+from a2amesh.mcp_server.calls import CallScope, MeshCaller, error_result, issues_text
+from a2amesh.mcp_server.catalog import Catalog
+from a2amesh.mcp_server.providers import ProvidedTool, ToolOutcome, ToolProvider, ToolRequest
+from a2amesh.mcp_server.resources import ResourceError, ResourceReader
+from a2amesh.mcp_server.runs import RunTools
+from a2amesh.mcp_server.settings import McpSettings
+from a2amesh.store.artifacts import ArtifactStore
+from a2amesh.store.executions import ExecutionStore
+
+log = get_logger("mcp")
+
+SERVER_NAME = "a2amesh"
+INSTRUCTIONS = (
+    "Each agent and workflow of the a2amesh mesh is a tool named after it; its input and output schemas are "
+    "the tool's. Long calls report progress; a run paused for a human review asks you through elicitation, "
+    "or returns its id so that resume_run can answer it later. get_run, cancel_run and list_agents manage runs."
+)
+RESOURCE_NOT_FOUND = -32002
+WATCH_POLL = 1.0
+"""Seconds between looks at the registry when no card changed: cards also age out without a KV event."""
+
+RUN_SCOPE = "run"
+READ_SCOPE = "read"
+REVIEW_SCOPE = "review"
+
+
+class _Server(Server[Any]):
+    """The SDK server announcing ``tools.listChanged`` on every transport (the HTTP session manager asks for
+    the initialization options without notification options)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+        )
+
+
+class MeshMcpServer:
+    """The MCP server of a mesh, over a started :class:`~a2amesh.client.Client`.
+
+    Args:
+        client: the mesh client (registry, calls); not closed here.
+        settings: which cards are tools, naming, call limits.
+        artifacts: reads ``artifact://`` resources (None: resource links cannot be read).
+        executions: finds a workflow execution's workflow for the run tools (None: they need ``agent``).
+        providers: more tools (the management tools plug in here).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        settings: McpSettings,
+        *,
+        artifacts: ArtifactStore | None = None,
+        executions: ExecutionStore | None = None,
+        providers: Sequence[ToolProvider] = (),
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.resources = ResourceReader(artifacts)
+        self.caller = MeshCaller(client, self.resources)
+        self.provided: dict[str, ProvidedTool] = {}
+        for provider in [RunTools(client, self.caller, settings, executions), *providers]:
+            for tool in provider.tools():
+                if tool.tool.name in self.provided:
+                    raise ValueError(f"two tool providers define the tool {tool.tool.name!r}")
+                self.provided[tool.tool.name] = tool
+        self.subscriptions = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self.subscriptions)
+        self._sessions: dict[int, ServerSession] = {}
+        self.server = _Server(
+            SERVER_NAME,
+            version="1",
+            title="a2amesh",
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
+            on_subscriptions_listen=self._listen,
+        )
+        self.server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
+
+    def scope_of(self, tool: str) -> str:
+        """The key scope calling ``tool`` needs: a provided tool's own, ``run`` for the mesh's."""
+        provided = self.provided.get(tool)
+        return provided.scope if provided is not None else RUN_SCOPE
+
+    def catalog(self) -> Catalog:
+        """The mesh tools of the live cards."""
+        return Catalog(self.client.cards(), self.settings, reserved=frozenset(self.provided))
+
+    # --- tools ---------------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        access = access_of(ctx.request)
+        tools = [p.tool for p in self.provided.values() if access.has_scope(p.scope)]
+        if access.has_scope(RUN_SCOPE):
+            tools += [t.tool for t in self.catalog().tools.values() if access.allows(t.agent)]
+        return types.ListToolsResult(tools=tools)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        access = access_of(ctx.request)
+        arguments = dict(params.arguments or {})
+        headers = {h.USER: access.key_id} if access.key_id else {}
+        scope = CallScope(
+            ctx,
+            headers,
+            self.settings.call_timeout or self.client.settings.call_timeout,
+            self.settings.elicitation,
+            may_review=access.has_scope(REVIEW_SCOPE),
+        )
+        try:
+            provided = self.provided.get(params.name)
+            if provided is not None:
+                return await self._call_provided(provided, arguments, access, scope)
+            return await self._call_mesh(params, arguments, access, scope)
+        except Exception as e:  # the outer edge of a tool call: one log line, a tool error, the server serves on
+            log.exception("mcp.tool_failed", tool=params.name)
+            return error_result(f"tool {params.name!r} failed: {type(e).__name__}: {e}")
+
+    async def _call_provided(
+        self, provided: ProvidedTool, arguments: dict[str, Any], access: Access, scope: CallScope
+    ) -> ToolOutcome:
+        name = provided.tool.name
+        if not access.has_scope(provided.scope):
+            return error_result(f"API key {access.key_id!r} lacks the {provided.scope!r} scope tool {name!r} needs")
+        issues = validate(arguments, provided.tool.input_schema)
+        if issues:
+            return error_result(issues_text(name, issues))
+        return await provided.handler(arguments, ToolRequest(access, scope))
+
+    async def _call_mesh(
+        self, params: types.CallToolRequestParams, arguments: dict[str, Any], access: Access, scope: CallScope
+    ) -> ToolOutcome:
+        catalog = self.catalog()
+        tool = catalog.tools.get(params.name)
+        if tool is None:
+            known = [*self.provided, *catalog.tools]
+            return error_result(f"unknown tool {params.name!r}{did_you_mean(params.name, known)}; see tools/list")
+        if not access.has_scope(RUN_SCOPE):
+            return error_result(f"API key {access.key_id!r} lacks the {RUN_SCOPE!r} scope calling a tool needs")
+        if not access.allows(tool.agent):
+            return error_result(f"API key {access.key_id!r} is not allowed to call {tool.agent!r}")
+        if params.request_state is not None:
+            return await self.caller.answer(tool, params.request_state, params.input_responses, scope)
+        return await self.caller.call(tool, arguments, scope)
+
+    # --- resources -----------------------------------------------------------------------------
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        if not access_of(ctx.request).has_scope(READ_SCOPE):
+            return types.ListResourcesResult(resources=[])
+        return types.ListResourcesResult(resources=self.resources.recent())
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        access = access_of(ctx.request)
+        if not access.has_scope(READ_SCOPE):
+            raise MCPError(code=types.INVALID_REQUEST, message=f"API key {access.key_id!r} lacks the 'read' scope")
+        try:
+            return await self.resources.read(str(params.uri), user=access.key_id)
+        except ResourceError as e:
+            raise MCPError(code=RESOURCE_NOT_FOUND, message=str(e), data={"uri": str(params.uri)}) from e
+
+    # --- list_changed --------------------------------------------------------------------------
+
+    async def _initialized(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
+        """Remember a handshake-era session, to tell it when the tools change, until its connection closes."""
+        session = ctx.session
+        # The SDK gives handlers no Connection yet (its Context rework is pending); the session holds it.
+        connection = session._connection
+        key = id(connection)
+        self._sessions[key] = session
+        connection.exit_stack.callback(self._sessions.pop, key, None)
+
+    async def tools_changed(self) -> None:
+        """Tell every session that the tool list changed."""
+        log.info("mcp.tools_changed", sessions=len(self._sessions))
+        await self.subscriptions.publish(ToolsListChanged())
+        for key, session in list(self._sessions.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception as e:  # a connection going away: forget it
+                log.debug("mcp.notify_failed", error=str(e) or type(e).__name__)
+                self._sessions.pop(key, None)
+
+    async def watch(self) -> None:
+        """Compare the tool list with the last one whenever a card changes (and every second, for expiries)."""
+        registry = self.client.registry
+        last = self.catalog().fingerprint
+        while True:
+            async with registry.changed:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(WATCH_POLL):
+                        await registry.changed.wait()
+            now = self.catalog().fingerprint
+            if now != last:
+                last = now
+                await self.tools_changed()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[MeshMcpServer]:
+        """Watch the registry while the context is open; close listen streams on exit."""
+        watcher = asyncio.create_task(self.watch(), name="mcp-registry-watch")
+        try:
+            yield self
+        finally:
+            self._listen.close()
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def serve_stdio(self) -> None:
+        """Serve one session over this process's stdin and stdout until the client closes stdin."""
+        async with self.running(), stdio_server() as (read_stream, write_stream):
+            await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
