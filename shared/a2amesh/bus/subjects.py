@@ -89,6 +89,10 @@ class Subjects:
         """Lifecycle event subject of a workflow."""
         return f"{self.ns}.events.workflow.{workflow}.{event}"
 
+    def workflow_events_of(self, event: str) -> str:
+        """Wildcard over one lifecycle event of every workflow (``created``, ``updated``, ``deleted``…)."""
+        return f"{self.ns}.events.workflow.*.{event}"
+
     def node_event(self, workflow: str, event: str) -> str:
         """Lifecycle event subject of a workflow's nodes."""
         return f"{self.ns}.events.node.{workflow}.{event}"

@@ -21,7 +21,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 
 
 def _routers() -> list[APIRouter]:
+    from a2amesh.gateway.api import workflows
+
     routers: list[APIRouter] = []
+    routers.append(workflows.router)
     return routers
 
 

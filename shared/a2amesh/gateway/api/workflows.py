@@ -1,0 +1,362 @@
+"""``/api/workflows``: stored workflow definitions, their versions, restore, enable and disable (docs/api.md).
+
+The body of a create or update **is** the definition (JSON, or YAML with ``Content-Type: application/yaml``).
+Writes answer ``{id, version, etag, warnings}`` and an ``ETag`` header; ``If-Match`` on an update, a delete,
+a restore or an enable/disable makes it conditional (412 when stale). Reads need the ``read`` scope, writes
+``admin``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from a2amesh.gateway.api.deps import ApiMesh, mesh_of, require
+from a2amesh.gateway.api.problems import Problem, ProblemBody
+from a2amesh.gateway.auth import Caller
+from a2amesh.manage.definitions import (
+    DefinitionService,
+    InvalidWorkflow,
+    StaleWorkflow,
+    WorkflowExists,
+    WorkflowNotFound,
+    WriteResult,
+    parse_body,
+)
+from a2amesh.store.definitions import DefinitionHead, DefinitionStore, DefinitionVersion
+from a2amesh.store.keys import Keys
+
+__all__ = ["definitions_of", "router"]
+
+router = APIRouter(prefix="/api/workflows", tags=["workflows"])
+
+_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+_BODY_TYPES = ("application/json", *_YAML_TYPES)
+_DEFINITION_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The workflow definition itself (a DAG, seed-000 graph or seed-003 simple workflow).",
+        "content": {
+            "application/json": {"schema": {"type": "object", "additionalProperties": True}},
+            "application/yaml": {"schema": {"type": "object", "additionalProperties": True}},
+        },
+    }
+}
+
+
+def _problem(status: int, text: str) -> dict[str, Any]:
+    return {"model": ProblemBody, "description": text}
+
+
+Responses = dict[int | str, dict[str, Any]]
+_NOT_FOUND: Responses = {404: _problem(404, "No such workflow (or version).")}
+_STALE: Responses = {412: _problem(412, "If-Match is not the current ETag.")}
+
+
+class WorkflowSummary(BaseModel):
+    """One stored workflow in a listing."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: str = Field(description="The workflow's id (its agent name on the mesh).")
+    name: str = Field(description="The name the definition gives.")
+    description: str | None = Field(None, description="The definition's description.")
+    format: str = Field(description="dag, graph (seed 000) or simple (seed 003).")
+    version: int = Field(description="The current version.")
+    etag: str = Field(description="The current version's ETag.")
+    enabled: bool = Field(description="Whether executors serve it.")
+    mcp_export: bool = Field(alias="mcpExport", description="Whether the MCP server exposes it.")
+    updated_at: str = Field(description="When it last changed (ISO 8601).")
+
+    @classmethod
+    def of(cls, head: DefinitionHead) -> WorkflowSummary:
+        return cls(
+            id=head.id,
+            name=head.name,
+            description=head.description,
+            format=head.format,
+            version=head.version,
+            etag=head.etag,
+            enabled=head.enabled,
+            mcp_export=head.mcp_export,
+            updated_at=head.updated_at,
+        )
+
+
+class WorkflowDetail(WorkflowSummary):
+    """One version of a stored workflow with its definition."""
+
+    current_version: int = Field(description="The workflow's current version (``version`` may be older).")
+    created_at: str = Field(description="When this version was written.")
+    author: str | None = Field(None, description="Who wrote this version (API key id).")
+    message: str | None = Field(None, description="What the author said about it.")
+    definition: dict[str, Any] = Field(description="The definition, exactly as written.")
+
+
+class VersionInfo(BaseModel):
+    """One version in a workflow's history."""
+
+    version: int
+    created_at: str
+    author: str | None = None
+    message: str | None = None
+    etag: str
+    digest: str = Field(description="Content digest of the version's document (equal documents, equal digests).")
+
+    @classmethod
+    def of(cls, record: DefinitionVersion) -> VersionInfo:
+        return cls(
+            version=record.version,
+            created_at=record.created_at,
+            author=record.author,
+            message=record.message,
+            etag=record.etag,
+            digest=record.digest,
+        )
+
+
+def definitions_of(mesh: ApiMesh) -> DefinitionService:
+    """The gateway process's :class:`DefinitionService` (made on first use)."""
+    service = mesh.extras.get("definitions")
+    if service is None:
+        store = DefinitionStore(mesh.redis, Keys(mesh.settings.namespace))
+        registry = mesh.client.registry
+        service = mesh.extras["definitions"] = DefinitionService(
+            store, bus=mesh.client.bus, known_agents=lambda: [card.name for card in registry.cards()]
+        )
+    assert isinstance(service, DefinitionService)
+    return service
+
+
+def _service(request: Request) -> DefinitionService:
+    return definitions_of(mesh_of(request))
+
+
+Service = Annotated[DefinitionService, Depends(_service)]
+Reader = Annotated[Caller, Depends(require("read"))]
+Admin = Annotated[Caller, Depends(require("admin"))]
+IfMatch = Annotated[str | None, Header(description="The ETag last read: the write fails with 412 if it is stale.")]
+Message = Annotated[str | None, Query(max_length=500, description="What this change is (kept with the version).")]
+
+
+async def _definition(request: Request) -> Any:
+    """The request body as data, within the gateway's body limit (413) and content types (415)."""
+    limit = mesh_of(request).http.max_body_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise Problem(413, "payload-too-large", f"the definition exceeds the limit of {limit} bytes")
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if media not in _BODY_TYPES and not media.endswith(("+json", "+yaml")):
+        raise Problem(415, "unsupported-media-type", f"send JSON or YAML (application/yaml), not {media}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise Problem(413, "payload-too-large", f"the definition exceeds the limit of {limit} bytes")
+    try:
+        return parse_body(bytes(body), media)
+    except InvalidWorkflow as e:
+        raise _invalid(e) from None
+
+
+def _invalid(e: InvalidWorkflow) -> Problem:
+    errors = [issue.model_dump() for issue in e.errors]
+    return Problem(422, "invalid-definition", str(e), errors=errors)
+
+
+def _mapped(e: Exception) -> Problem:
+    if isinstance(e, InvalidWorkflow):
+        return _invalid(e)
+    if isinstance(e, WorkflowNotFound):
+        return Problem(404, "not-found", str(e))
+    if isinstance(e, WorkflowExists):
+        return Problem(409, "conflict", str(e), headers={"ETag": e.head.etag})
+    if isinstance(e, StaleWorkflow):
+        return Problem(412, "precondition-failed", str(e), headers={"ETag": e.current} if e.current else None)
+    raise e
+
+
+_WRITE_ERRORS = (InvalidWorkflow, WorkflowNotFound, WorkflowExists, StaleWorkflow)
+
+
+@router.get("", response_model=list[WorkflowSummary], response_model_by_alias=True, summary="List workflows")
+async def list_workflows(service: Service, caller: Reader) -> list[WorkflowSummary]:
+    """Every stored workflow that is not deleted (enabled or not), by id."""
+    return [WorkflowSummary.of(head) for head in await service.all()]
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=WriteResult,
+    openapi_extra=_DEFINITION_BODY,
+    responses={
+        409: _problem(409, "A workflow with this id exists."),
+        413: _problem(413, "Body too large."),
+        415: _problem(415, "Neither JSON nor YAML."),
+    },
+    summary="Create a workflow",
+)
+async def create_workflow(
+    request: Request, response: Response, service: Service, caller: Admin, message: Message = None
+) -> WriteResult:
+    """Store a new workflow; its id is the definition's ``id``, else its ``name``. Live on every executor within 1 s."""
+    document = await _definition(request)
+    try:
+        result = await service.create(document, author=caller.key_id, message=message)
+    except _WRITE_ERRORS as e:
+        raise _mapped(e) from None
+    response.headers["ETag"] = result.etag
+    response.headers["Location"] = f"/api/workflows/{result.id}"
+    return result
+
+
+@router.put(
+    "/{workflow_id}",
+    response_model=WriteResult,
+    openapi_extra=_DEFINITION_BODY,
+    responses={
+        201: {"model": WriteResult, "description": "Created."},
+        **_STALE,
+        413: _problem(413, "Body too large."),
+        415: _problem(415, "Neither JSON nor YAML."),
+    },
+    summary="Create or update a workflow",
+)
+async def put_workflow(
+    workflow_id: str,
+    request: Request,
+    response: Response,
+    service: Service,
+    caller: Admin,
+    if_match: IfMatch = None,
+    message: Message = None,
+) -> WriteResult:
+    """Store the definition as the workflow's next version (its id must be the path's). New executions use it;
+    running ones finish on the version they started with."""
+    document = await _definition(request)
+    try:
+        result, created = await service.put(
+            workflow_id, document, author=caller.key_id, message=message, if_match=if_match
+        )
+    except _WRITE_ERRORS as e:
+        raise _mapped(e) from None
+    response.status_code = 201 if created else 200
+    response.headers["ETag"] = result.etag
+    return result
+
+
+@router.get(
+    "/{workflow_id}",
+    response_model=WorkflowDetail,
+    response_model_by_alias=True,
+    responses=_NOT_FOUND,
+    summary="Get a workflow",
+)
+async def get_workflow(
+    workflow_id: str,
+    response: Response,
+    service: Service,
+    caller: Reader,
+    version: Annotated[int | None, Query(ge=1, description="An older version (default: the current one).")] = None,
+) -> WorkflowDetail:
+    """The current definition (or ``?version=N``) with its version, ETag and settings."""
+    try:
+        stored = await service.get(workflow_id, version)
+    except WorkflowNotFound as e:
+        raise _mapped(e) from None
+    head, record = stored.head, stored.version
+    response.headers["ETag"] = head.etag
+    return WorkflowDetail(
+        id=head.id,
+        name=record.name,
+        description=record.description,
+        format=record.format,
+        version=record.version,
+        etag=record.etag,
+        enabled=head.enabled,
+        mcp_export=head.mcp_export,
+        updated_at=head.updated_at,
+        current_version=head.version,
+        created_at=record.created_at,
+        author=record.author,
+        message=record.message,
+        definition=stored.document,
+    )
+
+
+@router.delete("/{workflow_id}", status_code=204, responses={**_NOT_FOUND, **_STALE}, summary="Delete a workflow")
+async def delete_workflow(workflow_id: str, service: Service, caller: Admin, if_match: IfMatch = None) -> Response:
+    """Take the workflow off the mesh (its card goes; calls fail with AGENT_NOT_FOUND). The history is kept."""
+    try:
+        await service.delete(workflow_id, if_match=if_match, author=caller.key_id)
+    except _WRITE_ERRORS as e:
+        raise _mapped(e) from None
+    return Response(status_code=204)
+
+
+@router.get("/{workflow_id}/versions", response_model=list[VersionInfo], responses=_NOT_FOUND, summary="List versions")
+async def list_versions(workflow_id: str, service: Service, caller: Reader) -> list[VersionInfo]:
+    """Every version of the workflow, oldest first."""
+    try:
+        return [VersionInfo.of(v) for v in await service.versions(workflow_id)]
+    except WorkflowNotFound as e:
+        raise _mapped(e) from None
+
+
+@router.post(
+    "/{workflow_id}/versions/{version}/restore",
+    response_model=WriteResult,
+    responses={**_NOT_FOUND, **_STALE},
+    summary="Restore a version",
+)
+async def restore_version(
+    workflow_id: str, version: int, response: Response, service: Service, caller: Admin, if_match: IfMatch = None
+) -> WriteResult:
+    """Make a new version whose definition equals ``version``'s."""
+    try:
+        result = await service.restore(workflow_id, version, author=caller.key_id, if_match=if_match)
+    except _WRITE_ERRORS as e:
+        raise _mapped(e) from None
+    response.headers["ETag"] = result.etag
+    return result
+
+
+async def _set_enabled(
+    service: DefinitionService, workflow_id: str, enabled: bool, caller: Caller, if_match: str | None
+) -> WorkflowSummary:
+    try:
+        head = await service.set_enabled(workflow_id, enabled, if_match=if_match, author=caller.key_id)
+    except _WRITE_ERRORS as e:
+        raise _mapped(e) from None
+    return WorkflowSummary.of(head)
+
+
+@router.post(
+    "/{workflow_id}/enable",
+    response_model=WorkflowSummary,
+    response_model_by_alias=True,
+    responses={**_NOT_FOUND, **_STALE},
+    summary="Enable a workflow",
+)
+async def enable_workflow(
+    workflow_id: str, service: Service, caller: Admin, if_match: IfMatch = None
+) -> WorkflowSummary:
+    """Serve the workflow again (no new version)."""
+    return await _set_enabled(service, workflow_id, True, caller, if_match)
+
+
+@router.post(
+    "/{workflow_id}/disable",
+    response_model=WorkflowSummary,
+    response_model_by_alias=True,
+    responses={**_NOT_FOUND, **_STALE},
+    summary="Disable a workflow",
+)
+async def disable_workflow(
+    workflow_id: str, service: Service, caller: Admin, if_match: IfMatch = None
+) -> WorkflowSummary:
+    """Stop serving the workflow (its card goes) but keep it, with its history (no new version)."""
+    return await _set_enabled(service, workflow_id, False, caller, if_match)

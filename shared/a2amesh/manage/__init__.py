@@ -1,0 +1,1 @@
+"""What the management API, the CLI and the MCP server share: definitions, executions, reviews and events."""

@@ -1,0 +1,517 @@
+"""Workflow definitions as the management API, the CLI and the MCP server see them (docs/api.md).
+
+:class:`DefinitionService` validates a definition with the loader's own checks, writes it to the
+:class:`~a2amesh.store.definitions.DefinitionStore` as a new version and announces the change on NATS
+(``{ns}.events.workflow.{id}.created|updated|deleted``, SPEC §9), which every executor replica listens to.
+Errors are typed: :class:`InvalidWorkflow` (every problem as ``{path, node, field, message, suggestion}``),
+:class:`WorkflowNotFound`, :class:`WorkflowExists` and :class:`StaleWorkflow` (an ``If-Match`` that is
+not the current ETag).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import re
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field
+
+from a2amesh.bus.nats import Bus
+from a2amesh.errors import A2AMeshError, ConfigError
+from a2amesh.jsontext import content_digest, dumps_bytes
+from a2amesh.logs import get_logger
+from a2amesh.store.definitions import (
+    META_KEYS,
+    DefinitionHead,
+    DefinitionStore,
+    DefinitionVersion,
+    NewVersion,
+    WriteMode,
+    WriteOutcome,
+    definition_body,
+)
+from a2amesh.workflow.dag.validation import Issue
+from a2amesh.workflow.graph.definition import GraphDefinition
+from a2amesh.workflow.loader import check_source, read_document
+
+__all__ = [
+    "DEFINITION_EVENTS",
+    "Applied",
+    "DefinitionIssue",
+    "DefinitionService",
+    "InvalidWorkflow",
+    "StaleWorkflow",
+    "StoredWorkflow",
+    "Validated",
+    "WorkflowExists",
+    "WorkflowNotFound",
+    "WriteResult",
+    "parse_body",
+]
+
+log = get_logger("manage.definitions")
+
+DEFINITION_EVENTS = ("created", "updated", "deleted")
+"""The lifecycle events of a stored definition (SPEC §9)."""
+
+FOLDER_SUFFIXES = (".yaml", ".yml", ".json")
+_SUGGESTION = re.compile(r"\s*\(did you mean (.+?)\?\)")
+
+
+class DefinitionIssue(BaseModel):
+    """One problem found in a definition."""
+
+    path: str = Field(description="Where: `nodes[id].field`, a document field, or '' for the whole document.")
+    node: str | None = Field(None, description="The node at fault, if any.")
+    field: str | None = Field(None, description="The field at fault within the node or the workflow, if any.")
+    message: str = Field(description="What is wrong, in one line.")
+    suggestion: str | None = Field(None, description="A likely fix (the closest known name), if any.")
+
+    @classmethod
+    def of(cls, issue: Issue) -> DefinitionIssue:
+        """An issue of the loader's checks."""
+        match = _SUGGESTION.search(issue.problem)
+        message = _SUGGESTION.sub("", issue.problem) if match else issue.problem
+        return cls(
+            path=issue.location,
+            node=issue.node_id or None,
+            field=issue.field or None,
+            message=message,
+            suggestion=match.group(1).strip("'\"") if match else None,
+        )
+
+
+class WriteResult(BaseModel):
+    """The answer to a write: the version it made."""
+
+    id: str = Field(description="The workflow's id.")
+    version: int = Field(description="The version now current.")
+    etag: str = Field(description="That version's ETag (send it as If-Match on the next write).")
+    warnings: list[DefinitionIssue] = Field(default_factory=list, description="What validation warned about.")
+
+
+class InvalidWorkflow(A2AMeshError, ValueError):
+    """A definition that cannot be stored; every problem is in ``errors``."""
+
+    def __init__(self, errors: list[DefinitionIssue]) -> None:
+        self.errors = errors
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(f"{first.path}: {first.message}{more}" if first.path else f"{first.message}{more}")
+
+
+class WorkflowNotFound(A2AMeshError, LookupError):
+    """No stored workflow (or version) of that id."""
+
+    def __init__(self, workflow_id: str, version: int | None = None) -> None:
+        self.workflow_id = workflow_id
+        self.version = version
+        what = f"workflow {workflow_id!r}" + (f" has no version {version}" if version is not None else " not found")
+        super().__init__(what)
+
+
+class WorkflowExists(A2AMeshError):
+    """Creating a workflow whose id is already live."""
+
+    def __init__(self, head: DefinitionHead) -> None:
+        self.head = head
+        super().__init__(f"workflow {head.id!r} already exists (version {head.version}); update it with PUT")
+
+
+class StaleWorkflow(A2AMeshError):
+    """An ``If-Match`` ETag that is not the workflow's current one (someone wrote since it was read)."""
+
+    def __init__(self, workflow_id: str, given: str, current: str | None) -> None:
+        self.current = current
+        now = f"the current ETag is {current}" if current else "the workflow does not exist"
+        super().__init__(f"workflow {workflow_id!r}: If-Match {given} is stale; {now}")
+
+
+@dataclass(frozen=True)
+class Validated:
+    """A definition that passed validation."""
+
+    id: str
+    name: str
+    description: str | None
+    format: str
+    digest: str
+    warnings: list[DefinitionIssue]
+    enabled: bool | None
+    mcp_export: bool | None
+
+
+@dataclass(frozen=True)
+class StoredWorkflow:
+    """One version of a stored workflow: its head, the version's record and its document."""
+
+    head: DefinitionHead
+    version: DefinitionVersion
+    document: Any
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What applying one definition did (``a2amesh workflows apply``)."""
+
+    id: str
+    outcome: Literal["created", "updated", "unchanged"]
+    result: WriteResult
+
+
+def parse_body(body: bytes, content_type: str) -> Any:
+    """A request body as data: YAML for ``application/yaml`` (and ``text/yaml``, ``*+yaml``), else JSON.
+
+    YAML bodies are read with the safe loader only (no ``!include``: a body never reads the server's files).
+
+    Raises:
+        InvalidWorkflow: the body is not valid JSON / YAML.
+    """
+    media = content_type.split(";")[0].strip().lower()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidWorkflow([DefinitionIssue(path="", message=f"the body is not UTF-8 text: {e}")]) from None
+    if "yaml" in media:
+        try:
+            return yaml.safe_load(text)
+        except yaml.MarkedYAMLError as e:
+            mark = e.problem_mark
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            message = f"YAML error{where}: {e.problem or e.context}"
+            raise InvalidWorkflow([DefinitionIssue(path="", message=message)]) from None
+        except yaml.YAMLError as e:
+            raise InvalidWorkflow([DefinitionIssue(path="", message=f"YAML error: {e}")]) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        message = f"JSON error at line {e.lineno}, column {e.colno}: {e.msg}"
+        raise InvalidWorkflow([DefinitionIssue(path="", message=message)]) from None
+
+
+def _given_id(document: dict[str, Any]) -> str | None:
+    for key in ("id", "name"):
+        value = document.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class DefinitionService:
+    """Create, update, read, version, restore and delete stored workflow definitions.
+
+    Args:
+        store: the definitions store.
+        bus: where lifecycle events go (``None``: no events; executors then find changes on their reconcile).
+        known_agents: names of the live agents and workflows, for unknown-agent warnings (``None``: no check).
+    """
+
+    def __init__(
+        self,
+        store: DefinitionStore,
+        *,
+        bus: Bus | None = None,
+        known_agents: Callable[[], Collection[str]] | None = None,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self.known_agents = known_agents
+
+    # --- validation ----------------------------------------------------------------------------
+
+    def validate(self, document: Any, *, workflow_id: str | None = None) -> Validated:
+        """Check ``document`` with the loader's checks; ``workflow_id`` (a path's id) must match its own.
+
+        Raises:
+            InvalidWorkflow: with every error found.
+        """
+        if not isinstance(document, dict):
+            kind = "null" if document is None else type(document).__name__
+            message = f"expected a mapping (a workflow definition), got {kind}"
+            raise InvalidWorkflow([DefinitionIssue(path="", message=message)])
+        errors = [
+            DefinitionIssue(path=key, field=key, message=f"{key} must be true or false")
+            for key in META_KEYS
+            if key in document and not isinstance(document[key], bool)
+        ]
+        given = _given_id(document)
+        if workflow_id is not None and given is not None and given != workflow_id:
+            key = "id" if isinstance(document.get("id"), str) and document.get("id") else "name"
+            message = f"the definition's {key} {given!r} is not the id in the path, {workflow_id!r}"
+            errors.append(DefinitionIssue(path=key, field=key, message=message))
+        if errors:
+            raise InvalidWorkflow(errors)
+        known = self.known_agents() if self.known_agents is not None else None
+        try:
+            checked = check_source(definition_body(document), name=given or workflow_id, known_agents=known)
+        except ConfigError as e:
+            raise InvalidWorkflow([DefinitionIssue(path=e.field, field=e.field or None, message=e.problem)]) from None
+        if len(checked) > 1:
+            names = ", ".join(c.name for c in checked)
+            message = f"the document holds {len(checked)} workflows ({names}); store one per request"
+            raise InvalidWorkflow([DefinitionIssue(path="apps", field="apps", message=message)])
+        item = checked[0]
+        if workflow_id is not None and item.name != workflow_id:
+            message = f"the definition's workflow is named {item.name!r}, not {workflow_id!r} (the id in the path)"
+            raise InvalidWorkflow([DefinitionIssue(path="name", field="name", message=message)])
+        if item.report.errors:
+            raise InvalidWorkflow([DefinitionIssue.of(i) for i in item.report.errors])
+        definition = item.definition
+        assert definition is not None
+        given_name = document.get("name")
+        name = given_name if isinstance(given_name, str) and given_name else item.name
+        description = definition.description if isinstance(definition.description, str) else None
+        return Validated(
+            id=item.name,
+            name=name,
+            description=description,
+            format=definition.format if isinstance(definition, GraphDefinition) else "dag",
+            digest=content_digest(document),
+            warnings=[DefinitionIssue.of(i) for i in item.report.warnings],
+            enabled=document.get("enabled"),
+            mcp_export=document.get("mcpExport"),
+        )
+
+    # --- writes --------------------------------------------------------------------------------
+
+    async def _write(
+        self,
+        document: Any,
+        checked: Validated,
+        *,
+        mode: WriteMode,
+        author: str | None,
+        message: str | None,
+        if_match: str | None,
+    ) -> tuple[WriteOutcome, WriteResult]:
+        meta = NewVersion(
+            name=checked.name,
+            description=checked.description,
+            format=checked.format,
+            digest=checked.digest,
+            author=author,
+            message=message,
+        )
+        outcome = await self.store.write(
+            checked.id,
+            document,
+            meta,
+            mode=mode,
+            if_match=if_match,
+            enabled=checked.enabled,
+            mcp_export=checked.mcp_export,
+        )
+        head = self._check(checked.id, outcome, if_match)
+        result = WriteResult(id=head.id, version=head.version, etag=head.etag, warnings=checked.warnings)
+        return outcome, result
+
+    @staticmethod
+    def _check(workflow_id: str, outcome: WriteOutcome, if_match: str | None) -> DefinitionHead:
+        head = outcome.head
+        if outcome.outcome == "stale":
+            raise StaleWorkflow(workflow_id, if_match or "", head.etag if head and not head.deleted else None)
+        if outcome.outcome == "exists" and head is not None:
+            raise WorkflowExists(head)
+        if outcome.outcome == "missing" or head is None:
+            raise WorkflowNotFound(workflow_id)
+        return head
+
+    async def create(self, document: Any, *, author: str | None = None, message: str | None = None) -> WriteResult:
+        """Store a new workflow (version 1, or the next version of a deleted one).
+
+        Raises:
+            InvalidWorkflow, WorkflowExists.
+        """
+        checked = self.validate(document)
+        _, result = await self._write(document, checked, mode="create", author=author, message=message, if_match=None)
+        await self._announce(result.id, "created", result.version, result.etag, author)
+        return result
+
+    async def put(
+        self,
+        workflow_id: str,
+        document: Any,
+        *,
+        author: str | None = None,
+        message: str | None = None,
+        if_match: str | None = None,
+    ) -> tuple[WriteResult, bool]:
+        """Create or update ``workflow_id``; the result and whether it was created.
+
+        Raises:
+            InvalidWorkflow, StaleWorkflow.
+        """
+        checked = self.validate(document, workflow_id=workflow_id)
+        before = await self.store.head(workflow_id)
+        _, result = await self._write(document, checked, mode="put", author=author, message=message, if_match=if_match)
+        event = "updated" if before is not None else "created"
+        await self._announce(result.id, event, result.version, result.etag, author)
+        return result, before is None
+
+    async def apply(
+        self, document: Any, *, workflow_id: str | None = None, author: str | None = None, message: str | None = None
+    ) -> Applied:
+        """Upsert by id, writing nothing when the current version has the same content (``workflows apply``)."""
+        checked = self.validate(document, workflow_id=workflow_id)
+        before = await self.store.head(checked.id)
+        outcome, result = await self._write(
+            document, checked, mode="apply", author=author, message=message, if_match=None
+        )
+        if outcome.outcome == "unchanged":
+            return Applied(checked.id, "unchanged", result)
+        event: Literal["created", "updated"] = "updated" if before is not None else "created"
+        await self._announce(result.id, event, result.version, result.etag, author)
+        return Applied(checked.id, event, result)
+
+    async def restore(
+        self, workflow_id: str, version: int, *, author: str | None = None, if_match: str | None = None
+    ) -> WriteResult:
+        """Make a new version equal to ``version`` (the workflow must be live).
+
+        Raises:
+            WorkflowNotFound, StaleWorkflow.
+        """
+        if await self.store.head(workflow_id) is None:
+            raise WorkflowNotFound(workflow_id)
+        document = await self.store.document(workflow_id, version)
+        if document is None:
+            raise WorkflowNotFound(workflow_id, version)
+        checked = self.validate(document, workflow_id=workflow_id)
+        _, result = await self._write(
+            document,
+            checked,
+            mode="update",
+            author=author,
+            message=f"restore of version {version}",
+            if_match=if_match,
+        )
+        await self._announce(result.id, "updated", result.version, result.etag, author)
+        return result
+
+    async def delete(self, workflow_id: str, *, if_match: str | None = None, author: str | None = None) -> None:
+        """Take a workflow off the mesh (its history stays until purged).
+
+        Raises:
+            WorkflowNotFound, StaleWorkflow.
+        """
+        head = self._check(workflow_id, await self.store.delete(workflow_id, if_match=if_match), if_match)
+        await self._announce(workflow_id, "deleted", head.version, head.etag, author)
+
+    async def set_enabled(
+        self, workflow_id: str, enabled: bool, *, if_match: str | None = None, author: str | None = None
+    ) -> DefinitionHead:
+        """Enable (serve) or disable (stop serving) a workflow; no new version.
+
+        Raises:
+            WorkflowNotFound, StaleWorkflow.
+        """
+        outcome = await self.store.set_flags(workflow_id, enabled=enabled, if_match=if_match)
+        head = self._check(workflow_id, outcome, if_match)
+        await self._announce(workflow_id, "updated", head.version, head.etag, author)
+        return head
+
+    async def _announce(self, workflow_id: str, event: str, version: int, etag: str, author: str | None) -> None:
+        if self.bus is None:
+            return
+        payload = {
+            "workflow": workflow_id,
+            "event": event,
+            "status": event,
+            "version": version,
+            "etag": etag,
+            "author": author,
+            "timestamp": _now(),
+        }
+        try:
+            await self.bus.publish(self.bus.subjects.workflow_event(workflow_id, event), dumps_bytes(payload))
+        except Exception as e:  # executors reconcile on their own; the write stands
+            log.warning("definition.event_failed", workflow=workflow_id, event=event, error=str(e) or type(e).__name__)
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    async def all(self) -> list[DefinitionHead]:
+        """Every live workflow's head, by id."""
+        return await self.store.heads()
+
+    async def get(self, workflow_id: str, version: int | None = None) -> StoredWorkflow:
+        """The current version of a live workflow, or ``version``.
+
+        Raises:
+            WorkflowNotFound: no such live workflow, or no such version.
+        """
+        head = await self.store.head(workflow_id)
+        if head is None:
+            raise WorkflowNotFound(workflow_id)
+        number = head.version if version is None else version
+        record = await self.store.version(workflow_id, number)
+        document = await self.store.document(workflow_id, number)
+        if record is None or document is None:
+            raise WorkflowNotFound(workflow_id, number)
+        return StoredWorkflow(head, record, document)
+
+    async def versions(self, workflow_id: str) -> list[DefinitionVersion]:
+        """Every version's record, oldest first.
+
+        Raises:
+            WorkflowNotFound: no such live workflow.
+        """
+        if await self.store.head(workflow_id) is None:
+            raise WorkflowNotFound(workflow_id)
+        return await self.store.versions(workflow_id)
+
+    async def diff(self, workflow_id: str, old: int, new: int | None = None) -> str:
+        """A unified diff of two versions' documents (as YAML); ``new`` defaults to the current version."""
+        a = await self.get(workflow_id, old)
+        b = await self.get(workflow_id, new)
+        left = yaml.safe_dump(a.document, sort_keys=False, allow_unicode=True).splitlines(keepends=True)
+        right = yaml.safe_dump(b.document, sort_keys=False, allow_unicode=True).splitlines(keepends=True)
+        return "".join(
+            difflib.unified_diff(
+                left, right, f"{workflow_id}@v{a.version.version}", f"{workflow_id}@v{b.version.version}"
+            )
+        )
+
+    # --- folders -------------------------------------------------------------------------------
+
+    async def apply_path(self, path: Path, *, author: str | None = None) -> list[Applied | tuple[str, str]]:
+        """Apply a file, or every definition file of a folder (not recursive), into the store by id.
+
+        Returns:
+            Per workflow, what happened; ``(file, error)`` for a file or workflow that could not be applied
+            (the others still are).
+        """
+        if await asyncio.to_thread(path.is_dir):
+            files = sorted(
+                p for p in await asyncio.to_thread(lambda: list(path.iterdir())) if p.suffix in FOLDER_SUFFIXES
+            )
+        else:
+            files = [path]
+        done: list[Applied | tuple[str, str]] = []
+        for file in files:
+            try:
+                document, _ = await asyncio.to_thread(read_document, file)
+                names = [c.name for c in check_source(definition_body(document), default_name=file.stem)]
+            except ConfigError as e:
+                done.append((str(file), str(e)))
+                continue
+            if isinstance(document, dict) and "apps" not in document and _given_id(document) is None:
+                document = {"name": names[0], **document}  # a bare block named by its file: store its name
+            for name in names:
+                try:
+                    done.append(
+                        await self.apply(document, workflow_id=name, author=author, message=f"applied {file.name}")
+                    )
+                except InvalidWorkflow as e:
+                    done.append((f"{file} ({name})", str(e)))
+        return done
