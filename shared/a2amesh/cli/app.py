@@ -86,6 +86,9 @@ def _add_run_verbs(sub: Any) -> None:
     s = sub.add_parser("executor", help="run the workflow executor over a folder of definitions (hot reload)")
     s.add_argument("folder", help="folder of workflow definitions (YAML / JSON)")
     s.add_argument("--reload-interval", type=float, default=1.0, help="seconds between scans of the folder")
+    s.add_argument(
+        "--no-apply", action="store_true", help="serve the folder without applying it into the definitions store"
+    )
     s.set_defaults(func=workflows.cmd_executor)
 
     s = sub.add_parser("run", help="run a workflow, showing live node progress, then its output")
@@ -150,6 +153,8 @@ def _add_run_verbs(sub: Any) -> None:
     s.add_argument("files", nargs="+", metavar="FILE")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=workflows.cmd_validate)
+
+    workflows.add_workflows_parser(sub)
 
     s = sub.add_parser("graph", help="print a workflow definition as a Mermaid flowchart")
     s.add_argument("file")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.bus.nats import Bus
 from a2amesh.errors import A2AMeshError, ConfigError
@@ -50,8 +50,11 @@ __all__ = [
     "StaleWorkflow",
     "StoredWorkflow",
     "Validated",
+    "VersionInfo",
+    "WorkflowDetail",
     "WorkflowExists",
     "WorkflowNotFound",
+    "WorkflowSummary",
     "WriteResult",
     "parse_body",
 ]
@@ -95,6 +98,88 @@ class WriteResult(BaseModel):
     version: int = Field(description="The version now current.")
     etag: str = Field(description="That version's ETag (send it as If-Match on the next write).")
     warnings: list[DefinitionIssue] = Field(default_factory=list, description="What validation warned about.")
+
+
+class WorkflowSummary(BaseModel):
+    """One stored workflow in a listing."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: str = Field(description="The workflow's id (its agent name on the mesh).")
+    name: str = Field(description="The name the definition gives.")
+    description: str | None = Field(None, description="The definition's description.")
+    format: str = Field(description="dag, graph (seed 000) or simple (seed 003).")
+    version: int = Field(description="The current version.")
+    etag: str = Field(description="The current version's ETag.")
+    enabled: bool = Field(description="Whether executors serve it.")
+    mcp_export: bool = Field(alias="mcpExport", description="Whether the MCP server exposes it.")
+    updated_at: str = Field(description="When it last changed (ISO 8601).")
+
+    @classmethod
+    def of(cls, head: DefinitionHead) -> WorkflowSummary:
+        return cls(
+            id=head.id,
+            name=head.name,
+            description=head.description,
+            format=head.format,
+            version=head.version,
+            etag=head.etag,
+            enabled=head.enabled,
+            mcp_export=head.mcp_export,
+            updated_at=head.updated_at,
+        )
+
+
+class WorkflowDetail(WorkflowSummary):
+    """One version of a stored workflow with its definition."""
+
+    current_version: int = Field(description="The workflow's current version (``version`` may be older).")
+    created_at: str = Field(description="When this version was written.")
+    author: str | None = Field(None, description="Who wrote this version (API key id).")
+    message: str | None = Field(None, description="What the author said about it.")
+    definition: dict[str, Any] = Field(description="The definition, exactly as written.")
+
+    @classmethod
+    def of_stored(cls, stored: StoredWorkflow) -> WorkflowDetail:
+        head, record = stored.head, stored.version
+        return cls(
+            id=head.id,
+            name=record.name,
+            description=record.description,
+            format=record.format,
+            version=record.version,
+            etag=record.etag,
+            enabled=head.enabled,
+            mcp_export=head.mcp_export,
+            updated_at=head.updated_at,
+            current_version=head.version,
+            created_at=record.created_at,
+            author=record.author,
+            message=record.message,
+            definition=stored.document,
+        )
+
+
+class VersionInfo(BaseModel):
+    """One version in a workflow's history."""
+
+    version: int
+    created_at: str
+    author: str | None = None
+    message: str | None = None
+    etag: str
+    digest: str = Field(description="Content digest of the version's document (equal documents, equal digests).")
+
+    @classmethod
+    def of(cls, record: DefinitionVersion) -> VersionInfo:
+        return cls(
+            version=record.version,
+            created_at=record.created_at,
+            author=record.author,
+            message=record.message,
+            etag=record.etag,
+            digest=record.digest,
+        )
 
 
 class InvalidWorkflow(A2AMeshError, ValueError):
@@ -407,6 +492,18 @@ class DefinitionService:
         """
         head = self._check(workflow_id, await self.store.delete(workflow_id, if_match=if_match), if_match)
         await self._announce(workflow_id, "deleted", head.version, head.etag, author)
+
+    async def purge(self, workflow_id: str) -> None:
+        """Forget a workflow and its whole history (announced as deleted if it was live).
+
+        Raises:
+            WorkflowNotFound: nothing is stored under that id.
+        """
+        head = await self.store.head(workflow_id)
+        if not await self.store.purge(workflow_id):
+            raise WorkflowNotFound(workflow_id)
+        if head is not None:
+            await self._announce(workflow_id, "deleted", head.version, head.etag, None)
 
     async def set_enabled(
         self, workflow_id: str, enabled: bool, *, if_match: str | None = None, author: str | None = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.gateway.api.deps import ApiMesh, mesh_of, require
 from a2amesh.gateway.api.problems import Problem, ProblemBody
@@ -20,12 +19,15 @@ from a2amesh.manage.definitions import (
     DefinitionService,
     InvalidWorkflow,
     StaleWorkflow,
+    VersionInfo,
+    WorkflowDetail,
     WorkflowExists,
     WorkflowNotFound,
+    WorkflowSummary,
     WriteResult,
     parse_body,
 )
-from a2amesh.store.definitions import DefinitionHead, DefinitionStore, DefinitionVersion
+from a2amesh.store.definitions import DefinitionStore
 from a2amesh.store.keys import Keys
 
 __all__ = ["definitions_of", "router"]
@@ -53,68 +55,6 @@ def _problem(status: int, text: str) -> dict[str, Any]:
 Responses = dict[int | str, dict[str, Any]]
 _NOT_FOUND: Responses = {404: _problem(404, "No such workflow (or version).")}
 _STALE: Responses = {412: _problem(412, "If-Match is not the current ETag.")}
-
-
-class WorkflowSummary(BaseModel):
-    """One stored workflow in a listing."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    id: str = Field(description="The workflow's id (its agent name on the mesh).")
-    name: str = Field(description="The name the definition gives.")
-    description: str | None = Field(None, description="The definition's description.")
-    format: str = Field(description="dag, graph (seed 000) or simple (seed 003).")
-    version: int = Field(description="The current version.")
-    etag: str = Field(description="The current version's ETag.")
-    enabled: bool = Field(description="Whether executors serve it.")
-    mcp_export: bool = Field(alias="mcpExport", description="Whether the MCP server exposes it.")
-    updated_at: str = Field(description="When it last changed (ISO 8601).")
-
-    @classmethod
-    def of(cls, head: DefinitionHead) -> WorkflowSummary:
-        return cls(
-            id=head.id,
-            name=head.name,
-            description=head.description,
-            format=head.format,
-            version=head.version,
-            etag=head.etag,
-            enabled=head.enabled,
-            mcp_export=head.mcp_export,
-            updated_at=head.updated_at,
-        )
-
-
-class WorkflowDetail(WorkflowSummary):
-    """One version of a stored workflow with its definition."""
-
-    current_version: int = Field(description="The workflow's current version (``version`` may be older).")
-    created_at: str = Field(description="When this version was written.")
-    author: str | None = Field(None, description="Who wrote this version (API key id).")
-    message: str | None = Field(None, description="What the author said about it.")
-    definition: dict[str, Any] = Field(description="The definition, exactly as written.")
-
-
-class VersionInfo(BaseModel):
-    """One version in a workflow's history."""
-
-    version: int
-    created_at: str
-    author: str | None = None
-    message: str | None = None
-    etag: str
-    digest: str = Field(description="Content digest of the version's document (equal documents, equal digests).")
-
-    @classmethod
-    def of(cls, record: DefinitionVersion) -> VersionInfo:
-        return cls(
-            version=record.version,
-            created_at=record.created_at,
-            author=record.author,
-            message=record.message,
-            etag=record.etag,
-            digest=record.digest,
-        )
 
 
 def definitions_of(mesh: ApiMesh) -> DefinitionService:
@@ -267,24 +207,8 @@ async def get_workflow(
         stored = await service.get(workflow_id, version)
     except WorkflowNotFound as e:
         raise _mapped(e) from None
-    head, record = stored.head, stored.version
-    response.headers["ETag"] = head.etag
-    return WorkflowDetail(
-        id=head.id,
-        name=record.name,
-        description=record.description,
-        format=record.format,
-        version=record.version,
-        etag=record.etag,
-        enabled=head.enabled,
-        mcp_export=head.mcp_export,
-        updated_at=head.updated_at,
-        current_version=head.version,
-        created_at=record.created_at,
-        author=record.author,
-        message=record.message,
-        definition=stored.document,
-    )
+    response.headers["ETag"] = stored.head.etag
+    return WorkflowDetail.of_stored(stored)
 
 
 @router.delete("/{workflow_id}", status_code=204, responses={**_NOT_FOUND, **_STALE}, summary="Delete a workflow")
