@@ -6,13 +6,14 @@ import asyncio
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
 
 from a2amesh.client import Client, make_message
 from a2amesh.errors import TransportError
+from a2amesh.executor.service import WorkflowExecutor
 from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.protocol import TaskState, codes
 from tests.support.waiting import eventually, within
@@ -47,13 +48,20 @@ class Gate:
         return {"v": input.get("v")}
 
 
+class Api(NamedTuple):
+    url: str
+    gate: Gate
+    executors: list[WorkflowExecutor]
+
+
 @pytest.fixture
-async def api(agent_host: Any, executor: Any, gateway: Any) -> tuple[str, Gate]:
+async def api(agent_host: Any, executor: Any, gateway: Any) -> Api:
+    """A gate agent, two executor replicas with empty folders, a gateway with an admin and a read-only key."""
     gate = Gate()
     await agent_host("gate", gate)
-    await executor({})
+    replicas = [await executor({}), await executor({})]
     keys = parse_api_keys("admin=adm1n-secret#admin|read,reader=r3ader-secret#read")
-    return await gateway(api_keys=keys, max_body_bytes=16384), gate
+    return Api(await gateway(api_keys=keys, max_body_bytes=16384), gate, replicas)
 
 
 def jsonrpc_send(data: dict[str, Any]) -> dict[str, Any]:
@@ -61,15 +69,18 @@ def jsonrpc_send(data: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
 
 
-async def test_create_then_call_over_nats_and_http(api: tuple[str, Gate], client: Client) -> None:
+async def test_create_then_call_over_nats_and_http(api: Api, client: Client) -> None:
     """A workflow created over HTTP has a live card within 1 s and answers over NATS and over the gateway."""
-    url, _ = api
+    url = api.url
     async with httpx.AsyncClient(base_url=url, timeout=20) as http:
         r = await http.post("/api/workflows", content=flow(1), headers={**ADMIN, **YAML})
         assert r.status_code == 201, r.text
         body = r.json()
         assert body == {"id": "flow", "version": 1, "etag": r.headers["etag"], "warnings": []}
         await within(client.registry.wait_for("flow", 5), 1.0, "the created workflow's card")
+        await eventually(
+            lambda: all("flow" in ex.served for ex in api.executors), timeout=1, what="both replicas to serve it"
+        )
         task = await within(client.send("flow", make_message(data={})), 10, "the call over NATS")
         assert task.status.state == TaskState.COMPLETED
         assert task.output() == {"v": 1}
@@ -82,9 +93,9 @@ async def test_create_then_call_over_nats_and_http(api: tuple[str, Gate], client
         assert {"id", "name", "format", "version", "enabled", "updated_at"} <= set(listed[0])
 
 
-async def test_update_while_running_restore_and_stale_etag(api: tuple[str, Gate], client: Client) -> None:
+async def test_update_while_running_restore_and_stale_etag(api: Api, client: Client) -> None:
     """v1's execution finishes on v1 while a new run uses v2; a stale If-Match is 412; restore v1 makes v3 = v1."""
-    url, gate = api
+    url, gate = api.url, api.gate
     async with httpx.AsyncClient(base_url=url, timeout=20) as http:
         r = await http.post("/api/workflows?message=first", content=flow(1, hold=True), headers={**ADMIN, **YAML})
         v1_etag = r.json()["etag"]
@@ -133,9 +144,9 @@ async def test_update_while_running_restore_and_stale_etag(api: tuple[str, Gate]
         assert third.output() == {"v": 1}
 
 
-async def test_delete_and_disable_stop_new_calls(api: tuple[str, Gate], client: Client) -> None:
+async def test_delete_and_disable_stop_new_calls(api: Api, client: Client) -> None:
     """Disable and delete take the card away (AGENT_NOT_FOUND); enable brings it back; the history stays."""
-    url, _ = api
+    url = api.url
     async with httpx.AsyncClient(base_url=url, timeout=20) as http:
         await http.post("/api/workflows", content=flow(1), headers={**ADMIN, **YAML})
         await client.registry.wait_for("flow", 5)
@@ -150,6 +161,7 @@ async def test_delete_and_disable_stop_new_calls(api: tuple[str, Gate], client: 
         r = await http.delete("/api/workflows/flow", headers=ADMIN)
         assert r.status_code == 204
         await eventually(lambda: client.registry.get("flow") is None, timeout=2, what="the deleted card to go")
+        assert not any("flow" in ex.served for ex in api.executors)
         with pytest.raises(TransportError) as failure:
             await client.send("flow", make_message(data={}), timeout=5)
         assert failure.value.reason == codes.AGENT_NOT_FOUND
@@ -174,9 +186,9 @@ SIMPLE = {
 }
 
 
-async def test_seed_formats_round_trip_unchanged(api: tuple[str, Gate], client: Client) -> None:
+async def test_seed_formats_round_trip_unchanged(api: Api, client: Client) -> None:
     """Seed 000's 2nChat graph JSON (its developer-chosen id kept) and a seed-003 simple workflow come back as sent."""
-    url, _ = api
+    url = api.url
     chat = json.loads((REPO / "workflows" / "2nchat.json").read_text())
     async with httpx.AsyncClient(base_url=url, timeout=20) as http:
         for document, workflow_id, fmt in ((chat, "2nChat", "graph"), (SIMPLE, "two-agents", "simple")):
@@ -218,9 +230,9 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-async def test_invalid_definitions_are_422_with_paths(api: tuple[str, Gate], case: str) -> None:
+async def test_invalid_definitions_are_422_with_paths(api: Api, case: str) -> None:
     """Every invalid definition is refused with 422 and errors that say where; nothing is stored."""
-    url, _ = api
+    url = api.url
     text, path = BAD[case]
     async with httpx.AsyncClient(base_url=url, timeout=20) as http:
         r = await http.post("/api/workflows", content=text, headers={**ADMIN, **YAML})
@@ -233,9 +245,9 @@ async def test_invalid_definitions_are_422_with_paths(api: tuple[str, Gate], cas
         assert (await http.get("/api/workflows", headers=READER)).json() == []
 
 
-async def test_errors_name_node_field_and_suggestion(api: tuple[str, Gate]) -> None:
+async def test_errors_name_node_field_and_suggestion(api: Api) -> None:
     """An unknown field names its node and field and suggests the closest one; every error comes at once."""
-    url, _ = api
+    url = api.url
     text = (
         "name: bad\nnodes:\n  - {id: a, type: agent, agent_name: gate, timout: 3}\n"
         "  - {id: b, type: agent, agent_name: gate, inptu: {}}\n"
@@ -254,9 +266,9 @@ async def test_errors_name_node_field_and_suggestion(api: tuple[str, Gate]) -> N
     assert any(e["path"] == "nodes[b].inptu" and e["suggestion"] == "input" for e in errors)
 
 
-async def test_auth_scope_not_found_size_and_id_mismatch(api: tuple[str, Gate]) -> None:
+async def test_auth_scope_not_found_size_and_id_mismatch(api: Api) -> None:
     """401 without a key, 403 for a read-only key writing, 404 for unknown ids, 413, 415, 409 and a path/id mismatch."""
-    url, _ = api
+    url = api.url
     async with httpx.AsyncClient(base_url=url, timeout=20) as http:
         assert (await http.get("/api/workflows")).status_code == 401
         r = await http.post("/api/workflows", content=flow(1), headers={**READER, **YAML})
@@ -285,9 +297,9 @@ async def test_auth_scope_not_found_size_and_id_mismatch(api: tuple[str, Gate]) 
         assert r.status_code == 201
 
 
-async def test_openapi_lists_the_definition_routes(api: tuple[str, Gate]) -> None:
+async def test_openapi_lists_the_definition_routes(api: Api) -> None:
     """The schema at /openapi.json documents every definitions route with its response model."""
-    url, _ = api
+    url = api.url
     async with httpx.AsyncClient(base_url=url, timeout=20) as http:
         schema = (await http.get("/openapi.json")).json()
     paths = schema["paths"]

@@ -57,6 +57,7 @@ __all__ = [
     "WorkflowSummary",
     "WriteResult",
     "parse_body",
+    "validate_definition",
 ]
 
 log = get_logger("manage.definitions")
@@ -293,6 +294,67 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def validate_definition(
+    document: Any, *, workflow_id: str | None = None, known_agents: Collection[str] | None = None
+) -> Validated:
+    """Check ``document`` with the loader's own checks, as a write would.
+
+    Args:
+        document: the parsed definition (its top-level ``enabled`` / ``mcpExport`` are settings, checked
+            apart from the definition).
+        workflow_id: the id it must have (a PUT's path), if any; else the definition's ``id``, else ``name``.
+        known_agents: live agent and workflow names, for unknown-agent warnings (``None``: no check).
+
+    Raises:
+        InvalidWorkflow: with every error found.
+    """
+    if not isinstance(document, dict):
+        kind = "null" if document is None else type(document).__name__
+        message = f"expected a mapping (a workflow definition), got {kind}"
+        raise InvalidWorkflow([DefinitionIssue(path="", message=message)])
+    errors = [
+        DefinitionIssue(path=key, field=key, message=f"{key} must be true or false")
+        for key in META_KEYS
+        if key in document and not isinstance(document[key], bool)
+    ]
+    given = _given_id(document)
+    if workflow_id is not None and given is not None and given != workflow_id:
+        key = "id" if isinstance(document.get("id"), str) and document.get("id") else "name"
+        message = f"the definition's {key} {given!r} is not the id in the path, {workflow_id!r}"
+        errors.append(DefinitionIssue(path=key, field=key, message=message))
+    if errors:
+        raise InvalidWorkflow(errors)
+    try:
+        checked = check_source(definition_body(document), name=given or workflow_id, known_agents=known_agents)
+    except ConfigError as e:
+        raise InvalidWorkflow([DefinitionIssue(path=e.field, field=e.field or None, message=e.problem)]) from None
+    if len(checked) > 1:
+        names = ", ".join(c.name for c in checked)
+        message = f"the document holds {len(checked)} workflows ({names}); store one per request"
+        raise InvalidWorkflow([DefinitionIssue(path="apps", field="apps", message=message)])
+    item = checked[0]
+    if workflow_id is not None and item.name != workflow_id:
+        message = f"the definition's workflow is named {item.name!r}, not {workflow_id!r} (the id in the path)"
+        raise InvalidWorkflow([DefinitionIssue(path="name", field="name", message=message)])
+    if item.report.errors:
+        raise InvalidWorkflow([DefinitionIssue.of(i) for i in item.report.errors])
+    definition = item.definition
+    assert definition is not None
+    given_name = document.get("name")
+    name = given_name if isinstance(given_name, str) and given_name else item.name
+    description = definition.description if isinstance(definition.description, str) else None
+    return Validated(
+        id=item.name,
+        name=name,
+        description=description,
+        format=definition.format if isinstance(definition, GraphDefinition) else "dag",
+        digest=content_digest(document),
+        warnings=[DefinitionIssue.of(i) for i in item.report.warnings],
+        enabled=document.get("enabled"),
+        mcp_export=document.get("mcpExport"),
+    )
+
+
 class DefinitionService:
     """Create, update, read, version, restore and delete stored workflow definitions.
 
@@ -316,57 +378,9 @@ class DefinitionService:
     # --- validation ----------------------------------------------------------------------------
 
     def validate(self, document: Any, *, workflow_id: str | None = None) -> Validated:
-        """Check ``document`` with the loader's checks; ``workflow_id`` (a path's id) must match its own.
-
-        Raises:
-            InvalidWorkflow: with every error found.
-        """
-        if not isinstance(document, dict):
-            kind = "null" if document is None else type(document).__name__
-            message = f"expected a mapping (a workflow definition), got {kind}"
-            raise InvalidWorkflow([DefinitionIssue(path="", message=message)])
-        errors = [
-            DefinitionIssue(path=key, field=key, message=f"{key} must be true or false")
-            for key in META_KEYS
-            if key in document and not isinstance(document[key], bool)
-        ]
-        given = _given_id(document)
-        if workflow_id is not None and given is not None and given != workflow_id:
-            key = "id" if isinstance(document.get("id"), str) and document.get("id") else "name"
-            message = f"the definition's {key} {given!r} is not the id in the path, {workflow_id!r}"
-            errors.append(DefinitionIssue(path=key, field=key, message=message))
-        if errors:
-            raise InvalidWorkflow(errors)
+        """:func:`validate_definition` with the live agents as known agents."""
         known = self.known_agents() if self.known_agents is not None else None
-        try:
-            checked = check_source(definition_body(document), name=given or workflow_id, known_agents=known)
-        except ConfigError as e:
-            raise InvalidWorkflow([DefinitionIssue(path=e.field, field=e.field or None, message=e.problem)]) from None
-        if len(checked) > 1:
-            names = ", ".join(c.name for c in checked)
-            message = f"the document holds {len(checked)} workflows ({names}); store one per request"
-            raise InvalidWorkflow([DefinitionIssue(path="apps", field="apps", message=message)])
-        item = checked[0]
-        if workflow_id is not None and item.name != workflow_id:
-            message = f"the definition's workflow is named {item.name!r}, not {workflow_id!r} (the id in the path)"
-            raise InvalidWorkflow([DefinitionIssue(path="name", field="name", message=message)])
-        if item.report.errors:
-            raise InvalidWorkflow([DefinitionIssue.of(i) for i in item.report.errors])
-        definition = item.definition
-        assert definition is not None
-        given_name = document.get("name")
-        name = given_name if isinstance(given_name, str) and given_name else item.name
-        description = definition.description if isinstance(definition.description, str) else None
-        return Validated(
-            id=item.name,
-            name=name,
-            description=description,
-            format=definition.format if isinstance(definition, GraphDefinition) else "dag",
-            digest=content_digest(document),
-            warnings=[DefinitionIssue.of(i) for i in item.report.warnings],
-            enabled=document.get("enabled"),
-            mcp_export=document.get("mcpExport"),
-        )
+        return validate_definition(document, workflow_id=workflow_id, known_agents=known)
 
     # --- writes --------------------------------------------------------------------------------
 
