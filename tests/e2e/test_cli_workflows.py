@@ -9,7 +9,7 @@ from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from tests.e2e.test_cli import cli
 from tests.support.processes import REPO, ProcessFactory, write_agent
-from tests.support.waiting import within
+from tests.support.waiting import eventually, within
 
 FLOW = "name: flow\nnodes:\n  - {id: a, type: agent, agent_name: cli_echo, input: {v: VALUE}}\n"
 
@@ -67,14 +67,15 @@ async def test_workflows_verbs_round_trip(settings: Settings, tmp_path: Path) ->
 async def test_executor_applies_its_folder_and_serves_the_store(
     settings: Settings, client: Client, processes: ProcessFactory, tmp_path: Path
 ) -> None:
-    """`a2amesh executor DIR` puts DIR into the store, and serves a workflow applied later from elsewhere."""
-    await processes.start("agent", str(write_agent(tmp_path, "cli_echo", "count")))
-    await client.registry.wait_for("cli_echo", 20)
+    """`a2amesh executor DIR` on a new namespace puts DIR into the store and serves the store: a workflow
+    applied later from elsewhere is served, and a deleted one goes although its file stays."""
     folder = tmp_path / "served"
     folder.mkdir()
     (folder / "flow.yaml").write_text(FLOW.replace("VALUE", "1"))
     await processes.start("executor", str(folder))
     await client.registry.wait_for("flow", 20)
+    await processes.start("agent", str(write_agent(tmp_path, "cli_echo", "count")))
+    await client.registry.wait_for("cli_echo", 20)
     code, out, _ = await cli(settings, "workflows", "list", "--json")
     assert [(w["id"], w["version"]) for w in json.loads(out)] == [("flow", 1)]
 
@@ -86,3 +87,8 @@ async def test_executor_applies_its_folder_and_serves_the_store(
     await client.registry.wait_for("later", 5)
     task = await within(client.send("later", make_message(data={})), 15, "a call of the applied workflow")
     assert task.output()["a"]["n"] == 1
+
+    code, _, err = await cli(settings, "workflows", "delete", "flow")
+    assert code == 0, err
+    await eventually(lambda: client.registry.get("flow") is None, timeout=5, what="the deleted workflow's card to go")
+    assert (folder / "flow.yaml").exists()

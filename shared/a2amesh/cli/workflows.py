@@ -49,7 +49,13 @@ async def cmd_executor(args: argparse.Namespace) -> int:
         async def on_change() -> None:
             await _apply_folder(settings, folder)
 
-    service = executor_service(folder, settings, reload_interval=args.reload_interval, on_folder_change=on_change)
+    service = executor_service(
+        folder,
+        settings,
+        reload_interval=args.reload_interval,
+        on_folder_change=on_change,
+        serve_folder=args.no_apply,
+    )
     await serve_until_signal(service.run, service.shutdown)
     return EXIT_OK
 
@@ -60,7 +66,7 @@ async def _apply_folder(settings: Settings, folder: Path) -> None:
 
     log = get_logger("executor.apply")
     try:
-        async with definition_service(settings) as service:
+        async with definition_service(settings, init=True) as service:
             for item in await service.apply_path(folder, author=_author()):
                 if isinstance(item, tuple):
                     log.error("workflow.apply_failed", file=item[0], error=item[1])
@@ -132,25 +138,37 @@ def _author() -> str:
 
 
 @asynccontextmanager
-async def definition_service(settings: Settings) -> AsyncIterator[DefinitionService]:
-    """The definitions service on connections of its own (closed on exit), announcing changes on NATS."""
-    from a2amesh.client import connect
+async def definition_service(settings: Settings, *, init: bool = False) -> AsyncIterator[DefinitionService]:
+    """The definitions service on connections of its own (closed on exit), announcing changes on NATS.
+
+    Args:
+        init: create the namespace's streams and buckets first (``a2amesh executor`` on a new namespace).
+    """
+    from a2amesh.bus.nats import Bus
+    from a2amesh.bus.setup import init_mesh
+    from a2amesh.client import Client
     from a2amesh.manage.definitions import DefinitionService
     from a2amesh.store.definitions import DefinitionStore
     from a2amesh.store.keys import Keys
     from a2amesh.store.redis import connect_redis
 
-    async with connect(settings, name="a2amesh-cli") as client:
-        redis = await connect_redis(settings, check=False)
-        try:
-            registry = client.registry
-            yield DefinitionService(
-                DefinitionStore(redis, Keys(settings.namespace)),
-                bus=client.bus,
-                known_agents=lambda: [card.name for card in registry.cards()],
-            )
-        finally:
-            await redis.aclose()
+    bus = await Bus.connect(settings, name="a2amesh-cli")
+    try:
+        if init:
+            await init_mesh(bus, settings)
+        async with Client(bus, settings) as client:
+            redis = await connect_redis(settings, check=False)
+            try:
+                registry = client.registry
+                yield DefinitionService(
+                    DefinitionStore(redis, Keys(settings.namespace)),
+                    bus=bus,
+                    known_agents=lambda: [card.name for card in registry.cards()],
+                )
+            finally:
+                await redis.aclose()
+    finally:
+        await bus.close()
 
 
 def _issue_line(issue: DefinitionIssue) -> str:

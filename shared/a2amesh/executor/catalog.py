@@ -53,10 +53,13 @@ class Catalog:
 
     Args:
         folder: the folder of definition files (not recursive).
+        serve_folder: whether the folder's workflows are served; when not (``a2amesh executor`` applies the
+            folder into the store and serves the store), scans still track the files, to report changes.
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, serve_folder: bool = True) -> None:
         self.folder = folder
+        self.serve_folder = serve_folder
         self.workflows: dict[str, LoadedWorkflow | LoadedGraph] = {}
         """What is served: the folder's workflows and the stored ones (a new dict after every change)."""
         self.folder_workflows: dict[str, LoadedWorkflow | LoadedGraph] = {}
@@ -120,7 +123,7 @@ class Catalog:
 
     def _merge(self, errors: dict[str, str]) -> CatalogChange:
         before = self.workflows
-        merged = {**self.folder_workflows, **self.stored_workflows}
+        merged = {**(self.folder_workflows if self.serve_folder else {}), **self.stored_workflows}
         change = CatalogChange(errors=errors)
         change.removed = sorted(set(before) - set(merged))
         for name, workflow in sorted(merged.items()):

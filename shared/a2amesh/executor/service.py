@@ -85,7 +85,9 @@ class WorkflowExecutor(Worker):
         reload_interval: seconds between scans of the folder.
         store_interval: seconds between reconciles with the definitions store when no event came.
         on_folder_change: called after a scan found a file's workflows changed (``a2amesh executor`` applies
-            the folder into the store with it, so the store stays the source of what is served).
+            the folder into the store with it).
+        serve_folder: serve the folder's workflows themselves (``False`` when the folder is applied into the
+            store: the store alone is then what is served, so a delete through the API takes a workflow off).
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class WorkflowExecutor(Worker):
         reload_interval: float = 1.0,
         store_interval: float = 5.0,
         on_folder_change: Callable[[], Awaitable[None]] | None = None,
+        serve_folder: bool = True,
     ) -> None:
         super().__init__()
         self.folder = folder
@@ -106,7 +109,7 @@ class WorkflowExecutor(Worker):
         self.settings = settings
         self.instance = instance or nuid()
         self.reload_interval = reload_interval
-        self.catalog = Catalog(folder)
+        self.catalog = Catalog(folder, serve_folder=serve_folder)
         self.on_folder_change = on_folder_change
         self._changes = asyncio.Lock()
         """Serialises applying catalog changes (folder scans and store reconciles)."""
@@ -357,6 +360,7 @@ def executor_service(
     *,
     reload_interval: float = 1.0,
     on_folder_change: Callable[[], Awaitable[None]] | None = None,
+    serve_folder: bool = True,
 ) -> ProcessService:
     """The process of one executor replica over a folder of definitions (and the definitions store)."""
     return ProcessService(
@@ -369,5 +373,6 @@ def executor_service(
             settings=settings,
             reload_interval=reload_interval,
             on_folder_change=on_folder_change,
+            serve_folder=serve_folder,
         ),
     )
