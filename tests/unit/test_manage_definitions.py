@@ -127,3 +127,15 @@ def test_parse_body_json_and_yaml() -> None:
         parse_body(b"a: !include /etc/passwd\n", "application/yaml")
     with pytest.raises(InvalidWorkflow, match="not UTF-8"):
         parse_body(b"\xff\xfe", "application/json")
+
+
+def test_parse_body_refuses_alias_bombs_and_deep_nesting() -> None:
+    """A few lines of nested YAML aliases, or a deeply nested JSON, are refused before anything expands them."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    with pytest.raises(InvalidWorkflow, match="more than 100000 values"):
+        parse_body("\n".join(lines).encode(), "application/yaml")
+    with pytest.raises(InvalidWorkflow, match="deeper than 64 levels"):
+        parse_body(b"[" * 100 + b"]" * 100, "application/json")
+    with pytest.raises(InvalidWorkflow, match="deeper than 64 levels"):
+        parse_body(b"[" * 100_000 + b"]" * 100_000, "application/json")

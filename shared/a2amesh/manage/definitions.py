@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -66,6 +66,10 @@ DEFINITION_EVENTS = ("created", "updated", "deleted")
 """The lifecycle events of a stored definition (SPEC §9)."""
 
 FOLDER_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_VALUES = 100_000
+"""Most values (mappings, lists, scalars) a definition may hold once YAML aliases are expanded."""
+MAX_DEPTH = 64
+"""Deepest nesting of a definition."""
 _SUGGESTION = re.compile(r"\s*\(did you mean (.+?)\?\)")
 
 
@@ -256,30 +260,64 @@ def parse_body(body: bytes, content_type: str) -> Any:
     """A request body as data: YAML for ``application/yaml`` (and ``text/yaml``, ``*+yaml``), else JSON.
 
     YAML bodies are read with the safe loader only (no ``!include``: a body never reads the server's files).
+    A document is at most :data:`MAX_DEPTH` deep and holds at most :data:`MAX_VALUES` values once its YAML
+    aliases are expanded (a few lines of nested aliases can otherwise stand for billions of values).
 
     Raises:
-        InvalidWorkflow: the body is not valid JSON / YAML.
+        InvalidWorkflow: the body is not valid JSON / YAML, or too deep or too large.
     """
     media = content_type.split(";")[0].strip().lower()
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InvalidWorkflow([DefinitionIssue(path="", message=f"the body is not UTF-8 text: {e}")]) from None
-    if "yaml" in media:
-        try:
-            return yaml.safe_load(text)
-        except yaml.MarkedYAMLError as e:
-            mark = e.problem_mark
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            message = f"YAML error{where}: {e.problem or e.context}"
-            raise InvalidWorkflow([DefinitionIssue(path="", message=message)]) from None
-        except yaml.YAMLError as e:
-            raise InvalidWorkflow([DefinitionIssue(path="", message=f"YAML error: {e}")]) from None
+    try:
+        data = _parse_yaml(text) if "yaml" in media else _parse_json(text)
+    except RecursionError:
+        _too_big(f"the document nests deeper than {MAX_DEPTH} levels")
+    _check_size(data)
+    return data
+
+
+def _too_big(message: str) -> NoReturn:
+    raise InvalidWorkflow([DefinitionIssue(path="", message=message)])
+
+
+def _parse_yaml(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        message = f"YAML error{where}: {e.problem or e.context}"
+        raise InvalidWorkflow([DefinitionIssue(path="", message=message)]) from None
+    except yaml.YAMLError as e:
+        raise InvalidWorkflow([DefinitionIssue(path="", message=f"YAML error: {e}")]) from None
+
+
+def _parse_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         message = f"JSON error at line {e.lineno}, column {e.colno}: {e.msg}"
         raise InvalidWorkflow([DefinitionIssue(path="", message=message)]) from None
+
+
+def _check_size(data: Any) -> None:
+    """Count values depth-first without recursion, stopping at the first limit passed."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    count = 0
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            _too_big(f"the document holds more than {MAX_VALUES} values (YAML aliases expanded)")
+        if depth > MAX_DEPTH:
+            _too_big(f"the document nests deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
 
 
 def _given_id(document: dict[str, Any]) -> str | None:
