@@ -36,7 +36,7 @@ from bench.wfkit import ECHO, prepare_namespace, start_agents, start_executor
 
 async def _version_bytes(store: DefinitionStore, workflow_id: str, document: dict[str, Any], n: int) -> float:
     redis = store.redis
-    key = store.keys.definition_versions(workflow_id)
+    key = store.keys.definition_versions(store.kind, workflow_id)
     first = 0
     for v in range(1, n + 1):
         doc = {**document, "description": f"version {v}"}

@@ -23,7 +23,7 @@ __all__ = ["EXTRA_VERBS", "build_parser", "main"]
 EXTRA_VERBS: list[Callable[[Any], None]] = []
 """Functions that add more verbs to the subparsers (called last by :func:`build_parser`)."""
 
-_CONFIGURES_LOGS = frozenset({"agent", "up", "demo", "executor", "gateway"})
+_CONFIGURES_LOGS = frozenset({"agent", "up", "demo", "executor", "gateway", "llm-host"})
 """Verbs that set up logging themselves (from Settings); the others log warnings only."""
 
 
@@ -49,6 +49,7 @@ def _add_mesh_verbs(sub: Any) -> None:
     s.add_argument("--state-dir", help="data folder of the embedded servers (default .a2amesh)")
     gateway.add_gateway_options(s, prefix="http-")
     s.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
+    s.add_argument("--no-llm-host", action="store_true", help="do not start the host of the stored LLM agents")
     s.set_defaults(func=mesh.cmd_up)
 
     s = sub.add_parser("demo", help="start the mesh, call the examples, print the results, stop")

@@ -30,7 +30,7 @@ from a2amesh.errors import ConfigError, UsageError
 if TYPE_CHECKING:
     from a2amesh.manage.definitions import Applied, DefinitionIssue, DefinitionService
 
-__all__ = ["cmd_executor", "cmd_graph", "cmd_validate", "cmd_workflows"]
+__all__ = ["cmd_executor", "cmd_graph", "cmd_llm_host", "cmd_validate", "cmd_workflows"]
 
 
 async def cmd_executor(args: argparse.Namespace) -> int:
@@ -138,16 +138,20 @@ def _author() -> str:
 
 
 @asynccontextmanager
-async def definition_service(settings: Settings, *, init: bool = False) -> AsyncIterator[DefinitionService]:
+async def definition_service(
+    settings: Settings, *, init: bool = False, llm_agents: bool = False
+) -> AsyncIterator[DefinitionService]:
     """The definitions service on connections of its own (closed on exit), announcing changes on NATS.
 
     Args:
         init: create the namespace's streams and buckets first (``a2amesh executor`` on a new namespace).
+        llm_agents: the service of stored LLM agents instead of workflows.
     """
     from a2amesh.bus.nats import Bus
     from a2amesh.bus.setup import init_mesh
     from a2amesh.client import Client
-    from a2amesh.manage.definitions import DefinitionService
+    from a2amesh.manage.definitions import WORKFLOW_DEFINITIONS, DefinitionService
+    from a2amesh.manage.llm_agents import LLM_AGENT_DEFINITIONS
     from a2amesh.store.definitions import DefinitionStore
     from a2amesh.store.keys import Keys
     from a2amesh.store.redis import connect_redis
@@ -160,10 +164,12 @@ async def definition_service(settings: Settings, *, init: bool = False) -> Async
             redis = await connect_redis(settings, check=False)
             try:
                 registry = client.registry
+                kind = LLM_AGENT_DEFINITIONS if llm_agents else WORKFLOW_DEFINITIONS
                 yield DefinitionService(
-                    DefinitionStore(redis, Keys(settings.namespace)),
+                    DefinitionStore(redis, Keys(settings.namespace), kind=kind.store_kind),
                     bus=bus,
                     known_agents=lambda: [card.name for card in registry.cards()],
+                    kind=kind,
                 )
             finally:
                 await redis.aclose()
@@ -181,12 +187,12 @@ def _dump(value: Any) -> None:
 
 
 async def cmd_workflows(args: argparse.Namespace) -> int:
-    """``a2amesh workflows ACTION …``: manage the stored workflow definitions."""
+    """``a2amesh workflows|llm-agents ACTION …``: manage the stored workflows or LLM agents."""
     from a2amesh.manage.definitions import InvalidWorkflow, StaleWorkflow, WorkflowExists, WorkflowNotFound
 
     settings = verb_settings(args)
     try:
-        async with definition_service(settings) as service:
+        async with definition_service(settings, llm_agents=args.verb == "llm-agents") as service:
             return int(await _ACTIONS[args.action](service, args))
     except InvalidWorkflow as e:
         print(f"a2amesh: invalid definition ({len(e.errors)} error(s)):", file=sys.stderr)
@@ -309,26 +315,33 @@ _ACTIONS = {
 
 
 def add_workflows_parser(sub: Any) -> None:
-    """The ``workflows`` verb and its actions."""
+    """The ``workflows`` and ``llm-agents`` verbs and their actions."""
+    _add_definitions_parser(sub, "workflows", "workflow")
+    _add_definitions_parser(sub, "llm-agents", "LLM agent")
+    s = sub.add_parser("llm-host", help="serve every stored LLM agent as its own agent (hot-updated)")
+    s.add_argument("--interval", type=float, default=5.0, help="seconds between reconciles with the store")
+    s.set_defaults(func=cmd_llm_host)
+
+
+def _add_definitions_parser(sub: Any, verb: str, noun: str) -> None:
     s = sub.add_parser(
-        "workflows",
-        help="manage stored workflow definitions: list, get, apply, delete, versions, restore, diff, enable, disable",
+        verb, help=f"manage stored {noun}s: list, get, apply, delete, versions, restore, diff, enable, disable"
     )
     actions = s.add_subparsers(dest="action", required=True, metavar="ACTION")
-    a = actions.add_parser("list", help="list stored workflows")
+    a = actions.add_parser("list", help=f"list stored {noun}s")
     a.add_argument("--json", action="store_true")
-    a = actions.add_parser("get", help="print a workflow's definition (YAML; --json: with its version record)")
+    a = actions.add_parser("get", help="print a definition (YAML; --json: with its version record)")
     a.add_argument("id")
     a.add_argument("--version", type=int, help="an older version")
     a.add_argument("--json", action="store_true")
     a = actions.add_parser("apply", help="upsert a definition file, or every file of a folder, by id")
     a.add_argument("path", metavar="FILE|DIR")
     a.add_argument("--json", action="store_true")
-    a = actions.add_parser("delete", help="take a workflow off the mesh (history kept unless --purge)")
+    a = actions.add_parser("delete", help=f"take a {noun} off the mesh (history kept unless --purge)")
     a.add_argument("id")
     a.add_argument("--if-match", help="only if this is still the current ETag")
-    a.add_argument("--purge", action="store_true", help="forget the workflow and its whole history")
-    a = actions.add_parser("versions", help="list a workflow's versions")
+    a.add_argument("--purge", action="store_true", help="forget it and its whole history")
+    a = actions.add_parser("versions", help="list the versions")
     a.add_argument("id")
     a.add_argument("--json", action="store_true")
     a = actions.add_parser("restore", help="make a new version equal to an older one")
@@ -340,6 +353,22 @@ def add_workflows_parser(sub: Any) -> None:
     a.add_argument("old", type=int)
     a.add_argument("new", type=int, nargs="?", help="default: the current version")
     for action in ("enable", "disable"):
-        a = actions.add_parser(action, help=f"{action} a workflow (no new version)")
+        a = actions.add_parser(action, help=f"{action} a {noun} (no new version)")
         a.add_argument("id")
     s.set_defaults(func=cmd_workflows)
+
+
+async def cmd_llm_host(args: argparse.Namespace) -> int:
+    """``a2amesh llm-host``: serve every enabled stored LLM agent until a signal."""
+    from a2amesh.agent.pool import LlmAgentPool
+    from a2amesh.service import ProcessService
+
+    settings = verb_settings(args)
+    logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
+    service = ProcessService(
+        settings,
+        name="llm-host",
+        build=lambda bus, redis: LlmAgentPool(bus=bus, redis=redis, settings=settings, interval=args.interval),
+    )
+    await serve_until_signal(service.run, service.shutdown)
+    return EXIT_OK

@@ -18,17 +18,19 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.bus.nats import Bus
+from a2amesh.bus.subjects import Subjects
 from a2amesh.errors import A2AMeshError, ConfigError
 from a2amesh.jsontext import content_digest, dumps_bytes
 from a2amesh.logs import get_logger
 from a2amesh.store.definitions import (
     META_KEYS,
+    WORKFLOWS,
     DefinitionHead,
     DefinitionStore,
     DefinitionVersion,
@@ -43,7 +45,9 @@ from a2amesh.workflow.loader import check_source, read_document
 
 __all__ = [
     "DEFINITION_EVENTS",
+    "WORKFLOW_DEFINITIONS",
     "Applied",
+    "DefinitionKind",
     "DefinitionIssue",
     "DefinitionService",
     "InvalidWorkflow",
@@ -200,28 +204,28 @@ class InvalidWorkflow(A2AMeshError, ValueError):
 class WorkflowNotFound(A2AMeshError, LookupError):
     """No stored workflow (or version) of that id."""
 
-    def __init__(self, workflow_id: str, version: int | None = None) -> None:
+    def __init__(self, workflow_id: str, version: int | None = None, *, noun: str = "workflow") -> None:
         self.workflow_id = workflow_id
         self.version = version
-        what = f"workflow {workflow_id!r}" + (f" has no version {version}" if version is not None else " not found")
+        what = f"{noun} {workflow_id!r}" + (f" has no version {version}" if version is not None else " not found")
         super().__init__(what)
 
 
 class WorkflowExists(A2AMeshError):
     """Creating a workflow whose id is already live."""
 
-    def __init__(self, head: DefinitionHead) -> None:
+    def __init__(self, head: DefinitionHead, *, noun: str = "workflow") -> None:
         self.head = head
-        super().__init__(f"workflow {head.id!r} already exists (version {head.version}); update it with PUT")
+        super().__init__(f"{noun} {head.id!r} already exists (version {head.version}); update it with PUT")
 
 
 class StaleWorkflow(A2AMeshError):
     """An ``If-Match`` ETag that is not the workflow's current one (someone wrote since it was read)."""
 
-    def __init__(self, workflow_id: str, given: str, current: str | None) -> None:
+    def __init__(self, workflow_id: str, given: str, current: str | None, *, noun: str = "workflow") -> None:
         self.current = current
-        now = f"the current ETag is {current}" if current else "the workflow does not exist"
-        super().__init__(f"workflow {workflow_id!r}: If-Match {given} is stale; {now}")
+        now = f"the current ETag is {current}" if current else f"the {noun} does not exist"
+        super().__init__(f"{noun} {workflow_id!r}: If-Match {given} is stale; {now}")
 
 
 @dataclass(frozen=True)
@@ -393,13 +397,44 @@ def validate_definition(
     )
 
 
+class Validator(Protocol):
+    """Checks a document of one kind (:func:`validate_definition` for workflows)."""
+
+    def __call__(
+        self, document: Any, *, workflow_id: str | None = None, known_agents: Collection[str] | None = None
+    ) -> Validated: ...
+
+
+@dataclass(frozen=True)
+class DefinitionKind:
+    """What differs between the kinds of stored definitions: the store's kind, the noun, the checks, the events.
+
+    Attributes:
+        store_kind: the :class:`~a2amesh.store.definitions.DefinitionStore` kind.
+        noun: what errors call one (``workflow``, ``LLM agent``).
+        validate: the checks of a document.
+        event_subject: ``(subjects, id, event)`` → the subject of its lifecycle event.
+    """
+
+    store_kind: str
+    noun: str
+    validate: Validator
+    event_subject: Callable[[Subjects, str, str], str]
+
+
+WORKFLOW_DEFINITIONS = DefinitionKind(
+    WORKFLOWS, "workflow", validate_definition, lambda subjects, id_, event: subjects.workflow_event(id_, event)
+)
+
+
 class DefinitionService:
-    """Create, update, read, version, restore and delete stored workflow definitions.
+    """Create, update, read, version, restore and delete stored definitions (workflows by default).
 
     Args:
-        store: the definitions store.
-        bus: where lifecycle events go (``None``: no events; executors then find changes on their reconcile).
+        store: the definitions store (of the kind's ``store_kind``).
+        bus: where lifecycle events go (``None``: no events; servers then find changes on their reconcile).
         known_agents: names of the live agents and workflows, for unknown-agent warnings (``None``: no check).
+        kind: what is stored (:data:`WORKFLOW_DEFINITIONS`, or LLM agents from :mod:`a2amesh.manage.llm_agents`).
     """
 
     def __init__(
@@ -408,17 +443,19 @@ class DefinitionService:
         *,
         bus: Bus | None = None,
         known_agents: Callable[[], Collection[str]] | None = None,
+        kind: DefinitionKind = WORKFLOW_DEFINITIONS,
     ) -> None:
         self.store = store
         self.bus = bus
         self.known_agents = known_agents
+        self.kind = kind
 
     # --- validation ----------------------------------------------------------------------------
 
     def validate(self, document: Any, *, workflow_id: str | None = None) -> Validated:
-        """:func:`validate_definition` with the live agents as known agents."""
+        """The kind's checks, with the live agents as known agents."""
         known = self.known_agents() if self.known_agents is not None else None
-        return validate_definition(document, workflow_id=workflow_id, known_agents=known)
+        return self.kind.validate(document, workflow_id=workflow_id, known_agents=known)
 
     # --- writes --------------------------------------------------------------------------------
 
@@ -453,16 +490,19 @@ class DefinitionService:
         result = WriteResult(id=head.id, version=head.version, etag=head.etag, warnings=checked.warnings)
         return outcome, result
 
-    @staticmethod
-    def _check(workflow_id: str, outcome: WriteOutcome, if_match: str | None) -> DefinitionHead:
-        head = outcome.head
+    def _check(self, workflow_id: str, outcome: WriteOutcome, if_match: str | None) -> DefinitionHead:
+        head, noun = outcome.head, self.kind.noun
         if outcome.outcome == "stale":
-            raise StaleWorkflow(workflow_id, if_match or "", head.etag if head and not head.deleted else None)
+            current = head.etag if head and not head.deleted else None
+            raise StaleWorkflow(workflow_id, if_match or "", current, noun=noun)
         if outcome.outcome == "exists" and head is not None:
-            raise WorkflowExists(head)
+            raise WorkflowExists(head, noun=noun)
         if outcome.outcome == "missing" or head is None:
-            raise WorkflowNotFound(workflow_id)
+            raise self._missing(workflow_id)
         return head
+
+    def _missing(self, workflow_id: str, version: int | None = None) -> WorkflowNotFound:
+        return WorkflowNotFound(workflow_id, version, noun=self.kind.noun)
 
     async def create(self, document: Any, *, author: str | None = None, message: str | None = None) -> WriteResult:
         """Store a new workflow (version 1, or the next version of a deleted one).
@@ -520,10 +560,10 @@ class DefinitionService:
             WorkflowNotFound, StaleWorkflow.
         """
         if await self.store.head(workflow_id) is None:
-            raise WorkflowNotFound(workflow_id)
+            raise self._missing(workflow_id)
         document = await self.store.document(workflow_id, version)
         if document is None:
-            raise WorkflowNotFound(workflow_id, version)
+            raise self._missing(workflow_id, version)
         checked = self.validate(document, workflow_id=workflow_id)
         _, result = await self._write(
             document,
@@ -553,7 +593,7 @@ class DefinitionService:
         """
         head = await self.store.head(workflow_id)
         if not await self.store.purge(workflow_id):
-            raise WorkflowNotFound(workflow_id)
+            raise self._missing(workflow_id)
         if head is not None:
             await self._announce(workflow_id, "deleted", head.version, head.etag, None)
 
@@ -583,7 +623,8 @@ class DefinitionService:
             "timestamp": _now(),
         }
         try:
-            await self.bus.publish(self.bus.subjects.workflow_event(workflow_id, event), dumps_bytes(payload))
+            subject = self.kind.event_subject(self.bus.subjects, workflow_id, event)
+            await self.bus.publish(subject, dumps_bytes(payload))
         except Exception as e:  # executors reconcile on their own; the write stands
             log.warning("definition.event_failed", workflow=workflow_id, event=event, error=str(e) or type(e).__name__)
 
@@ -601,12 +642,12 @@ class DefinitionService:
         """
         head = await self.store.head(workflow_id)
         if head is None:
-            raise WorkflowNotFound(workflow_id)
+            raise self._missing(workflow_id)
         number = head.version if version is None else version
         record = await self.store.version(workflow_id, number)
         document = await self.store.document(workflow_id, number)
         if record is None or document is None:
-            raise WorkflowNotFound(workflow_id, number)
+            raise self._missing(workflow_id, number)
         return StoredWorkflow(head, record, document)
 
     async def versions(self, workflow_id: str) -> list[DefinitionVersion]:
@@ -616,7 +657,7 @@ class DefinitionService:
             WorkflowNotFound: no such live workflow.
         """
         if await self.store.head(workflow_id) is None:
-            raise WorkflowNotFound(workflow_id)
+            raise self._missing(workflow_id)
         return await self.store.versions(workflow_id)
 
     async def diff(self, workflow_id: str, old: int, new: int | None = None) -> str:
@@ -650,11 +691,15 @@ class DefinitionService:
         for file in files:
             try:
                 document, _ = await asyncio.to_thread(read_document, file)
-                names = [c.name for c in check_source(definition_body(document), default_name=file.stem)]
+                names: list[str | None] = (
+                    [c.name for c in check_source(definition_body(document), default_name=file.stem)]
+                    if self.kind.store_kind == WORKFLOWS
+                    else [None]  # one definition per file, named by itself
+                )
             except ConfigError as e:
                 done.append((str(file), str(e)))
                 continue
-            if isinstance(document, dict) and "apps" not in document and _given_id(document) is None:
+            if names[0] and isinstance(document, dict) and "apps" not in document and _given_id(document) is None:
                 document = {"name": names[0], **document}  # a bare block named by its file: store its name
             for name in names:
                 try:

@@ -1,9 +1,11 @@
-"""Workflow definitions in Redis: a head per workflow id and every version as a full snapshot.
+"""Stored definitions in Redis — workflows and LLM agents — a head per id and every version as a full snapshot.
 
-- ``{ns}:{defs}:heads`` (hash): workflow id → :class:`DefinitionHead` JSON (name, format, current version,
+- ``{ns}:{defs}:{kind}:heads`` (hash): id → :class:`DefinitionHead` JSON (name, format, current version,
   its ETag, ``enabled``, ``mcpExport``, times; ``deleted`` once deleted, until purged);
-- ``{ns}:{defs}:versions:{id}`` (hash): ``d:{n}`` the document of version ``n`` exactly as it was written
-  (JSON), ``m:{n}`` its :class:`DefinitionVersion` record (author key id, message, time, digest).
+- ``{ns}:{defs}:{kind}:versions:{id}`` (hash): ``d:{n}`` the document of version ``n`` exactly as it was
+  written (JSON), ``m:{n}`` its :class:`DefinitionVersion` record (author key id, message, time, digest).
+
+``kind`` is :data:`WORKFLOWS` or :data:`LLM_AGENTS`.
 
 Every write is one script (``definition_write.lua``) that checks the caller's ``If-Match`` ETag and the
 id's state, numbers the new version and writes head and version together. Version numbers keep counting
@@ -24,7 +26,9 @@ from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, load_script
 
 __all__ = [
+    "LLM_AGENTS",
     "META_KEYS",
+    "WORKFLOWS",
     "DefinitionHead",
     "DefinitionStore",
     "DefinitionVersion",
@@ -35,6 +39,9 @@ __all__ = [
 ]
 
 log = get_logger("store.definitions")
+
+WORKFLOWS = "workflows"
+LLM_AGENTS = "llm-agents"
 
 META_KEYS = ("enabled", "mcpExport")
 """Top-level keys of a document that are store settings (seed 004's columns), not part of the definition."""
@@ -113,16 +120,18 @@ def _flag(value: bool | None) -> str:
 
 
 class DefinitionStore:
-    """The workflow definitions of one namespace.
+    """The stored definitions of one kind in one namespace.
 
     Args:
         redis: a Redis client (``decode_responses=True``).
         keys: the namespace's key builder.
+        kind: :data:`WORKFLOWS` or :data:`LLM_AGENTS`.
     """
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, *, kind: str = WORKFLOWS) -> None:
         self.redis = redis
         self.keys = keys
+        self.kind = kind
         self._write = redis.register_script(load_script("definition_write"))
 
     @staticmethod
@@ -137,32 +146,34 @@ class DefinitionStore:
 
     async def heads(self, *, include_deleted: bool = False) -> list[DefinitionHead]:
         """Every stored workflow's head, by id."""
-        data = await self.redis.hgetall(self.keys.definition_heads())
+        data = await self.redis.hgetall(self.keys.definition_heads(self.kind))
         heads = [self._head(str(k), v) for k, v in sorted(data.items())]
         return [h for h in heads if h is not None and (include_deleted or not h.deleted)]
 
     async def head(self, workflow_id: str, *, include_deleted: bool = False) -> DefinitionHead | None:
         """One workflow's head, or ``None`` (deleted ones only with ``include_deleted``)."""
-        head = self._head(workflow_id, await self.redis.hget(self.keys.definition_heads(), workflow_id))
+        head = self._head(workflow_id, await self.redis.hget(self.keys.definition_heads(self.kind), workflow_id))
         return head if head is not None and (include_deleted or not head.deleted) else None
 
     async def document(self, workflow_id: str, version: int) -> Any | None:
         """The document of one version, as written, or ``None``."""
-        raw = await self.redis.hget(self.keys.definition_versions(workflow_id), f"d:{version}")
+        raw = await self.redis.hget(self.keys.definition_versions(self.kind, workflow_id), f"d:{version}")
         return None if raw is None else loads(raw)
 
     async def version(self, workflow_id: str, version: int) -> DefinitionVersion | None:
         """The record of one version, or ``None``."""
-        raw = await self.redis.hget(self.keys.definition_versions(workflow_id), f"m:{version}")
+        raw = await self.redis.hget(self.keys.definition_versions(self.kind, workflow_id), f"m:{version}")
         return None if raw is None else DefinitionVersion.model_validate_json(raw)
 
     async def versions(self, workflow_id: str) -> list[DefinitionVersion]:
         """Every version's record, oldest first."""
-        fields = await self.redis.hkeys(self.keys.definition_versions(workflow_id))
+        fields = await self.redis.hkeys(self.keys.definition_versions(self.kind, workflow_id))
         numbers = sorted(int(f[2:]) for f in map(str, fields) if f.startswith("m:") and f[2:].isdigit())
         if not numbers:
             return []
-        raws = await self.redis.hmget(self.keys.definition_versions(workflow_id), [f"m:{n}" for n in numbers])
+        raws = await self.redis.hmget(
+            self.keys.definition_versions(self.kind, workflow_id), [f"m:{n}" for n in numbers]
+        )
         return [DefinitionVersion.model_validate_json(r) for r in raws if r is not None]
 
     async def _call(
@@ -178,7 +189,7 @@ class DefinitionStore:
     ) -> WriteOutcome:
         meta_json = "" if meta is None else dumps_text(meta.__dict__)
         args = [workflow_id, mode, if_match or "", _now(), meta_json, _flag(enabled), _flag(mcp_export), document]
-        keys = [self.keys.definition_heads(), self.keys.definition_versions(workflow_id)]
+        keys = [self.keys.definition_heads(self.kind), self.keys.definition_versions(self.kind, workflow_id)]
         outcome, raw = await self._write(keys=keys, args=args)
         return WriteOutcome(str(outcome), self._head(workflow_id, raw))  # type: ignore[arg-type]
 

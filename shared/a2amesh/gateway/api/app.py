@@ -21,10 +21,11 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 
 
 def _routers() -> list[APIRouter]:
-    from a2amesh.gateway.api import workflows
+    from a2amesh.gateway.api import llm_agents, workflows
 
     routers: list[APIRouter] = []
     routers.append(workflows.router)
+    routers.append(llm_agents.router)
     return routers
 
 
