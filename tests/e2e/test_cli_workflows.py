@@ -8,6 +8,7 @@ from pathlib import Path
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from tests.e2e.test_cli import cli
+from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.processes import REPO, ProcessFactory, write_agent
 from tests.support.waiting import eventually, within
 
@@ -92,3 +93,22 @@ async def test_executor_applies_its_folder_and_serves_the_store(
     assert code == 0, err
     await eventually(lambda: client.registry.get("flow") is None, timeout=5, what="the deleted workflow's card to go")
     assert (folder / "flow.yaml").exists()
+
+
+async def test_llm_host_serves_an_agent_applied_with_the_cli(
+    settings: Settings, client: Client, processes: ProcessFactory, fake_llm: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """`a2amesh llm-agents apply FILE` stores an LLM agent; the `a2amesh llm-host` process serves it at once."""
+    assert (await cli(settings, "init"))[0] == 0
+    host = await processes.start("llm-host", env={"OPENAI_BASE_URL": fake_llm.base_url})
+    fake_llm.script("Hello from the pool")
+    agent = tmp_path / "greeter.yaml"
+    agent.write_text("name: greeter\nllm:\n  model: fake-model\n  system_prompt: Greet.\n")
+    code, out, err = await cli(settings, "llm-agents", "apply", str(agent))
+    assert (code, out.strip()) == (0, "greeter: created (version 1)"), err
+    await client.registry.wait_for("greeter", 10)
+    task = await within(client.send("greeter", "hi"), 15, "the stored LLM agent's answer")
+    assert task.output() == "Hello from the pool"
+    code, out, _ = await cli(settings, "llm-agents", "list", "--json")
+    assert [(a["id"], a["format"]) for a in json.loads(out)] == [("greeter", "llm")]
+    assert host.returncode is None
