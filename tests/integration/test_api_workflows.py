@@ -310,3 +310,31 @@ async def test_openapi_lists_the_definition_routes(api: Api) -> None:
     assert "post" in paths["/api/workflows/{workflow_id}/enable"]
     assert "application/yaml" in paths["/api/workflows"]["post"]["requestBody"]["content"]
     assert {"WriteResult", "WorkflowSummary", "WorkflowDetail", "VersionInfo"} <= set(schema["components"]["schemas"])
+    assert set(paths["/api/llm-agents/{workflow_id}"]) == {"get", "put", "delete"}
+    created = paths["/api/workflows"]["post"]["responses"]
+    assert created["201"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/WriteResult"}
+    assert {"401", "403", "409", "413", "415", "422"} <= set(created)
+
+
+async def test_a_stored_workflow_wins_over_a_folder_file(
+    agent_host: Any, executor: Any, gateway: Any, client: Client
+) -> None:
+    """An executor serving its folder (the library default) serves the stored version of the same name instead;
+    deleting the stored one puts the file's back."""
+    await agent_host("gate", Gate())
+    await executor({"flow": flow(1)})
+    url = await gateway()
+    assert (await client.send("flow", make_message(data={}), timeout=10)).output() == {"v": 1}
+    async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+        r = await http.post("/api/workflows", content=flow(2), headers=YAML)  # no keys: loopback, no auth
+        assert r.status_code == 201, r.text
+
+        def serves(v: int) -> bool:
+            card = client.registry.get("flow")
+            return bool(card and card.workflow_definition and card.workflow_definition["nodes"][0]["input"]["v"] == v)
+
+        await eventually(lambda: serves(2), timeout=1, what="the stored version to be served")
+        assert (await client.send("flow", make_message(data={}), timeout=10)).output() == {"v": 2}
+        assert (await http.delete("/api/workflows/flow")).status_code == 204
+        await eventually(lambda: serves(1), timeout=1, what="the folder's version to be served again")
+        assert (await client.send("flow", make_message(data={}), timeout=10)).output() == {"v": 1}
