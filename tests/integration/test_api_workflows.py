@@ -173,6 +173,11 @@ async def test_delete_and_disable_stop_new_calls(api: Api, client: Client) -> No
         task = await within(client.send("flow", make_message(data={})), 10, "a run of the re-created workflow")
         assert task.output() == {"v": 7}
 
+        assert (await http.delete("/api/workflows/flow?purge=true", headers=ADMIN)).status_code == 204
+        assert (await http.delete("/api/workflows/flow?purge=true", headers=ADMIN)).status_code == 404
+        r = await http.post("/api/workflows", content=flow(8), headers={**ADMIN, **YAML})
+        assert r.json()["version"] == 1  # purged: a new history
+
 
 SIMPLE = {
     "id": "two-agents",

@@ -87,6 +87,7 @@ Service = Annotated[DefinitionService, Depends(_service)]
 Reader = Annotated[Caller, Depends(require("read"))]
 Admin = Annotated[Caller, Depends(require("admin"))]
 IfMatch = Annotated[str | None, Header(description="The ETag last read: the write fails with 412 if it is stale.")]
+Purge = Annotated[bool, Query(description="Also forget every version (the id then starts again at version 1).")]
 Message = Annotated[str | None, Query(max_length=500, description="What this change is (kept with the version).")]
 
 
@@ -229,10 +230,16 @@ def _add_core_routes(router: APIRouter, prefix: str, noun: str) -> None:
         return WorkflowDetail.of_stored(stored)
 
     @router.delete("/{workflow_id}", status_code=204, responses={**_NOT_FOUND, **_STALE}, summary=f"Delete a {noun}")
-    async def delete_workflow(workflow_id: str, service: Service, caller: Admin, if_match: IfMatch = None) -> Response:
-        """Take it off the mesh (its card goes; calls fail with AGENT_NOT_FOUND). The history is kept."""
+    async def delete_workflow(
+        workflow_id: str, service: Service, caller: Admin, if_match: IfMatch = None, purge: Purge = False
+    ) -> Response:
+        """Take it off the mesh (its card goes; calls fail with AGENT_NOT_FOUND). The history is kept unless
+        ``?purge=true`` (which also forgets an already deleted one)."""
         try:
-            await service.delete(workflow_id, if_match=if_match, author=caller.key_id)
+            if purge:
+                await service.purge(workflow_id)
+            else:
+                await service.delete(workflow_id, if_match=if_match, author=caller.key_id)
         except _WRITE_ERRORS as e:
             raise _mapped(e) from None
         return Response(status_code=204)
