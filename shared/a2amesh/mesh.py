@@ -47,6 +47,7 @@ class Mesh:
         state_dir: where embedded servers keep their data (persistent across runs).
         log_file: children's output goes here (None: inherit the terminal).
         gateway: settings of the HTTP gateway process to start (None: no gateway); port 0 takes a free one.
+        llm_host: start ``a2amesh llm-host`` (the LLM agents defined through the API).
     """
 
     settings: Settings
@@ -60,6 +61,7 @@ class Mesh:
     definitions: list[tuple[Path, AgentDefinition]] = field(default_factory=list)
     gateway: GatewaySettings | None = None
     gateway_url: str = ""
+    llm_host: bool = False
 
     @property
     def nats_url(self) -> str:
@@ -110,6 +112,8 @@ class Mesh:
                 self.children.append(
                     Child("executor", [sys.executable, "-m", "a2amesh", "executor", str(self.workflows_dir)])
                 )
+            if self.llm_host:
+                self.children.append(Child("llm-host", [sys.executable, "-m", "a2amesh", "llm-host"]))
             for child in self.children:
                 await self._spawn(child)
             await self._wait_for_cards(bus, settings)

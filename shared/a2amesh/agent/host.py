@@ -150,6 +150,15 @@ class AgentHost(Worker):
         self.control = ControlPlane(bus, settings, self.tasks, self, log=self.log)
         self._consumer: PullConsumer | None = None
         self._claim_ttl = settings.ack_wait * 2 / 3
+        self._publisher: CardPublisher | None = None
+
+    async def replace_runtime(self, runtime: AgentRuntime) -> None:
+        """Serve new tasks with ``runtime`` (a new version of the same agent) and publish its card; tasks
+        already running finish on the runtime they started with. Concurrency stays as it was."""
+        self.runtime = runtime
+        if self._publisher is not None:
+            self._publisher.card = runtime.card(self.settings.namespace)
+            await self._publisher.refresh()
 
     # lifecycle
     async def run(self) -> None:
@@ -167,6 +176,7 @@ class AgentHost(Worker):
             card_ttl=self.settings.card_ttl,
         )
         await publisher.publish()
+        self._publisher = publisher
         try:
             # the control plane's CancelTask answers still waiting are awaited on leaving: their tasks have
             # finished or been handed back by then, so each answers at once

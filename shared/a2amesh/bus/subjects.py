@@ -89,6 +89,18 @@ class Subjects:
         """Lifecycle event subject of a workflow."""
         return f"{self.ns}.events.workflow.{workflow}.{event}"
 
+    def workflow_events_of(self, event: str) -> str:
+        """Wildcard over one lifecycle event of every workflow (``created``, ``updated``, ``deleted``…)."""
+        return f"{self.ns}.events.workflow.*.{event}"
+
+    def agent_event(self, agent: str, event: str) -> str:
+        """Lifecycle event of a stored agent definition (``created``, ``updated``, ``deleted``)."""
+        return f"{self.ns}.events.agent.{agent}.{event}"
+
+    def agent_events_of(self, event: str) -> str:
+        """Wildcard over one lifecycle event of every stored agent definition."""
+        return f"{self.ns}.events.agent.*.{event}"
+
     def node_event(self, workflow: str, event: str) -> str:
         """Lifecycle event subject of a workflow's nodes."""
         return f"{self.ns}.events.node.{workflow}.{event}"

@@ -23,7 +23,7 @@ __all__ = ["EXTRA_VERBS", "build_parser", "main"]
 EXTRA_VERBS: list[Callable[[Any], None]] = []
 """Functions that add more verbs to the subparsers (called last by :func:`build_parser`)."""
 
-_CONFIGURES_LOGS = frozenset({"agent", "up", "demo", "executor", "gateway", "mcp"})
+_CONFIGURES_LOGS = frozenset({"agent", "up", "demo", "executor", "gateway", "mcp", "llm-host"})
 """Verbs that set up logging themselves (from Settings); the others log warnings only."""
 
 
@@ -49,6 +49,7 @@ def _add_mesh_verbs(sub: Any) -> None:
     s.add_argument("--state-dir", help="data folder of the embedded servers (default .a2amesh)")
     gateway.add_gateway_options(s, prefix="http-")
     s.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
+    s.add_argument("--no-llm-host", action="store_true", help="do not start the host of the stored LLM agents")
     s.set_defaults(func=mesh.cmd_up)
 
     s = sub.add_parser("demo", help="start the mesh, call the examples, print the results, stop")
@@ -88,6 +89,9 @@ def _add_run_verbs(sub: Any) -> None:
     s = sub.add_parser("executor", help="run the workflow executor over a folder of definitions (hot reload)")
     s.add_argument("folder", help="folder of workflow definitions (YAML / JSON)")
     s.add_argument("--reload-interval", type=float, default=1.0, help="seconds between scans of the folder")
+    s.add_argument(
+        "--no-apply", action="store_true", help="serve the folder without applying it into the definitions store"
+    )
     s.set_defaults(func=workflows.cmd_executor)
 
     s = sub.add_parser("run", help="run a workflow, showing live node progress, then its output")
@@ -155,6 +159,8 @@ def _add_run_verbs(sub: Any) -> None:
     s.add_argument("files", nargs="+", metavar="FILE")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=workflows.cmd_validate)
+
+    workflows.add_workflows_parser(sub)
 
     s = sub.add_parser("graph", help="print a workflow definition as a Mermaid flowchart")
     s.add_argument("file")

@@ -136,6 +136,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         workflows_dir=workflows if has_workflows else None,
         state_dir=Path(args.state_dir or settings.state_dir or ".a2amesh"),
         gateway=None if args.no_gateway else gateway_settings(args, prefix="http-"),
+        llm_host=not args.no_llm_host,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,4 +1,6 @@
-"""The executor's workflow definitions: a folder of YAML/JSON files, versioned by content hash, hot-reloaded.
+"""The executor's workflow definitions: a folder of YAML/JSON files, versioned by content hash, hot-reloaded,
+and the workflows of the definitions store (:mod:`a2amesh.executor.stored`), which win over a file's of
+the same name.
 
 A scan reads every ``*.yaml``, ``*.yml`` and ``*.json`` file whose size or mtime changed since the last
 scan. A file that no longer loads keeps its last good definitions (the error is reported), so a typo
@@ -51,11 +53,17 @@ class Catalog:
 
     Args:
         folder: the folder of definition files (not recursive).
+        serve_folder: whether the folder's workflows are served; when not (``a2amesh executor`` applies the
+            folder into the store and serves the store), scans still track the files, to report changes.
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, serve_folder: bool = True) -> None:
         self.folder = folder
+        self.serve_folder = serve_folder
         self.workflows: dict[str, LoadedWorkflow | LoadedGraph] = {}
+        """What is served: the folder's workflows and the stored ones (a new dict after every change)."""
+        self.folder_workflows: dict[str, LoadedWorkflow | LoadedGraph] = {}
+        self.stored_workflows: dict[str, LoadedWorkflow | LoadedGraph] = {}
         self._files: dict[Path, _File] = {}
         self._engines: dict[str, Engine | GraphEngine] = {}
 
@@ -95,7 +103,7 @@ class Catalog:
         if not self.folder.is_dir():
             raise ConfigError(str(self.folder), "", "the workflows folder does not exist")
         change = CatalogChange()
-        workflows = dict(self.workflows)  # built aside and swapped in: readers on the loop see old or new
+        workflows = dict(self.folder_workflows)  # built aside and swapped in: readers on the loop see old or new
         present = {p for p in self.folder.iterdir() if p.suffix in SUFFIXES and p.is_file()}
         for path in sorted(set(self._files) - present):
             for name in self._files.pop(path).names:
@@ -103,7 +111,28 @@ class Catalog:
                     change.removed.append(name)
         for path in sorted(present):
             self._scan_file(path, workflows, change)
-        self.workflows = workflows
+        self.folder_workflows = workflows
+        return self._merge(change.errors)
+
+    def set_stored(self, stored: dict[str, LoadedWorkflow | LoadedGraph]) -> CatalogChange:
+        """Replace the stored workflows (enabled ones, by id); report what changed in what is served."""
+        for workflow in stored.values():
+            self.engine_for(workflow)
+        self.stored_workflows = stored
+        return self._merge({})
+
+    def _merge(self, errors: dict[str, str]) -> CatalogChange:
+        before = self.workflows
+        merged = {**(self.folder_workflows if self.serve_folder else {}), **self.stored_workflows}
+        change = CatalogChange(errors=errors)
+        change.removed = sorted(set(before) - set(merged))
+        for name, workflow in sorted(merged.items()):
+            old = before.get(name)
+            if old is None:
+                change.added.append(name)
+            elif old.digest != workflow.digest:
+                change.changed.append(name)
+        self.workflows = merged
         return change
 
     def _scan_file(self, path: Path, workflows: dict[str, LoadedWorkflow | LoadedGraph], change: CatalogChange) -> None:

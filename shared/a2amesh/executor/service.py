@@ -2,8 +2,9 @@
 
 For each loaded workflow a replica publishes a card, pulls the workflow's durable consumer on
 ``{NS}_TASKS`` (only as many requests as it has free execution slots) and answers its control
-subject. A request becomes an execution created with NX in Redis, *then* the request is acked: the
-replica never holds a message while the execution runs. Executions are driven by
+subject; the workflows are those of the folder and every enabled workflow of the definitions store
+(:mod:`~a2amesh.executor.stored`). A request becomes an execution created with NX in Redis, *then* the
+request is acked: the replica never holds a message while the execution runs. Executions are driven by
 :class:`~a2amesh.executor.runner.ExecutionRunner` under a lease; a tick polls due timers of owned
 executions and takes over executions whose lease expired. The folder is re-scanned for changes
 (hot reload): new definitions serve new executions, running ones stay on their pinned version.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.errors import ConfigError
 from a2amesh.executor.cards import workflow_card
-from a2amesh.executor.catalog import Catalog
+from a2amesh.executor.catalog import Catalog, CatalogChange
 from a2amesh.executor.context import Drivers, ExecutorContext
 from a2amesh.executor.control import ExecutionControl
 from a2amesh.executor.intake import CONTROL_TYPES, ExecutionIntake
@@ -37,6 +39,7 @@ from a2amesh.executor.resume import Resumer
 from a2amesh.executor.runner import ExecutionRunner, RunnerDeps
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.executor.starts import starters
+from a2amesh.executor.stored import StoredWorkflows
 from a2amesh.executor.takeover import Takeover
 from a2amesh.ids import nuid
 from a2amesh.lifecycle import STOP_LIMIT, Background, Worker, cancel_and_wait
@@ -44,6 +47,7 @@ from a2amesh.logs import get_logger
 from a2amesh.registry import CardPublisher
 from a2amesh.service import ProcessService
 from a2amesh.store.artifacts import ArtifactStore
+from a2amesh.store.definitions import DefinitionStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
@@ -52,6 +56,7 @@ from a2amesh.store.tasks import TaskStore
 from a2amesh.worker.control import ControlPlane
 from a2amesh.worker.decode import WorkRequest
 from a2amesh.worker.intake import Intake
+from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow
 
 __all__ = ["CONTROL_TYPES", "WorkflowExecutor", "executor_service"]
 
@@ -78,6 +83,11 @@ class WorkflowExecutor(Worker):
         settings: the process settings.
         instance: this replica's instance id (fresh by default).
         reload_interval: seconds between scans of the folder.
+        store_interval: seconds between reconciles with the definitions store when no event came.
+        on_folder_change: called after a scan found a file's workflows changed (``a2amesh executor`` applies
+            the folder into the store with it).
+        serve_folder: serve the folder's workflows themselves (``False`` when the folder is applied into the
+            store: the store alone is then what is served, so a delete through the API takes a workflow off).
     """
 
     def __init__(
@@ -89,6 +99,9 @@ class WorkflowExecutor(Worker):
         settings: Settings,
         instance: str | None = None,
         reload_interval: float = 1.0,
+        store_interval: float = 5.0,
+        on_folder_change: Callable[[], Awaitable[None]] | None = None,
+        serve_folder: bool = True,
     ) -> None:
         super().__init__()
         self.folder = folder
@@ -96,7 +109,10 @@ class WorkflowExecutor(Worker):
         self.settings = settings
         self.instance = instance or nuid()
         self.reload_interval = reload_interval
-        self.catalog = Catalog(folder)
+        self.catalog = Catalog(folder, serve_folder=serve_folder)
+        self.on_folder_change = on_folder_change
+        self._changes = asyncio.Lock()
+        """Serialises applying catalog changes (folder scans and store reconciles)."""
         keys = Keys(settings.namespace)
         self.client = Client(bus, settings, instance=self.instance)
         self.store = ExecutionStore(redis, keys, retention=settings.task_retention, lease_ttl=settings.lease_ttl)
@@ -138,6 +154,9 @@ class WorkflowExecutor(Worker):
             ScheduleStore(redis, keys), self.store, start=self.executions.start_scheduled, timezone=settings.timezone
         )
         self._scheduled: tuple[object, dict[str, ScheduledGraph]] = (None, {})
+        self.stored = StoredWorkflows(
+            bus, DefinitionStore(redis, keys), self._apply_stored, log=self.log, interval=store_interval
+        )
 
     @property
     def runners(self) -> dict[str, ExecutionRunner[Any]]:
@@ -159,7 +178,9 @@ class WorkflowExecutor(Worker):
                 try:
                     for name in sorted(self.catalog.workflows):
                         await self._serve(name)
-                    for loop in (self._heartbeat_loop, self.takeover.renew_loop, self._tick_loop, self._reload_loop):
+                    await self.stored.start()
+                    loops = (self._heartbeat_loop, self.takeover.renew_loop, self._tick_loop, self._reload_loop)
+                    for loop in (*loops, self.stored.loop):
                         self.background.spawn(loop(), name=f"executor-{loop.__name__}")
                     self.log.info("executor.ready", workflows=sorted(self.served), folder=str(self.folder))
                     self.ready.set()
@@ -167,6 +188,7 @@ class WorkflowExecutor(Worker):
                 finally:
                     await self._shutdown_sequence()
         finally:
+            await self.stored.stop()
             await self.client.close()
             await self.store.aclose()
             await self.tasks.aclose()
@@ -245,7 +267,22 @@ class WorkflowExecutor(Worker):
 
     async def reload(self) -> None:
         """Re-scan the folder now and apply what changed (new, changed and removed workflows)."""
-        change = await asyncio.to_thread(self.catalog.scan)
+        before = {name: w.digest for name, w in self.catalog.folder_workflows.items()}
+        async with self._changes:
+            change = await asyncio.to_thread(self.catalog.scan)
+            await self._apply_change(change)
+        after = {name: w.digest for name, w in self.catalog.folder_workflows.items()}
+        if self.on_folder_change is not None and after != before:
+            await self.on_folder_change()
+
+    async def _apply_stored(self, stored: dict[str, LoadedWorkflow | LoadedGraph]) -> None:
+        async with self._changes:
+            change = self.catalog.set_stored(stored)
+            await self._apply_change(change)
+
+    async def _apply_change(self, change: CatalogChange) -> None:
+        if self._stop.is_set():
+            return
         for name in change.removed:
             await self._unserve(name)
         for name in change.added:
@@ -317,12 +354,25 @@ class WorkflowExecutor(Worker):
         return self._scheduled[1]
 
 
-def executor_service(folder: Path, settings: Settings, *, reload_interval: float = 1.0) -> ProcessService:
-    """The process of one executor replica over a folder of definitions."""
+def executor_service(
+    folder: Path,
+    settings: Settings,
+    *,
+    reload_interval: float = 1.0,
+    on_folder_change: Callable[[], Awaitable[None]] | None = None,
+    serve_folder: bool = True,
+) -> ProcessService:
+    """The process of one executor replica over a folder of definitions (and the definitions store)."""
     return ProcessService(
         settings,
         name="executor",
         build=lambda bus, redis: WorkflowExecutor(
-            folder, bus=bus, redis=redis, settings=settings, reload_interval=reload_interval
+            folder,
+            bus=bus,
+            redis=redis,
+            settings=settings,
+            reload_interval=reload_interval,
+            on_folder_change=on_folder_change,
+            serve_folder=serve_folder,
         ),
     )

@@ -126,6 +126,16 @@ class Keys:
         """The execution id of a conversational graph workflow's latest turn on a contextId (SPEC §6)."""
         return f"{self.ns}:conv:{workflow}:{{{context_id}}}"
 
+    # stored definitions (kind ``workflows`` or ``llm-agents``): every key shares the ``{defs}`` hash tag (one
+    # script writes a head and a version)
+    def definition_heads(self, kind: str) -> str:
+        """Hash of every stored definition's head of a kind (``DefinitionHead`` JSON) by id."""
+        return f"{self.ns}:{{defs}}:{kind}:heads"
+
+    def definition_versions(self, kind: str, definition_id: str) -> str:
+        """Hash of one definition's versions: ``d:{n}`` the document JSON, ``m:{n}`` the version's record."""
+        return f"{self.ns}:{{defs}}:{kind}:versions:{definition_id}"
+
     # schedules: both keys share the ``{schedules}`` hash tag (one script updates them together)
     def schedules(self) -> str:
         """Hash of schedule state (``ScheduleState`` JSON) by schedule id ``{workflow}/{branch}``."""

@@ -23,9 +23,15 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def _routers() -> list[APIRouter]:
-    from a2amesh.gateway.api import events, executions, schedules
+    from a2amesh.gateway.api import events, executions, llm_agents, schedules, workflows
 
-    routers: list[APIRouter] = [executions.router, schedules.router, events.router]
+    routers: list[APIRouter] = [
+        workflows.router,
+        llm_agents.router,
+        executions.router,
+        schedules.router,
+        events.router,
+    ]
     return routers
 
 
