@@ -16,6 +16,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     for status, text in {
         401: "No or unknown API key.",
         403: "The key lacks the route's scope.",
+        404: "No such resource (or a path no route matches).",
         422: "The request is not valid (one entry per error).",
     }.items()
 }

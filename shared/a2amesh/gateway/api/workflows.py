@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from a2amesh.gateway.api.deps import ApiMesh, mesh_of, require
-from a2amesh.gateway.api.problems import Problem, ProblemBody
+from a2amesh.gateway.api.problems import Problem, problem_doc
 from a2amesh.gateway.auth import Caller
 from a2amesh.manage.definitions import (
     DefinitionService,
@@ -48,7 +48,7 @@ _DEFINITION_BODY: dict[str, Any] = {
 
 
 def _problem(status: int, text: str) -> dict[str, Any]:
-    return {"model": ProblemBody, "description": text}
+    return problem_doc(text)
 
 
 Responses = dict[int | str, dict[str, Any]]
