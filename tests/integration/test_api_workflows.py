@@ -123,6 +123,9 @@ async def test_update_while_running_restore_and_stale_etag(api: Api, client: Cli
         assert second.output() == {"v": 2}
         gate.release.set()
         assert (await within(first.result(), 10, "the v1 run")).output() == {"v": 1}
+        for run, version in ((first.task_id, 1), (second.id, 2)):
+            r = await http.get(f"/api/executions/{run}", headers=READER)
+            assert r.json()["version"] == version, "an execution records the stored version it ran"
 
         r = await http.post("/api/workflows/flow/versions/1/restore", headers={**ADMIN, "If-Match": v2_etag})
         assert r.status_code == 200, r.text

@@ -147,6 +147,7 @@ class ExecutionIntake:
                 "reused_from": getattr(state, "reused_from", None) or "",
                 **new.labels,
                 **new.fields,
+                **({"version": new.workflow.version} if new.workflow.version else {}),
                 **_final_fields(state),
             },
             nodes=runner.initial_records(),

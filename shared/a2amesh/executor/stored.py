@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -109,7 +110,7 @@ class StoredWorkflows:
         document = await self.store.document(head.id, head.version)
         try:
             found = await asyncio.to_thread(load_data, definition_body(document), name=head.id, source=head.id)
-            workflow = next(w for w in found if w.name == head.id)
+            workflow = dataclasses.replace(next(w for w in found if w.name == head.id), version=head.version)
         except (ConfigError, ValueError, StopIteration) as e:
             self._failed[head.id] = head.etag
             self.log.error("workflow.stored_invalid", workflow=head.id, version=head.version, error=str(e))

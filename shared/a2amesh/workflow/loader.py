@@ -75,12 +75,14 @@ class _Loaded(Generic[DefinitionT]):
         definition: the validated definition (its ``name`` is set to ``name``).
         warnings: what validation and the file reader warned about.
         source: the file it came from, or ``None`` for data.
+        version: its version in the definitions store, when it was read from there.
     """
 
     name: str
     definition: DefinitionT
     warnings: tuple[Issue, ...]
     source: Path | None
+    version: int | None = None
 
     @functools.cached_property
     def digest(self) -> str:
