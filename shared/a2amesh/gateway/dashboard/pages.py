@@ -74,6 +74,9 @@ def _guard(scope: Scope, *, action: bool = False) -> Callable[[Method], Method]:
                 return await handler(self, request)
             except data.DataError as e:
                 return self.problem(request, e.status, str(e))
+            except Exception:  # the page says only that; the traceback goes to the log
+                log.exception("dashboard.internal_error", path=request.url.path, method=request.method)
+                return self.problem(request, 500, "the gateway failed to answer; see its log")
 
         return endpoint
 

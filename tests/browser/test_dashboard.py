@@ -1,0 +1,246 @@
+"""The dashboard in a real browser, over a real gateway, executor, agents, NATS and Valkey: one test per user story."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from playwright.async_api import Page, expect
+
+from a2amesh.client import Client, make_message
+from a2amesh.gateway.settings import parse_api_keys
+from a2amesh.protocol import TaskState
+from tests.browser.conftest import screenshot
+from tests.support.waiting import within
+
+
+async def propose(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    return {"amount": input["amount"]}
+
+
+async def pay(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    return {"paid": input["amount"]}
+
+
+REFUND = """
+name: refund
+nodes:
+  - {id: propose, type: agent, agent_name: propose, input: {amount: "{{workflow.input.amount}}"}}
+  - id: review
+    type: human_review
+    depends_on: [propose]
+    prompt: "Refund {{propose.output.amount}}?"
+    data: "{{propose.output}}"
+    edit_schema: {type: object, properties: {amount: {type: number, maximum: 100}}, required: [amount]}
+  - {id: pay, type: agent, agent_name: pay, depends_on: [review], input: "{{review.output}}"}
+output_mapping: {paid: "{{pay.output.paid}}"}
+"""
+
+PIPELINE = """
+name: pipeline
+nodes:
+  - {id: fetch, type: agent, agent_name: propose, input: {amount: "{{workflow.input.amount}}"}}
+  - {id: gate, type: agent, agent_name: gate, depends_on: [fetch], input: "{{fetch.output}}"}
+  - {id: audit, type: agent, agent_name: pay, depends_on: [fetch], input: "{{fetch.output}}"}
+  - {id: settle, type: agent, agent_name: pay, depends_on: [gate, audit], input: "{{gate.output}}"}
+output_mapping: {paid: "{{settle.output.paid}}"}
+"""
+
+
+class Gate:
+    """An agent that holds each call until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.open = asyncio.Event()
+
+    async def __call__(self, input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        self.entered.set()
+        await self.open.wait()
+        return {"amount": input["amount"]}
+
+
+async def _mesh(agent_host: Any, executor: Any, client: Client, gate: Gate | None = None) -> None:
+    await agent_host("propose", propose)
+    await agent_host("pay", pay)
+    if gate is not None:
+        await agent_host("gate", gate)
+    await executor({"refund": REFUND, "pipeline": PIPELINE})
+    await client.registry.wait_for("refund", 5)
+    await client.registry.wait_for("pipeline", 5)
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    """A held agent call, let go at teardown (so nothing waits on it while the mesh stops)."""
+    held = Gate()
+    yield held
+    held.open.set()
+
+
+def _node(page: Page, node_id: str) -> Any:
+    return page.get_by_role("img", name="graph of the workflow").locator(f'a[data-node="{node_id}"]')
+
+
+async def test_overview_lists_live_agents(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page
+) -> None:
+    """The overview shows the live agents and workflows from their cards, with versions and replicas."""
+    await _mesh(agent_host, executor, client)
+    url = await gateway()
+    await page.goto(url + "/")
+    agents = page.get_by_role("table").filter(has_text="propose")
+    await expect(agents.get_by_role("link", name="propose", exact=True)).to_be_visible()
+    await expect(agents.get_by_role("link", name="pay", exact=True)).to_be_visible()
+    await expect(page.get_by_role("link", name="refund", exact=True)).to_be_visible()
+    await expect(page.get_by_role("link", name="pipeline", exact=True)).to_be_visible()
+    await screenshot(page, "overview")
+    await page.get_by_role("navigation").get_by_role("link", name="Agents").click()
+    await expect(page.get_by_role("region", name="agent propose")).to_contain_text("1 replica alive")
+
+
+async def test_new_run_appears_in_the_list_without_reload(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page, gate: Gate
+) -> None:
+    """A run started elsewhere appears in the executions list, and its status changes, without a reload."""
+    await _mesh(agent_host, executor, client, gate)
+    url = await gateway()
+    await page.goto(url + "/executions")
+    await expect(page.get_by_role("table", name="executions")).to_contain_text("No executions match.")
+    await page.evaluate("window.notReloaded = true")
+    call = await client.dispatch("pipeline", make_message(data={"amount": 7}))
+    row = page.get_by_role("row").filter(has_text=call.task_id)
+    await expect(row).to_contain_text("running")
+    gate.open.set()
+    await expect(row).to_contain_text("completed")
+    assert await page.evaluate("window.notReloaded === true"), "the page was reloaded"
+    task = await within(call.result(), 10, "the pipeline's result")
+    assert task.status.state == TaskState.COMPLETED
+    await screenshot(page, "executions")
+
+
+async def test_detail_shows_every_node_as_the_run_progresses(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page, gate: Gate
+) -> None:
+    """The detail page's graph and timeline show every node, each with its live state, as the run goes on."""
+    await _mesh(agent_host, executor, client, gate)
+    url = await gateway()
+    call = await client.dispatch("pipeline", make_message(data={"amount": 7}))
+    await within(gate.entered.wait(), 10, "the gate node's call")
+    await page.goto(f"{url}/executions/{call.task_id}")
+    await expect(page.locator("#execution-status")).to_have_text("running")
+    for node_id, state in (("fetch", "completed"), ("gate", "running"), ("audit", "completed"), ("settle", "pending")):
+        await expect(_node(page, node_id)).to_have_attribute("data-state", state)
+        await expect(_node(page, node_id)).to_contain_text(node_id)
+    timeline = page.get_by_role("list", name="timeline")
+    await expect(timeline.get_by_role("listitem").filter(has_text="gate")).to_contain_text("running")
+    await expect(timeline.get_by_role("listitem").filter(has_text="settle")).to_contain_text("pending")
+    gate.open.set()
+    await expect(page.locator("#execution-status")).to_have_text("completed")
+    for node_id in ("fetch", "gate", "audit", "settle"):
+        await expect(_node(page, node_id)).to_have_attribute("data-state", "completed")
+        await expect(timeline.get_by_role("listitem").filter(has_text=node_id)).to_contain_text("completed")
+    await expect(page.get_by_text('"paid": 7').first).to_be_visible()
+    await screenshot(page, "execution")
+    await _node(page, "settle").click()
+    await expect(page).to_have_url(re.compile(r"#node-settle$"))
+
+
+async def _paused(client: Client, amount: int) -> str:
+    task = await within(client.send("refund", {"amount": amount}), 10, "the paused refund")
+    assert task.status.state == TaskState.INPUT_REQUIRED, task.status
+    return task.id
+
+
+async def _status(client: Client, execution_id: str) -> str:
+    task = await client.get_task("refund", execution_id)
+    return str(task.status.state.value)
+
+
+async def test_review_inbox_approve_edit_and_reject(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page
+) -> None:
+    """From the inbox: approve resumes a run; an invalid edit shows the error in place; a valid edit resumes;
+    reject (with a reason) fails the run with it."""
+    await _mesh(agent_host, executor, client)
+    url = await gateway()
+    approved, edited, rejected = [await _paused(client, amount) for amount in (30, 40, 50)]
+    await page.goto(url + "/reviews")
+    for execution_id in (approved, edited, rejected):
+        await expect(page.get_by_role("region", name=f"review of {execution_id}")).to_contain_text("Refund")
+    await screenshot(page, "reviews")
+
+    review = page.get_by_role("region", name=f"review of {approved}")
+    await review.get_by_role("button", name="Approve").click()
+    await expect(page.get_by_role("region", name=f"review of {approved}")).to_have_count(0)
+    await expect(page.get_by_role("region", name=f"review of {edited}")).to_be_visible()
+
+    review = page.get_by_role("region", name=f"review of {edited}")
+    await review.get_by_text("Edit before approving").click()
+    await review.get_by_label("amount").fill("500")
+    await review.get_by_role("button", name="Send the edit").click()
+    await expect(review.get_by_role("alert")).to_contain_text("$.amount: 500 is greater than the maximum of 100")
+    await review.get_by_label("amount").fill("20")
+    await review.get_by_role("button", name="Send the edit").click()
+    await expect(page.get_by_role("region", name=f"review of {edited}")).to_have_count(0)
+
+    review = page.get_by_role("region", name=f"review of {rejected}")
+    await review.get_by_label("Reason (optional)").fill("not eligible")
+    await review.get_by_role("button", name="Reject").click()
+    await expect(page.get_by_text("No execution is waiting for a review.")).to_be_visible()
+
+    assert await _status(client, approved) == "TASK_STATE_COMPLETED"
+    assert await _status(client, edited) == "TASK_STATE_COMPLETED"
+    assert await _status(client, rejected) == "TASK_STATE_FAILED"
+    await page.goto(f"{url}/executions/{edited}")
+    await expect(page.get_by_text('"paid": 20').first).to_be_visible()
+    await page.goto(f"{url}/executions/{rejected}")
+    await expect(page.locator("#execution-status")).to_have_text("failed")
+    await expect(page.get_by_text("not eligible").first).to_be_visible()
+
+
+async def test_cancel_a_running_execution(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page, gate: Gate
+) -> None:
+    """Cancel on a running execution's page stops it; the page shows it cancelled without a reload."""
+    await _mesh(agent_host, executor, client, gate)
+    url = await gateway()
+    call = await client.dispatch("pipeline", make_message(data={"amount": 7}))
+    await within(gate.entered.wait(), 10, "the gate node's call")
+    await page.goto(f"{url}/executions/{call.task_id}")
+    await page.get_by_role("button", name="Cancel execution").click()
+    await expect(page.locator("#execution-status")).to_have_text("cancelled")
+    task = await within(call.result(), 10, "the cancelled run's final")
+    assert task.status.state == TaskState.CANCELED
+
+
+async def test_login_is_required_when_keys_are_configured(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page
+) -> None:
+    """With API keys, every page redirects to /login; a wrong key is refused; the right one opens the page."""
+    await _mesh(agent_host, executor, client)
+    url = await gateway(api_keys=parse_api_keys("ops=s3cret-key"))
+    await page.goto(url + "/executions?status=paused")
+    await expect(page).to_have_url(re.compile(r"/login\?next="))
+    await expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    await screenshot(page, "login")
+    await page.get_by_label("API key").fill("wrong")
+    await page.get_by_role("button", name="Log in").click()
+    await expect(page.get_by_role("alert")).to_contain_text("that key is not valid")
+    await page.get_by_label("API key").fill("s3cret-key")
+    await page.get_by_role("button", name="Log in").click()
+    await expect(page).to_have_url(re.compile(r"/executions\?status=paused$"))
+    await expect(page.get_by_role("heading", name="Executions")).to_be_visible()
+    cookies = await page.context.cookies()
+    [key] = [c for c in cookies if c["name"] == "a2amesh_key"]
+    assert key["httpOnly"] and key["sameSite"] == "Strict"
+    status = await page.evaluate(
+        "fetch('/executions/x/cancel', {method: 'POST', body: new URLSearchParams({csrf: 'forged'})}).then(r => r.status)"
+    )
+    assert status == 403, "an action without this browser's CSRF token was not refused"
+    await page.get_by_role("button", name="Log out").click()
+    await expect(page).to_have_url(re.compile(r"/login$"))
