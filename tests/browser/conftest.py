@@ -22,12 +22,18 @@ ARGS = [
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
-@pytest.fixture
-async def page() -> AsyncIterator[Page]:
-    """A fresh browser page (laptop-sized, in a time zone other than UTC, so local times show)."""
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The system chromium's path."""
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: run .ci/install-chromium"
+    return CHROMIUM
+
+
+@pytest.fixture
+async def page(chromium: str) -> AsyncIterator[Page]:
+    """A fresh browser page (laptop-sized, in a time zone other than UTC, so local times show)."""
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = await pw.chromium.launch(executable_path=chromium, args=ARGS)
         context = await browser.new_context(viewport={"width": 1366, "height": 860}, timezone_id="Europe/Paris")
         context.set_default_timeout(10_000)
         try:

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from playwright.async_api import Page, expect
 
 from a2amesh.client import Client, make_message
@@ -237,9 +236,11 @@ async def test_login_is_required_when_keys_are_configured(
     await expect(page.get_by_role("heading", name="Executions")).to_be_visible()
     cookies = await page.context.cookies()
     [key] = [c for c in cookies if c["name"] == "a2amesh_key"]
-    assert key["httpOnly"] and key["sameSite"] == "Strict"
+    assert key["httpOnly"]
+    assert key["sameSite"] == "Strict"
     status = await page.evaluate(
-        "fetch('/executions/x/cancel', {method: 'POST', body: new URLSearchParams({csrf: 'forged'})}).then(r => r.status)"
+        "fetch('/executions/x/cancel', {method: 'POST', body: new URLSearchParams({csrf: 'forged'})})"
+        ".then(r => r.status)"
     )
     assert status == 403, "an action without this browser's CSRF token was not refused"
     await page.get_by_role("button", name="Log out").click()

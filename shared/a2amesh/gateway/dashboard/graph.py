@@ -98,14 +98,15 @@ def _dag_shape(d: WorkflowDefinition) -> Shape:
         edges.extend(Edge(dep, node.id) for dep in node.dependencies if (dep, node.id) not in labelled)
         if isinstance(node, MapNode | LoopNode):
             edges.append(Edge(node.id, node.node, "each item" if isinstance(node, MapNode) else "repeat", dashed=True))
-    if d.exit_handlers:
+    handlers = [(name, target) for name, target in d.exit_handlers.items() if target]
+    if handlers:
         nodes.append(END)
         kinds[END] = "end"
         details[END] = "end of the DAG"
         dag = d.dag_node_ids()
         depended = {dep for node_id in dag for dep in d.node(node_id).dependencies}
         edges.extend(Edge(n, END, dashed=True) for n in dag if n not in depended)
-        edges.extend(Edge(END, target, name, dashed=True) for name, target in d.exit_handlers.items())
+        edges.extend(Edge(END, target, name, dashed=True) for name, target in handlers)
     return Shape(nodes, kinds, details, edges)
 
 
