@@ -97,9 +97,9 @@ async def test_overview_lists_live_agents(
     await expect(agents.get_by_role("link", name="pay", exact=True)).to_be_visible()
     await expect(page.get_by_role("link", name="refund", exact=True)).to_be_visible()
     await expect(page.get_by_role("link", name="pipeline", exact=True)).to_be_visible()
-    await screenshot(page, "overview")
     await page.get_by_role("navigation").get_by_role("link", name="Agents").click()
     await expect(page.get_by_role("region", name="agent propose")).to_contain_text("1 replica alive")
+    await screenshot(page, "agents")
 
 
 async def test_new_run_appears_in_the_list_without_reload(
@@ -147,6 +147,11 @@ async def test_detail_shows_every_node_as_the_run_progresses(
     await screenshot(page, "execution")
     await _node(page, "settle").click()
     await expect(page).to_have_url(re.compile(r"#node-settle$"))
+    await page.get_by_role("link", name="pipeline", exact=True).click()
+    await expect(page.get_by_role("heading", name="Workflow pipeline")).to_be_visible()
+    for node_id in ("fetch", "gate", "audit", "settle"):
+        await expect(_node(page, node_id)).to_have_attribute("data-state", "not run")
+    await screenshot(page, "workflow")
 
 
 async def _paused(client: Client, amount: int) -> str:
@@ -172,6 +177,10 @@ async def test_review_inbox_approve_edit_and_reject(
     for execution_id in (approved, edited, rejected):
         await expect(page.get_by_role("region", name=f"review of {execution_id}")).to_contain_text("Refund")
     await screenshot(page, "reviews")
+    await page.get_by_role("navigation").get_by_role("link", name="Overview").click()
+    await expect(page.get_by_role("region", name="Waiting for a human")).to_contain_text(approved[:12])
+    await screenshot(page, "overview")
+    await page.get_by_role("navigation").get_by_role("link", name="Reviews").click()
 
     review = page.get_by_role("region", name=f"review of {approved}")
     await review.get_by_role("button", name="Approve").click()

@@ -265,7 +265,7 @@ async def get_definition(mesh: ApiMesh, execution: Execution) -> dict[str, Any] 
     return {k: v for k, v in definition.items() if k != "digest"}
 
 
-async def list_reviews(mesh: ApiMesh, *, limit: int = 200) -> list[Review]:
+async def list_reviews(mesh: ApiMesh, *, limit: int = 50) -> list[Review]:
     """Every paused execution's review (``GET /api/executions?status=paused``, with each one's review)."""
     page = await list_executions(mesh, status="paused", limit=limit)
     reviews: list[Review] = []

@@ -60,6 +60,8 @@ class GraphView:
     nodes: list[GraphNode]
     edges: list[tuple[str, str, bool, bool, float, float]]
     """(path data, label, dashed, back, label x, label y)"""
+    live: bool = True
+    """The nodes carry an execution's states (False: the definition alone)."""
 
 
 def _short(text: str) -> str:
@@ -176,12 +178,18 @@ def _path(points: tuple[tuple[float, float], ...]) -> str:
     return f"M{head[0]:.1f},{head[1]:.1f} " + " ".join(f"L{x:.1f},{y:.1f}" for x, y in rest)
 
 
-def graph_view(shape: Shape, states: Mapping[str, tuple[str, int, int]], *, finished: bool = False) -> GraphView:
+def graph_view(
+    shape: Shape, states: Mapping[str, tuple[str, int, int]] | None, *, finished: bool = False
+) -> GraphView:
     """Lay out ``shape`` and colour it by ``states`` (a node with no record is ``not run``).
 
-    ``finished``: START and END of a finished graph workflow read ``completed``.
+    ``states`` None: the definition alone, no execution. ``finished``: START and END of a finished graph workflow
+    read ``completed``.
     """
-    widths = {n: node_width(max(n, shape.details.get(n, ""), key=len)) for n in shape.nodes}
+    live = states is not None
+    states = states or {}
+    # the second line reads "{state} · {detail}": room for the longest state word
+    widths = {n: node_width(max(n, "waiting_input · " + shape.details.get(n, ""), key=len)) for n in shape.nodes}
     drawn: Layout = layout(shape.nodes, shape.edges, widths)
     nodes: list[GraphNode] = []
     for node_id in shape.nodes:
@@ -213,4 +221,4 @@ def graph_view(shape: Shape, states: Mapping[str, tuple[str, int, int]], *, fini
         pts = route.points
         mid = pts[len(pts) // 2] if len(pts) > 2 else ((pts[0][0] + pts[-1][0]) / 2, (pts[0][1] + pts[-1][1]) / 2)
         edges.append((_path(pts), route.edge.label, route.edge.dashed, route.back, mid[0], mid[1]))
-    return GraphView(drawn.width, drawn.height, nodes, edges)
+    return GraphView(drawn.width, drawn.height, nodes, edges, live)

@@ -195,7 +195,7 @@ class Dashboard:
     @_guard("read")
     async def workflow(self, request: Request) -> Response:
         wf = await data.get_workflow(self.mesh, request.path_params["name"])
-        graph = graph_view(definition_shape(wf.definition, name=wf.name), {})
+        graph = graph_view(definition_shape(wf.definition, name=wf.name), None)
         recent = await data.list_executions(self.mesh, workflow=wf.name, limit=20)
         return self.render(
             request, "workflow.html", workflow=wf, graph=graph, recent=recent.items, yaml=views.as_yaml(wf.definition)
