@@ -178,9 +178,7 @@ def _path(points: tuple[tuple[float, float], ...]) -> str:
     return f"M{head[0]:.1f},{head[1]:.1f} " + " ".join(f"L{x:.1f},{y:.1f}" for x, y in rest)
 
 
-def graph_view(
-    shape: Shape, states: Mapping[str, tuple[str, int, int]] | None, *, finished: bool = False
-) -> GraphView:
+def graph_view(shape: Shape, states: Mapping[str, tuple[str, int, int]] | None, *, finished: bool = False) -> GraphView:
     """Lay out ``shape`` and colour it by ``states`` (a node with no record is ``not run``).
 
     ``states`` None: the definition alone, no execution. ``finished``: START and END of a finished graph workflow
