@@ -50,6 +50,27 @@ output_mapping: {paid: "{{settle.output.paid}}"}
 """
 
 
+LEDGER = """
+name: ledger
+nodes:
+  - {id: fetch, type: agent, agent_name: propose, input: {amount: "{{workflow.input.amount}}"}}
+  - {id: post, type: agent, agent_name: books, depends_on: [fetch], input: "{{fetch.output}}"}
+output_mapping: {posted: "{{post.output.paid}}"}
+"""
+
+
+class Books:
+    """An agent that fails until the test fixes it."""
+
+    def __init__(self) -> None:
+        self.broken = True
+
+    async def __call__(self, input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        if self.broken:
+            raise RuntimeError("ledger offline")
+        return {"paid": input["amount"]}
+
+
 class Gate:
     """An agent that holds each call until the test opens the gate."""
 
@@ -68,7 +89,7 @@ async def _mesh(agent_host: Any, executor: Any, client: Client, gate: Gate | Non
     await agent_host("pay", pay)
     if gate is not None:
         await agent_host("gate", gate)
-    await executor({"refund": REFUND, "pipeline": PIPELINE})
+    await executor({"refund": REFUND, "pipeline": PIPELINE, "ledger": LEDGER})
     await client.registry.wait_for("refund", 5)
     await client.registry.wait_for("pipeline", 5)
 
@@ -254,3 +275,46 @@ async def test_login_is_required_when_keys_are_configured(
     assert status == 403, "an action without this browser's CSRF token was not refused"
     await page.get_by_role("button", name="Log out").click()
     await expect(page).to_have_url(re.compile(r"/login$"))
+
+
+async def test_retry_a_failed_execution_from_a_node(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page
+) -> None:
+    """A failed run shows its failed node and error; Retry from that node opens a new run that reuses the rest."""
+    books = Books()
+    await agent_host("books", books)
+    await _mesh(agent_host, executor, client)
+    await client.registry.wait_for("ledger", 5)
+    url = await gateway()
+    failed = await within(client.send("ledger", {"amount": 9}), 10, "the failing run")
+    assert failed.status.state == TaskState.FAILED
+    await page.goto(f"{url}/executions/{failed.id}")
+    await expect(page.locator("#execution-status")).to_have_text("failed")
+    await expect(_node(page, "post")).to_have_attribute("data-state", "failed")
+    await expect(_node(page, "fetch")).to_have_attribute("data-state", "completed")
+    await expect(page.get_by_text("ledger offline").first).to_be_visible()
+    books.broken = False
+    await page.get_by_label("Retry from").select_option("post")
+    await page.get_by_role("button", name="Retry").click()
+    await expect(page).not_to_have_url(re.compile(failed.id))
+    await expect(page.locator("#execution-status")).to_have_text("completed")
+    await expect(_node(page, "post")).to_have_attribute("data-state", "completed")
+    await expect(page.get_by_text('"posted": 9').first).to_be_visible()
+
+
+async def test_run_a_workflow_from_its_page(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page
+) -> None:
+    """The workflow page's Run form starts an execution with the typed input and opens it; bad JSON is refused."""
+    await _mesh(agent_host, executor, client)
+    url = await gateway()
+    await page.goto(f"{url}/workflows/refund")
+    form = page.get_by_role("form", name="run refund")
+    await form.get_by_label("Input (JSON)").fill('{"amount": ')
+    await form.get_by_role("button", name="Run refund").click()
+    await expect(page.get_by_role("alert")).to_contain_text("the JSON is not valid")
+    await form.get_by_label("Input (JSON)").fill('{"amount": 12}')
+    await form.get_by_role("button", name="Run refund").click()
+    await expect(page).to_have_url(re.compile(r"/executions/[0-9a-f-]+$"))
+    await expect(page.locator("#execution-status")).to_have_text("paused")
+    await expect(page.get_by_role("region", name="Waiting for a review")).to_contain_text("Refund 12?")

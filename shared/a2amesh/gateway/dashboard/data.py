@@ -46,6 +46,7 @@ __all__ = [
     "list_workflows",
     "resume_execution",
     "retry_execution",
+    "start_execution",
     "subscribe_events",
 ]
 
@@ -284,8 +285,9 @@ async def list_reviews(mesh: ApiMesh, *, limit: int = 50) -> list[Review]:
     return reviews
 
 
-async def _first_answer(mesh: ApiMesh, workflow: str, message: Any, what: str) -> None:
-    """Send ``message`` to ``workflow`` and wait for its first answer: accepted, or refused with an error."""
+async def _first_answer(mesh: ApiMesh, workflow: str, message: Any, what: str) -> str:
+    """Send ``message`` to ``workflow`` and wait for its first answer: accepted (returns the task's id, which is
+    the execution's), or refused with an error."""
     try:
         call = await mesh.client.dispatch(workflow, message, stream=True, timeout=mesh.settings.call_timeout)
         async with asyncio.timeout(_ACTION_TIMEOUT):
@@ -298,6 +300,7 @@ async def _first_answer(mesh: ApiMesh, workflow: str, message: Any, what: str) -
         raise DataError(status, str(e), [{"path": what, "message": str(e)}]) from e
     except A2AMeshError as e:
         raise DataError(503, f"the {what} could not be sent: {e}") from e
+    return call.task_id
 
 
 async def cancel_execution(mesh: ApiMesh, execution_id: str) -> Execution:
@@ -351,14 +354,24 @@ async def resume_execution(
     await _first_answer(mesh, execution.workflow, message, "resume")
 
 
-async def retry_execution(mesh: ApiMesh, execution_id: str, *, from_node: str | None = None) -> None:
-    """``POST /api/executions/{id}/retry``: a new execution re-using the outputs before ``from_node``."""
+async def retry_execution(mesh: ApiMesh, execution_id: str, *, from_node: str | None = None) -> str:
+    """``POST /api/executions/{id}/retry``: a new execution re-using the outputs before ``from_node``; its id."""
     execution = await get_execution(mesh, execution_id)
     if execution.status not in ("failed", "cancelled", "completed"):
         raise DataError(409, f"execution {execution.id} is {execution.status}; only a finished one can be retried")
     control = {"type": RETRY_REQUEST, "execution_id": execution.id, "from_node": from_node}
     message = make_message(data=execution.input or {}, parts=[Part.of_data(control)])
-    await _first_answer(mesh, execution.workflow, message, "retry")
+    return await _first_answer(mesh, execution.workflow, message, "retry")
+
+
+async def start_execution(mesh: ApiMesh, workflow: str, input: Any) -> str:
+    """``POST /api/workflows/{id}/run``: start an execution of ``workflow`` with ``input``; its id.
+
+    Raises:
+        DataError: 404 when no executor serves the workflow, 422 when it refuses the input.
+    """
+    await get_workflow(mesh, workflow)
+    return await _first_answer(mesh, workflow, make_message(data=input), "run")
 
 
 # --- workflows and agents -----------------------------------------------------------------------------

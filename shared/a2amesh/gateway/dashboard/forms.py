@@ -16,7 +16,7 @@ from a2amesh.diagnostics import schema_errors
 
 __all__ = ["JSON_FIELD", "Field", "fields_of", "parse", "validate"]
 
-JSON_FIELD = "edit_json"
+JSON_FIELD = "json"
 _PREFIX = "field."
 _SIMPLE = ("string", "number", "integer", "boolean")
 
@@ -84,7 +84,7 @@ def parse(schema: Mapping[str, Any] | None, form: Mapping[str, Any]) -> Any:
         try:
             return json.loads(text) if text else None
         except json.JSONDecodeError as e:
-            raise ValueError(f"the edited JSON is not valid: {e.msg} at line {e.lineno} column {e.colno}") from e
+            raise ValueError(f"the JSON is not valid: {e.msg} at line {e.lineno} column {e.colno}") from e
     assert schema is not None
     props = schema["properties"]
     value: dict[str, Any] = {}

@@ -198,7 +198,13 @@ class Dashboard:
         graph = graph_view(definition_shape(wf.definition, name=wf.name), None)
         recent = await data.list_executions(self.mesh, workflow=wf.name, limit=20)
         return self.render(
-            request, "workflow.html", workflow=wf, graph=graph, recent=recent.items, yaml=views.as_yaml(wf.definition)
+            request,
+            "workflow.html",
+            workflow=wf,
+            graph=graph,
+            recent=recent.items,
+            yaml=views.as_yaml(wf.definition),
+            fields=forms.fields_of(wf.input_schema),
         )
 
     @_guard("read")
@@ -227,8 +233,29 @@ class Dashboard:
     async def retry(self, request: Request) -> Response:
         form = await request.form()
         from_node = str(form.get("from_node") or "") or None
-        await data.retry_execution(self.mesh, request.path_params["id"], from_node=from_node)
-        return self.done(request, "retry started: it appears in the executions list", "/executions")
+        new = await data.retry_execution(self.mesh, request.path_params["id"], from_node=from_node)
+        return self.moved(request, f"/executions/{new}")
+
+    @_guard("run", action=True)
+    async def run(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        workflow = await data.get_workflow(self.mesh, name)
+        form = await request.form()
+        try:
+            value = forms.parse(workflow.input_schema, form)
+        except ValueError as e:
+            raise data.DataError(422, str(e)) from e
+        if workflow.input_schema:
+            problems = forms.validate(workflow.input_schema, value)
+            if problems:
+                raise data.DataError(422, "the input is not valid: " + "; ".join(problems))
+        new = await data.start_execution(self.mesh, name, {} if value is None else value)
+        return self.moved(request, f"/executions/{new}")
+
+    def moved(self, request: Request, to: str) -> Response:
+        if request.headers.get("hx-request"):
+            return Response(status_code=204, headers={"HX-Redirect": to})
+        return RedirectResponse(to, status_code=303)
 
     @_guard("review", action=True)
     async def resume(self, request: Request) -> Response:
@@ -312,6 +339,7 @@ def dashboard_routes(mesh: ApiMesh, *, directory: Handler | None = None) -> list
         Route("/reviews", d.reviews, methods=["GET"]),
         Route("/workflows", d.workflows, methods=["GET"]),
         Route("/workflows/{name}", d.workflow, methods=["GET"]),
+        Route("/workflows/{name}/run", d.run, methods=["POST"]),
         Route("/agents", d.agents, methods=["GET"]),
         Route("/login", d.login, methods=["GET", "POST"]),
         Route("/logout", d.logout, methods=["POST"]),
