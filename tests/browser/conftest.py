@@ -47,4 +47,5 @@ async def screenshot(page: Page, name: str) -> None:
     """Save ``docs/img/dashboard-{name}.png`` when ``A2AMESH_SCREENSHOTS=1`` (the docs' pictures)."""
     if os.environ.get("A2AMESH_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        await page.wait_for_function("![...document.querySelectorAll('time')].some(t => t.textContent.endsWith('Z'))")
         await page.screenshot(path=str(SCREENSHOTS / f"dashboard-{name}.png"), full_page=True)

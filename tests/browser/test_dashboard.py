@@ -199,7 +199,12 @@ async def test_review_inbox_approve_edit_and_reject(
         await expect(page.get_by_role("region", name=f"review of {execution_id}")).to_contain_text("Refund")
     await screenshot(page, "reviews")
     await page.get_by_role("navigation").get_by_role("link", name="Overview").click()
-    await expect(page.get_by_role("region", name="Waiting for a human")).to_contain_text(approved[:12])
+    waiting = page.get_by_role("region", name="Waiting for a human")
+    await expect(waiting).to_contain_text(approved[:12])
+    extra = await _paused(client, 60)  # a live refresh of the overview: the new paused run appears
+    await expect(waiting).to_contain_text(extra[:12])
+    await expect(waiting.locator("time").first).not_to_have_text(re.compile(r"Z$"))  # shown in the browser's zone
+    await client.cancel_task("refund", extra)
     await screenshot(page, "overview")
     await page.get_by_role("navigation").get_by_role("link", name="Reviews").click()
 
