@@ -11,10 +11,14 @@ import pytest
 from playwright.async_api import Page, expect
 
 from a2amesh.client import Client, make_message
+from a2amesh.config import Settings
 from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.protocol import TaskState
+from a2amesh.store.keys import Keys
+from a2amesh.store.redis import Redis
+from a2amesh.store.schedules import ScheduleStore
 from tests.browser.conftest import screenshot
-from tests.support.waiting import within
+from tests.support.waiting import eventually, within
 
 
 async def propose(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -56,6 +60,15 @@ nodes:
   - {id: fetch, type: agent, agent_name: propose, input: {amount: "{{workflow.input.amount}}"}}
   - {id: post, type: agent, agent_name: books, depends_on: [fetch], input: "{{fetch.output}}"}
 output_mapping: {posted: "{{post.output.paid}}"}
+"""
+
+
+NIGHTLY = """
+name: nightly
+execution_mode: interval
+schedule: "daily@09:00"
+nodes:
+  - {id: fetch, type: agent, agent_name: propose, input: {amount: 1}}
 """
 
 
@@ -323,3 +336,25 @@ async def test_run_a_workflow_from_its_page(
     await expect(page).to_have_url(re.compile(r"/executions/[0-9a-f-]+$"))
     await expect(page.locator("#execution-status")).to_have_text("paused")
     await expect(page.get_by_role("region", name="Waiting for a review")).to_contain_text("Refund 12?")
+
+
+async def test_pause_and_resume_a_schedule(
+    agent_host: Any, executor: Any, client: Client, redis: Redis, settings: Settings, gateway: Any, page: Page
+) -> None:
+    """A scheduled workflow's page lists its schedule with the next fire time; pause and resume it from there."""
+    await agent_host("propose", propose)
+    await executor({"nightly": NIGHTLY})
+    await client.registry.wait_for("nightly", 5)
+    schedules = ScheduleStore(redis, Keys(settings.namespace))
+    await eventually(lambda: schedules.get("nightly/main"), timeout=10, what="the executor to register the schedule")
+    url = await gateway()
+    await page.goto(f"{url}/workflows/nightly")
+    row = page.get_by_role("table", name="schedules").get_by_role("row").filter(has_text="nightly/main")
+    await expect(row).to_contain_text("active")
+    await expect(row.locator("time")).to_have_count(1)
+    await row.get_by_role("button", name="Pause").click()
+    await expect(row).to_contain_text("paused")
+    await expect(row.locator("time")).to_have_count(0)
+    await row.get_by_role("button", name="Resume").click()
+    await expect(row).to_contain_text("active")
+    await expect(row.locator("time")).to_have_count(1)

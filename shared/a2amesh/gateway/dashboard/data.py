@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -25,6 +26,7 @@ from a2amesh.protocol import AgentCard, Part, codes
 from a2amesh.protocol.vocabulary import RETRY_REQUEST
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
+from a2amesh.store.schedules import ScheduleStore
 
 __all__ = [
     "STATUSES",
@@ -34,6 +36,7 @@ __all__ = [
     "NodeRecord",
     "Page",
     "Review",
+    "ScheduleView",
     "WorkflowView",
     "cancel_execution",
     "get_definition",
@@ -43,8 +46,11 @@ __all__ = [
     "list_execution_nodes",
     "list_executions",
     "list_reviews",
+    "list_schedules",
+    "pause_schedule",
     "list_workflows",
     "resume_execution",
+    "resume_schedule",
     "retry_execution",
     "start_execution",
     "subscribe_events",
@@ -148,6 +154,21 @@ class WorkflowView(BaseModel):
     replicas: int
     definition: dict[str, Any]
     input_schema: dict[str, Any] | None = None
+
+
+class ScheduleView(BaseModel):
+    """A schedule, as ``GET /api/schedules`` answers it (times in epoch seconds)."""
+
+    id: str
+    workflow: str
+    branch: str
+    mode: str
+    describe: str
+    timezone: str
+    paused: bool
+    running: bool
+    last_fire: float | None = None
+    next_fire: float | None = None
 
 
 def _store(mesh: ApiMesh) -> ExecutionStore:
@@ -365,7 +386,7 @@ async def retry_execution(mesh: ApiMesh, execution_id: str, *, from_node: str | 
 
 
 async def start_execution(mesh: ApiMesh, workflow: str, input: Any) -> str:
-    """``POST /api/workflows/{id}/run``: start an execution of ``workflow`` with ``input``; its id.
+    """``POST /api/workflows/{id}/execute``: start an execution of ``workflow`` with ``input``; its id.
 
     Raises:
         DataError: 404 when no executor serves the workflow, 422 when it refuses the input.
@@ -440,6 +461,61 @@ async def get_workflow(mesh: ApiMesh, name: str) -> WorkflowView:
     if view is None:
         raise DataError(404, f"no live workflow named {name!r}")
     return view
+
+
+# --- schedules -------------------------------------------------------------------------------------------
+
+
+def _schedules(mesh: ApiMesh) -> ScheduleStore:
+    store = mesh.extras.get("dashboard.schedules")
+    if store is None:
+        store = mesh.extras["dashboard.schedules"] = ScheduleStore(mesh.redis, Keys(mesh.settings.namespace))
+    assert isinstance(store, ScheduleStore)
+    return store
+
+
+async def list_schedules(mesh: ApiMesh, *, workflow: str | None = None) -> list[ScheduleView]:
+    """``GET /api/schedules``: every schedule (of ``workflow``), with its next fire time."""
+    out: list[ScheduleView] = []
+    for stored in await _schedules(mesh).all():
+        state = stored.state
+        if state is None or (workflow and state.workflow != workflow):
+            continue
+        out.append(
+            ScheduleView(
+                id=stored.id,
+                workflow=state.workflow,
+                branch=state.branch,
+                mode=str(state.mode),
+                describe=state.spec.describe(),
+                timezone=state.timezone,
+                paused=state.paused,
+                running=state.running,
+                last_fire=state.last_fire.timestamp() if state.last_fire else None,
+                next_fire=state.next_fire.timestamp() if state.next_fire else None,
+            )
+        )
+    return out
+
+
+async def pause_schedule(mesh: ApiMesh, schedule: str) -> None:
+    """``POST /api/schedules/{id}/pause``.
+
+    Raises:
+        DataError: 404 when there is no such schedule.
+    """
+    if await _schedules(mesh).pause(schedule) is None:
+        raise DataError(404, f"no schedule {schedule!r}")
+
+
+async def resume_schedule(mesh: ApiMesh, schedule: str) -> None:
+    """``POST /api/schedules/{id}/resume`` (ticks missed while paused are skipped).
+
+    Raises:
+        DataError: 404 when there is no such schedule.
+    """
+    if await _schedules(mesh).resume(schedule, datetime.now(UTC)) is None:
+        raise DataError(404, f"no schedule {schedule!r}")
 
 
 # --- events --------------------------------------------------------------------------------------------

@@ -197,6 +197,7 @@ class Dashboard:
         wf = await data.get_workflow(self.mesh, request.path_params["name"])
         graph = graph_view(definition_shape(wf.definition, name=wf.name), None)
         recent = await data.list_executions(self.mesh, workflow=wf.name, limit=20)
+        schedules = await data.list_schedules(self.mesh, workflow=wf.name)
         return self.render(
             request,
             "workflow.html",
@@ -205,6 +206,7 @@ class Dashboard:
             recent=recent.items,
             yaml=views.as_yaml(wf.definition),
             fields=forms.fields_of(wf.input_schema),
+            schedules=schedules,
         )
 
     @_guard("read")
@@ -251,6 +253,18 @@ class Dashboard:
                 raise data.DataError(422, "the input is not valid: " + "; ".join(problems))
         new = await data.start_execution(self.mesh, name, {} if value is None else value)
         return self.moved(request, f"/executions/{new}")
+
+    @_guard("admin", action=True)
+    async def schedule(self, request: Request) -> Response:
+        schedule, action = request.path_params["schedule"], request.path_params["action"]
+        if action not in ("pause", "resume"):
+            raise data.DataError(404, f"schedules have no action {action!r}: pause or resume")
+        if action == "pause":
+            await data.pause_schedule(self.mesh, schedule)
+        else:
+            await data.resume_schedule(self.mesh, schedule)
+        workflow = schedule.split("/", 1)[0]
+        return self.moved(request, f"/workflows/{workflow}")
 
     def moved(self, request: Request, to: str) -> Response:
         if request.headers.get("hx-request"):
@@ -340,6 +354,7 @@ def dashboard_routes(mesh: ApiMesh, *, directory: Handler | None = None) -> list
         Route("/workflows", d.workflows, methods=["GET"]),
         Route("/workflows/{name}", d.workflow, methods=["GET"]),
         Route("/workflows/{name}/run", d.run, methods=["POST"]),
+        Route("/schedules/{schedule:path}/{action:str}", d.schedule, methods=["POST"]),
         Route("/agents", d.agents, methods=["GET"]),
         Route("/login", d.login, methods=["GET", "POST"]),
         Route("/logout", d.logout, methods=["POST"]),
