@@ -72,6 +72,27 @@ nodes:
 """
 
 
+BATCH = """
+name: batch
+nodes:
+  - {id: items, type: map, node: each, items: [1, 2, 3]}
+  - {id: each, type: agent, agent_name: shaky, input: {n: "{{_map_item}}"}, retry_strategy: {limit: 2}}
+"""
+
+
+class Shaky:
+    """Fails the first call for item 2, then answers."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    async def __call__(self, input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        if input["n"] == 2 and not self.failed:
+            self.failed = True
+            raise RuntimeError("item 2 hiccup")
+        return {"n": input["n"]}
+
+
 class Books:
     """An agent that fails until the test fixes it."""
 
@@ -358,3 +379,24 @@ async def test_pause_and_resume_a_schedule(
     await row.get_by_role("button", name="Resume").click()
     await expect(row).to_contain_text("active")
     await expect(row.locator("time")).to_have_count(1)
+
+
+async def test_map_items_and_retries_show_on_the_timeline(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page
+) -> None:
+    """Each map item is its own timeline row under the map; a retried item says which attempt it is on; the
+    graph counts the target's instances."""
+    await agent_host("shaky", Shaky())
+    await executor({"batch": BATCH})
+    await client.registry.wait_for("batch", 5)
+    done = await within(client.send("batch", {}), 20, "the batch run")
+    assert done.status.state == TaskState.COMPLETED, done.status
+    url = await gateway()
+    await page.goto(f"{url}/executions/{done.id}")
+    rows = page.get_by_role("list", name="timeline").get_by_role("listitem")
+    await expect(rows.and_(page.locator('[data-node="each"]'))).to_have_count(3)
+    await expect(rows.filter(has_text="(attempt 2)")).to_have_count(1)
+    await expect(rows.filter(has_text="(attempt 2)")).to_contain_text("completed")
+    await expect(_node(page, "each")).to_contain_text("×3")
+    await expect(_node(page, "items")).to_have_attribute("data-state", "completed")
+    await screenshot(page, "map-retry")

@@ -77,13 +77,22 @@ def test_timeline_places_bars_on_the_run_span() -> None:
     run = Execution(id="x", workflow="w", status="completed", started_at=100.0, finished_at=110.0)
     nodes = [
         NodeRecord(path="a", node_id="a", status="completed", started_at=100.0, finished_at=105.0),
-        NodeRecord(path="b", node_id="b", status="failed", attempt=3, started_at=105.0, finished_at=110.0),
+        NodeRecord(
+            path="b",
+            node_id="b",
+            status="failed",
+            attempt=3,
+            started_at=105.0,
+            attempt_started_at=108.0,
+            finished_at=110.0,
+        ),
         NodeRecord(path="c", node_id="c"),
     ]
     a, b, c = timeline(run, nodes)
     assert (a.left, a.width) == (0.0, 50.0)
     assert (b.left, b.width) == (50.0, 50.0)
     assert b.label == "b (attempt 3)"
+    assert b.earlier == 30.0  # attempts 1 and 2: from 105 to 108 of a 10 s run
     assert c.width == 0.0
 
 

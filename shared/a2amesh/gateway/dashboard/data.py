@@ -119,6 +119,7 @@ class NodeRecord(BaseModel):
     error: str | None = None
     reason: str | None = None
     started_at: float | None = None
+    attempt_started_at: float | None = Field(None, description="When the latest attempt started (retries).")
     finished_at: float | None = None
     usage: dict[str, Any] | None = None
 

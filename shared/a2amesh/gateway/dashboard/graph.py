@@ -181,8 +181,8 @@ def _path(points: tuple[tuple[float, float], ...]) -> str:
 def graph_view(shape: Shape, states: Mapping[str, tuple[str, int, int]] | None, *, finished: bool = False) -> GraphView:
     """Lay out ``shape`` and colour it by ``states`` (a node with no record is ``not run``).
 
-    ``states`` None: the definition alone, no execution. ``finished``: START and END of a finished graph workflow
-    read ``completed``.
+    ``states`` None: the definition alone, no execution. ``finished``: END of a completed graph workflow reads
+    ``completed``.
     """
     live = states is not None
     states = states or {}

@@ -153,7 +153,7 @@ class Dashboard:
             try:
                 shape = definition_shape(definition, name=execution.workflow)
                 records = {n.path: n.model_dump() for n in nodes}
-                graph = graph_view(shape, node_states(records), finished=execution.finished_at is not None)
+                graph = graph_view(shape, node_states(records), finished=execution.status == "completed")
             except Exception as e:  # an old snapshot this version cannot read: the page still shows the rest
                 graph_error = f"the definition could not be drawn: {e}"
         review = execution.review or {}

@@ -70,6 +70,8 @@ class Bar:
     left: float
     width: float
     label: str
+    earlier: float = 0.0
+    """Width (percent) of the earlier attempts at the start of the bar (a retried node), 0 otherwise."""
 
 
 def timeline(execution: data.Execution, nodes: list[data.NodeRecord]) -> list[Bar]:
@@ -85,8 +87,11 @@ def timeline(execution: data.Execution, nodes: list[data.NodeRecord]) -> list[Ba
             bars.append(Bar(n, 0.0, 0.0, label))
             continue
         left = max(n.started_at - t0, 0.0) / span * 100
-        width = max(((n.finished_at or t1) - n.started_at) / span * 100, 0.6)
-        bars.append(Bar(n, round(left, 2), round(min(width, 100 - left), 2), label))
+        width = min(max(((n.finished_at or t1) - n.started_at) / span * 100, 0.6), 100 - left)
+        earlier = 0.0
+        if n.attempt > 1 and n.attempt_started_at is not None and n.attempt_started_at > n.started_at:
+            earlier = min((n.attempt_started_at - n.started_at) / span * 100, width)
+        bars.append(Bar(n, round(left, 2), round(width, 2), label, round(earlier, 2)))
     return bars
 
 
