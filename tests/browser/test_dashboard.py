@@ -93,6 +93,14 @@ class Shaky:
         return {"n": input["n"]}
 
 
+OUTER = """
+name: outer
+nodes:
+  - {id: first, type: agent, agent_name: propose, input: {amount: "{{workflow.input.amount}}"}}
+  - {id: inner, type: workflow, workflow_name: ledger, depends_on: [first], input: {amount: "{{first.output.amount}}"}}
+"""
+
+
 class Books:
     """An agent that fails until the test fixes it."""
 
@@ -400,3 +408,27 @@ async def test_map_items_and_retries_show_on_the_timeline(
     await expect(_node(page, "each")).to_contain_text("×3")
     await expect(_node(page, "items")).to_have_attribute("data-state", "completed")
     await screenshot(page, "map-retry")
+
+
+async def test_sub_workflow_execution_is_linked_and_expandable(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page
+) -> None:
+    """A node that called a workflow expands to the sub-execution's timeline and links to its page."""
+    books = Books()
+    books.broken = False
+    await agent_host("books", books)
+    await agent_host("propose", propose)
+    await executor({"outer": OUTER, "ledger": LEDGER})
+    await client.registry.wait_for("outer", 5)
+    done = await within(client.send("outer", {"amount": 4}), 20, "the outer run")
+    assert done.status.state == TaskState.COMPLETED, done.status
+    url = await gateway()
+    await page.goto(f"{url}/executions/{done.id}")
+    await page.get_by_text("sub-workflow ledger").click()
+    sub = page.get_by_role("list", name=re.compile(r"^timeline of "))
+    await expect(sub.get_by_role("listitem").filter(has_text="post")).to_contain_text("completed")
+    await expect(sub.get_by_role("listitem").filter(has_text="fetch")).to_contain_text("completed")
+    await page.get_by_role("link", name=re.compile(r"^open execution ")).click()
+    await expect(page.get_by_role("heading", name=re.compile(r"^Execution "))).to_be_visible()
+    await expect(page.get_by_role("link", name="ledger", exact=True)).to_be_visible()
+    await expect(page.get_by_text('"posted": 4').first).to_be_visible()

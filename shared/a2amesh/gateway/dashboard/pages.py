@@ -176,6 +176,14 @@ class Dashboard:
     async def execution_part(self, request: Request) -> Response:
         return self.render(request, "parts/execution_live.html", **await self._detail(request.path_params["id"]))
 
+    @_guard("read")
+    async def timeline_part(self, request: Request) -> Response:
+        execution = await data.get_execution(self.mesh, request.path_params["id"])
+        nodes = await data.list_execution_nodes(self.mesh, execution.id)
+        return self.render(
+            request, "parts/timeline.html", execution=execution, timeline=views.timeline(execution, nodes), sub=True
+        )
+
     async def _reviews(self) -> dict[str, Any]:
         reviews = await data.list_reviews(self.mesh)
         return {"reviews": reviews, "fields": {r.execution.id: forms.fields_of(r.edit_schema) for r in reviews}}
@@ -361,6 +369,7 @@ def dashboard_routes(mesh: ApiMesh, *, directory: Handler | None = None) -> list
         Route("/dashboard/parts/overview", d.overview_part, methods=["GET"]),
         Route("/dashboard/parts/executions", d.executions_part, methods=["GET"]),
         Route("/dashboard/parts/executions/{id}", d.execution_part, methods=["GET"]),
+        Route("/dashboard/parts/executions/{id}/timeline", d.timeline_part, methods=["GET"]),
         Route("/dashboard/parts/reviews", d.reviews_part, methods=["GET"]),
         Route("/dashboard/events", d.events, methods=["GET"]),
         Mount(STATIC, app=StaticFiles(directory=HERE / "static"), name="dashboard-static"),
