@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.schedules import ScheduleStore
 from tests.browser.conftest import screenshot
+from tests.support.executors import write_workflows
 from tests.support.waiting import eventually, within
 
 
@@ -432,3 +434,41 @@ async def test_sub_workflow_execution_is_linked_and_expandable(
     await expect(page.get_by_role("heading", name=re.compile(r"^Execution "))).to_be_visible()
     await expect(page.get_by_role("link", name="ledger", exact=True)).to_be_visible()
     await expect(page.get_by_text('"posted": 4').first).to_be_visible()
+
+
+async def test_compare_two_versions_of_a_workflow(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page, tmp_path: Path
+) -> None:
+    """A workflow changed under a running executor has two versions; the diff shows what changed."""
+    await agent_host("propose", propose)
+    await agent_host("pay", pay)
+    folder = write_workflows(
+        tmp_path / "defs",
+        {"ver": "name: ver\nnodes:\n  - {id: a, type: agent, agent_name: propose, input: {amount: 1}}\n"},
+    )
+    await executor(folder, reload_interval=0.2)
+    first = await client.registry.wait_for("ver", 5)
+    await within(client.send("ver", {}), 10, "a run of the first version")
+    old = str((first.workflow_definition or {})["digest"])
+    write_workflows(
+        folder, {"ver": "name: ver\nnodes:\n  - {id: a, type: agent, agent_name: pay, input: {amount: 2}}\n"}
+    )
+
+    def changed() -> str | None:
+        card = client.registry.get("ver")
+        digest = str((card.workflow_definition or {}).get("digest")) if card else old
+        return digest if digest != old else None
+
+    new = await eventually(changed, timeout=10, what="the executor to serve the changed definition")
+    url = await gateway()
+    await page.goto(f"{url}/workflows/ver")
+    versions = page.get_by_role("table", name="versions")
+    await expect(versions.get_by_role("row").filter(has_text=new[:12])).to_contain_text("yes")
+    await expect(versions.get_by_role("row").filter(has_text=old[:12])).to_contain_text("no")
+    await page.get_by_label(f"from {old[:12]}").check()
+    await page.get_by_label(f"to {new[:12]}").check()
+    await page.get_by_role("button", name="Compare").click()
+    diff = page.get_by_label("differences")
+    await expect(diff.locator(".d-del")).to_contain_text(["agent_name: propose"])
+    await expect(diff.locator(".d-add")).to_contain_text(["agent_name: pay"])
+    await screenshot(page, "diff")

@@ -57,6 +57,12 @@ async def test_bad_requests_get_precise_pages(agent_host: Any, executor: Any, cl
         r = await http.post(f"/executions/{done.id}/resume", data={"csrf": token, "decision": "maybe"})
         assert r.status_code == 422
         assert "decision &#39;maybe&#39; is not approve, reject or edit" in r.text
+        r = await http.get("/workflows/echo/diff?from=abc")
+        assert r.status_code == 422
+        assert "choose two versions to compare" in r.text
+        r = await http.get("/workflows/echo/diff?from=abc&to=def")
+        assert r.status_code == 404
+        assert "workflow &#39;echo&#39; has no known version &#39;abc&#39;" in r.text
         r = await http.post("/schedules/echo/main/explode", data={"csrf": token})
         assert r.status_code == 404
         r = await http.post(

@@ -7,7 +7,7 @@ from starlette.requests import Request
 
 from a2amesh.gateway.dashboard import forms, session
 from a2amesh.gateway.dashboard.data import Execution, NodeRecord
-from a2amesh.gateway.dashboard.views import duration, iso, timeline
+from a2amesh.gateway.dashboard.views import diff_lines, duration, iso, timeline
 
 SCHEMA = {
     "type": "object",
@@ -102,3 +102,14 @@ def test_times_and_durations_read_well() -> None:
     assert duration(10.0, 10.25) == "250 ms"
     assert duration(10.0, 13.5) == "3.50 s"
     assert duration(0.0, 185.0) == "3 min 5 s"
+
+
+def test_diff_of_two_definitions_marks_what_changed() -> None:
+    """The YAML diff keeps the definition's key order and tags removed, added and context lines."""
+    old = {"name": "w", "nodes": [{"id": "a", "agent_name": "x"}]}
+    new = {"name": "w", "nodes": [{"id": "a", "agent_name": "y"}]}
+    lines = diff_lines(old, new, "w@1", "w@2")
+    assert ("del", "-  agent_name: x") in lines
+    assert ("add", "+  agent_name: y") in lines
+    assert lines[0] == ("file", "--- w@1")
+    assert diff_lines(old, old, "a", "b") == []

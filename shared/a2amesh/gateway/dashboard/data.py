@@ -37,17 +37,20 @@ __all__ = [
     "Page",
     "Review",
     "ScheduleView",
+    "VersionView",
     "WorkflowView",
     "cancel_execution",
     "get_definition",
     "get_execution",
     "get_workflow",
+    "get_workflow_version",
     "list_agents",
     "list_execution_nodes",
     "list_executions",
     "list_reviews",
     "list_schedules",
     "pause_schedule",
+    "list_workflow_versions",
     "list_workflows",
     "resume_execution",
     "resume_schedule",
@@ -155,6 +158,15 @@ class WorkflowView(BaseModel):
     replicas: int
     definition: dict[str, Any]
     input_schema: dict[str, Any] | None = None
+
+
+class VersionView(BaseModel):
+    """A version of a workflow's definition: its digest, whether executors serve it now, its runs seen."""
+
+    digest: str
+    current: bool
+    runs: int = Field(0, description="Executions of it among the newest looked at.")
+    last_run: float | None = Field(None, description="Start of its newest execution (epoch seconds).")
 
 
 class ScheduleView(BaseModel):
@@ -462,6 +474,39 @@ async def get_workflow(mesh: ApiMesh, name: str) -> WorkflowView:
     if view is None:
         raise DataError(404, f"no live workflow named {name!r}")
     return view
+
+
+async def list_workflow_versions(mesh: ApiMesh, name: str) -> list[VersionView]:
+    """``GET /api/workflows/{id}/versions``: the version served now, then those its executions ran, newest first.
+
+    Today's body knows a version only once an execution pinned it (among the newest 1,000 of the workflow).
+    """
+    current = (await get_workflow(mesh, name)).digest
+    runs = await list_executions(mesh, workflow=name, limit=1000)
+    seen: dict[str, VersionView] = {current: VersionView(digest=current, current=True)}
+    for execution in runs.items:
+        if not execution.version:
+            continue
+        view = seen.setdefault(execution.version, VersionView(digest=execution.version, current=False))
+        view.runs += 1
+        view.last_run = max(view.last_run or 0.0, execution.started_at or 0.0) or None
+    return list(seen.values())
+
+
+async def get_workflow_version(mesh: ApiMesh, name: str, digest: str) -> dict[str, Any]:
+    """``GET /api/workflows/{id}/versions/{digest}``: that version's definition.
+
+    Raises:
+        DataError: 404 when the version is not known (never run, or its snapshot expired).
+    """
+    card = mesh.client.registry.get(name)
+    served = card.workflow_definition if card is not None else None
+    if served is not None and served.get("digest") == digest:
+        return {k: v for k, v in served.items() if k != "digest"}
+    snapshot = await _store(mesh).load_definition(digest) if digest else None
+    if snapshot is None or snapshot.get("name", name) != name:
+        raise DataError(404, f"workflow {name!r} has no known version {digest[:12]!r}")
+    return snapshot
 
 
 # --- schedules -------------------------------------------------------------------------------------------

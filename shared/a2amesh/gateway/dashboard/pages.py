@@ -23,13 +23,14 @@ from starlette.staticfiles import StaticFiles
 from a2amesh.gateway.api.deps import ApiMesh, Scope
 from a2amesh.gateway.auth import API_KEY_HEADER, AuthFailed
 from a2amesh.gateway.dashboard import data, forms, live, session, views
-from a2amesh.gateway.dashboard.graph import definition_shape, graph_view, node_states
+from a2amesh.gateway.dashboard.graph import Shape, definition_shape, graph_view, node_states
 from a2amesh.logs import get_logger
 
 __all__ = ["dashboard_routes"]
 
 HERE = Path(__file__).parent
 STATIC = "/dashboard/static"
+SHAPES_KEPT = 256
 log = get_logger("gateway.dashboard")
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -92,6 +93,7 @@ class Dashboard:
         self.directory = directory
         self.env = _environment()
         self.secure = bool(mesh.http.public_url and mesh.http.public_url.startswith("https"))
+        self._shapes: dict[str, Shape] = {}
 
     def render(self, request: Request, template: str, code: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("caller", request.state.caller if hasattr(request.state, "caller") else None)
@@ -151,7 +153,7 @@ class Dashboard:
         graph_error = None
         if definition is not None:
             try:
-                shape = definition_shape(definition, name=execution.workflow)
+                shape = self._shape(execution.version, definition, execution.workflow)
                 records = {n.path: n.model_dump() for n in nodes}
                 graph = graph_view(shape, node_states(records), finished=execution.status == "completed")
             except Exception as e:  # an old snapshot this version cannot read: the page still shows the rest
@@ -167,6 +169,17 @@ class Dashboard:
             "review_fields": forms.fields_of(review.get("edit_schema")),
             "node_ids": list(dict.fromkeys(n.node_id for n in nodes if n.node_id)),
         }
+
+    def _shape(self, digest: str, definition: dict[str, Any], name: str) -> Shape:
+        """The drawn shape of a definition version (kept: a running execution's page asks for it twice a second)."""
+        shape = self._shapes.get(digest) if digest else None
+        if shape is None:
+            shape = definition_shape(definition, name=name)
+            if digest:
+                if len(self._shapes) >= SHAPES_KEPT:
+                    self._shapes.clear()
+                self._shapes[digest] = shape
+        return shape
 
     @_guard("read")
     async def execution(self, request: Request) -> Response:
@@ -206,6 +219,7 @@ class Dashboard:
         graph = graph_view(definition_shape(wf.definition, name=wf.name), None)
         recent = await data.list_executions(self.mesh, workflow=wf.name, limit=20)
         schedules = await data.list_schedules(self.mesh, workflow=wf.name)
+        versions = await data.list_workflow_versions(self.mesh, wf.name)
         return self.render(
             request,
             "workflow.html",
@@ -215,7 +229,20 @@ class Dashboard:
             yaml=views.as_yaml(wf.definition),
             fields=forms.fields_of(wf.input_schema),
             schedules=schedules,
+            versions=versions,
         )
+
+    @_guard("read")
+    async def diff(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        q = request.query_params
+        old_digest, new_digest = q.get("from", ""), q.get("to", "")
+        if not old_digest or not new_digest:
+            raise data.DataError(422, "choose two versions to compare (from and to)")
+        old = await data.get_workflow_version(self.mesh, name, old_digest)
+        new = await data.get_workflow_version(self.mesh, name, new_digest)
+        lines = views.diff_lines(old, new, f"{name}@{old_digest[:12]}", f"{name}@{new_digest[:12]}")
+        return self.render(request, "diff.html", name=name, old=old_digest, new=new_digest, lines=lines)
 
     @_guard("read")
     async def agents_page(self, request: Request) -> Response:
@@ -362,6 +389,7 @@ def dashboard_routes(mesh: ApiMesh, *, directory: Handler | None = None) -> list
         Route("/workflows", d.workflows, methods=["GET"]),
         Route("/workflows/{name}", d.workflow, methods=["GET"]),
         Route("/workflows/{name}/run", d.run, methods=["POST"]),
+        Route("/workflows/{name}/diff", d.diff, methods=["GET"]),
         Route("/schedules/{schedule:path}/{action:str}", d.schedule, methods=["POST"]),
         Route("/agents", d.agents, methods=["GET"]),
         Route("/login", d.login, methods=["GET", "POST"]),

@@ -4,6 +4,7 @@ filters that format values (JSON, times, durations) in the templates."""
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
 import time
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ import yaml
 from a2amesh.gateway.api.deps import ApiMesh
 from a2amesh.gateway.dashboard import data
 
-__all__ = ["SINCE", "Bar", "as_yaml", "duration", "iso", "overview", "pretty", "short_id", "timeline"]
+__all__ = ["SINCE", "Bar", "as_yaml", "diff_lines", "duration", "iso", "overview", "pretty", "short_id", "timeline"]
 
 SINCE = {"1h": 3600, "24h": 86400, "7d": 7 * 86400}
 """The time filter's choices, in seconds."""
@@ -60,6 +61,27 @@ def short_id(value: str) -> str:
 def as_yaml(value: Any) -> str:
     """A definition as YAML, in its own key order."""
     return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=100))
+
+
+def diff_lines(old: Any, new: Any, old_name: str, new_name: str) -> list[tuple[str, str]]:
+    """A unified diff of two definitions as YAML: (kind, line) with kind ``add``, ``del``, ``hunk`` or ``same``."""
+    lines = difflib.unified_diff(
+        as_yaml(old).splitlines(), as_yaml(new).splitlines(), old_name, new_name, lineterm="", n=3
+    )
+    out: list[tuple[str, str]] = []
+    for line in lines:
+        if line.startswith(("---", "+++")):
+            kind = "file"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "same"
+        out.append((kind, line))
+    return out
 
 
 @dataclass(frozen=True)
