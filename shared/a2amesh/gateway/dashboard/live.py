@@ -80,7 +80,12 @@ async def stream(mesh: ApiMesh, *, execution: str | None = None) -> AsyncIterato
     """SSE text: ``changed`` at connect, then one ``changed`` per batch of events (only ``execution``'s when
     given), and a comment line every :data:`PING_SECONDS` to keep proxies from closing the stream."""
     hub = hub_of(mesh)
-    queue = await hub.join()
+    try:
+        queue = await hub.join()
+    except Exception as e:  # NATS unreachable: the browser tries again after `retry`
+        log.warning("dashboard.events_unavailable", error=str(e) or type(e).__name__)
+        yield "retry: 5000\n: the event stream is unavailable\n\n"
+        return
     seq = 0
     try:
         yield "retry: 2000\n" + _message(seq, set(), set(), set())
