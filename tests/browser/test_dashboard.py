@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -472,3 +473,58 @@ async def test_compare_two_versions_of_a_workflow(
     await expect(diff.locator(".d-del")).to_contain_text(["agent_name: propose"])
     await expect(diff.locator(".d-add")).to_contain_text(["agent_name: pay"])
     await screenshot(page, "diff")
+
+
+CHAT = json.dumps(
+    {
+        "name": "chat",
+        "entrypointNodeId": "talk",
+        "nodes": [{"id": "talk", "nodeType": "AGENT", "nodeName": "talk", "agentId": "talker"}],
+        "edges": [
+            {
+                "id": "e1",
+                "sourceNodeId": "talk",
+                "targetNodeId": "talk",
+                "conditionType": "CONDITIONAL",
+                "conditionValue": "again",
+            },
+            {
+                "id": "e2",
+                "sourceNodeId": "talk",
+                "targetNodeId": None,
+                "conditionType": "CONDITIONAL",
+                "conditionValue": "END",
+            },
+        ],
+    }
+)
+
+
+class Talker:
+    """Asks for one more turn, then ends."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        self.calls += 1
+        return {"next": "again" if self.calls == 1 else "END", "message": f"turn {self.calls}"}
+
+
+async def test_graph_workflow_shows_start_end_and_its_cycle(
+    agent_host: Any, executor: Any, client: Client, gateway: Any, page: Page
+) -> None:
+    """A seed-000 graph run: START, the node visited twice (its self-loop drawn) and END, all completed."""
+    await agent_host("talker", Talker())
+    await executor({"chat.json": CHAT})
+    await client.registry.wait_for("chat", 5)
+    done = await within(client.send("chat", make_message("hi")), 15, "the graph run")
+    assert done.status.state == TaskState.COMPLETED, done.status
+    url = await gateway()
+    await page.goto(f"{url}/executions/{done.id}")
+    for node_id in ("START", "talk", "END"):
+        await expect(_node(page, node_id)).to_have_attribute("data-state", "completed")
+    await expect(_node(page, "talk")).to_contain_text("×2")
+    graph = page.get_by_role("img", name="graph of the workflow")
+    await expect(graph.locator("path.edge.back")).to_have_count(1)
+    await expect(graph.get_by_text("again", exact=True)).to_be_visible()
