@@ -146,6 +146,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         print(f"a2amesh is up: NATS {mesh.nats_url}  Redis {mesh.redis_url}  namespace {settings.namespace}")
         if mesh.gateway_url:
             print(f"HTTP gateway: {mesh.gateway_url}/agents (A2A JSON-RPC, HTTP+JSON, SSE)")
+            print(f"dashboard:    {mesh.gateway_url}/ (open it in a browser)")
         print("Ctrl-C stops it.")
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):

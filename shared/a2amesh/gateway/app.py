@@ -389,9 +389,11 @@ def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None
     routes.append(Route(MCP_PATH, endpoint=mcp))  # MCP over streamable HTTP (docs/mcp.md)
     if redis is not None:
         from a2amesh.gateway.api import ApiMesh, create_api
+        from a2amesh.gateway.dashboard import dashboard_routes
 
-        api = create_api(ApiMesh(client=client, redis=redis, settings=client.settings, http=settings, auth=auth))
-        routes.append(Mount("", app=api))  # last: /api/…, /openapi.json, /docs (and the dashboard's pages)
+        mesh = ApiMesh(client=client, redis=redis, settings=client.settings, http=settings, auth=auth)
+        routes[:0] = dashboard_routes(mesh, directory=list_agents)  # its /agents answers JSON unless asked for HTML
+        routes.append(Mount("", app=create_api(mesh)))  # last: /api/…, /openapi.json, /docs
     return Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})
 
 

@@ -622,7 +622,8 @@ class ExecutionStore:
         """Execution records, newest first, optionally by workflow and status."""
         k = self.keys
         index = k.executions_by_workflow(workflow) if workflow else k.executions_index()
-        ids = _strs(await self.redis.zrevrange(index, 0, max(limit * 20, 1000)))
+        span = max(limit * 20, 1000) if status else limit + 50  # read far ahead only when filtering by status
+        ids = _strs(await self.redis.zrevrange(index, 0, span))
         out: list[dict[str, str]] = []
         if not ids:
             return out
