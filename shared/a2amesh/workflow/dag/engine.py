@@ -25,12 +25,14 @@ from a2amesh.workflow.dag.containers import ContainerSteps
 from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.nodes import (
     AgentNode,
+    BuiltinNode,
     ConditionalNode,
     ForkNode,
     HumanReviewNode,
     JoinNode,
     LoopNode,
     MapNode,
+    PromptNode,
     SwitchNode,
     WorkflowNode,
 )
@@ -49,7 +51,7 @@ from a2amesh.workflow.events import (
     ReviewAnswered,
     TimerFired,
 )
-from a2amesh.workflow.templates import JsonValue, TemplateError, resolve
+from a2amesh.workflow.templates import JsonValue, TemplateError, render, resolve
 
 __all__ = ["EXECUTION_TIMEOUT", "Engine", "StepResult", "start", "step"]
 
@@ -517,8 +519,10 @@ class _Step(ContainerSteps, ReviewSteps, BranchSteps):
             except ConditionError as exc:
                 self.fail(run, f"when: {exc}", "error")
                 return
-        if isinstance(node, AgentNode | WorkflowNode):
+        if isinstance(node, AgentNode | WorkflowNode | BuiltinNode):
             self._start_call(run)
+        elif isinstance(node, PromptNode):
+            self._run_prompt(run, node)
         elif isinstance(node, SwitchNode):
             self._start_switch(run, node)
         elif isinstance(node, ConditionalNode):
@@ -534,6 +538,17 @@ class _Step(ContainerSteps, ReviewSteps, BranchSteps):
             self.complete(run, {"results": {}, "completed": []})
         elif isinstance(node, HumanReviewNode):
             self._start_review(run, node)
+
+    def _run_prompt(self, run: NodeRun, node: PromptNode) -> None:
+        """A prompt node: its template rendered here, no agent call."""
+        try:
+            text = render(node.template, self.scope_for(run), path="template")
+        except TemplateError as exc:
+            self.fail(run, str(exc), "error")
+            return
+        run.status = NodeStatus.RUNNING
+        self.emit("node.started", run)
+        self.complete(run, {"text": text})
 
     def _dag_failure(self, run: NodeRun) -> None:
         if not self.definition.fail_fast or self._absorbable(run):

@@ -18,8 +18,11 @@ from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
     "NODE_TYPES",
+    "BUILTIN_AGENTS",
+    "AgentConfig",
     "AgentNode",
     "Backoff",
+    "BuiltinNode",
     "CallNode",
     "CallNodeBase",
     "ConditionalNode",
@@ -29,13 +32,18 @@ __all__ = [
     "JoinNode",
     "LoopNode",
     "MapNode",
+    "LlmNode",
     "Node",
     "NodeBase",
+    "PromptNode",
     "RetryPolicy",
     "RetryStrategy",
     "Skill",
     "SwitchCase",
     "SwitchNode",
+    "ToolLoopNode",
+    "ToolRef",
+    "ToolsNode",
     "WorkflowNode",
     "node_type_name",
 ]
@@ -375,6 +383,199 @@ class HumanReviewNode(NodeBase):
         return [] if self.on_reject == "fail" else [("on_reject", self.on_reject)]
 
 
+BUILTIN_AGENTS = {"llm": "builtin-llm", "tools": "builtin-tools", "tool_loop": "builtin-tool-loop"}
+"""Node type → the built-in agent (served by ``a2amesh builtins``) that runs nodes of that type."""
+
+
+class AgentConfig(DefinitionModel):
+    """Model settings for LLM nodes: the workflow's ``agent_config`` defaults, a node's own fields override it."""
+
+    model: str | None = Field(None, description="Model name; the builtins' A2AMESH_LLM_MODEL when omitted.")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
+    max_tokens: int | None = Field(None, ge=1, description="Most tokens the model may produce per call.")
+    system: str | None = Field(None, description="Default system prompt (templates allowed) of nodes without one.")
+
+
+class ToolRef(DefinitionModel):
+    """One tool offered to the model: exactly one of ``agent``, ``workflow`` or ``python``."""
+
+    agent: str | None = Field(None, min_length=1, description="A mesh agent, called with its input schema.")
+    workflow: str | None = Field(None, min_length=1, description="A workflow, called with its input schema.")
+    python: str | None = Field(
+        None, min_length=3, description="A Python function module:function, importable by the builtins process."
+    )
+    name: str | None = Field(None, description="The tool's name for the model (default: the agent/function name).")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ToolRef:
+        given = [name for name in ("agent", "workflow", "python") if getattr(self, name) is not None]
+        if len(given) != 1:
+            found = f"found {', '.join(given)}" if given else "found none"
+            raise field_problem("agent", f"give exactly one of agent, workflow, python ({found})")
+        if self.python is not None and ":" not in self.python:
+            raise field_problem("python", f"{self.python!r} must be module:function")
+        return self
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        """The reference as the built-in agent receives it."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+def _tool_refs(value: Any) -> Any:
+    """``"module:function"`` → ``{python: ...}``, a plain name → ``{agent: name}``; objects as they are."""
+    if not isinstance(value, list):
+        return value
+    return [({"python": v} if ":" in v else {"agent": v}) if isinstance(v, str) else v for v in value]
+
+
+_TOOL_SHORTHAND = also_accepts({"type": "array", "items": {"type": "string"}})
+
+
+class BuiltinNode(NodeBase):
+    """A node run by a built-in agent of the mesh: durable, retried and timed out like an agent node."""
+
+    retry_strategy: RetryStrategy | None = Field(None, description="Retries of this node (over the workflow's).")
+    timeout: Duration | None = Field(None, description="Per-attempt timeout, counting time in the queue.")
+
+    @property
+    def builtin_agent(self) -> str:
+        """The built-in agent that runs this node."""
+        return BUILTIN_AGENTS[str(getattr(self, "type"))]  # noqa: B009 - every subclass has a Literal type
+
+    def call_input(self, config: AgentConfig | None, max_tool_iterations: int) -> JsonValue:
+        """The input sent to the built-in agent (templates still in it), with the workflow's defaults applied."""
+        raise NotImplementedError
+
+
+class _ModelNodeBase(BuiltinNode):
+    messages: JsonValue = Field(
+        None,
+        description="The conversation: a list of chat messages, one text (a user message), or a template. "
+        "Omitted: the workflow input (its `messages` list, its `text`, or the whole input as JSON).",
+    )
+    system: str | None = Field(
+        None, description="The system prompt: inline text with templates, or {{a_prompt_node.output.text}}."
+    )
+    tools: list[ToolRef] = Field(
+        default_factory=list,
+        description="Tools the model may call (a string: module:function, or an agent name).",
+        json_schema_extra=_TOOL_SHORTHAND,
+    )
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools_shorthand(cls, value: Any) -> Any:
+        return _tool_refs(value)
+
+    output_schema: dict[str, JsonValue] | None = Field(
+        None, description="JSON Schema of a structured answer (sent as response_format json_schema)."
+    )
+    model: str | None = Field(None, description="Model name (over agent_config.model).")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature (over agent_config).")
+    max_tokens: int | None = Field(None, ge=1, description="Most tokens per model call (over agent_config).")
+
+    def templated_fields(self) -> list[tuple[str, JsonValue]]:
+        fields: list[tuple[str, JsonValue]] = []
+        if self.messages is not None:
+            fields.append(("messages", self.messages))
+        if self.system is not None:
+            fields.append(("system", self.system))
+        return fields
+
+    def call_input(self, config: AgentConfig | None, max_tool_iterations: int) -> JsonValue:
+        config = config or AgentConfig()
+        system = self.system if self.system is not None else config.system
+        return {
+            "messages": "{{workflow.input}}" if self.messages is None else self.messages,
+            "system": system,
+            "tools": [t.to_wire() for t in self.tools],
+            "output_schema": self.output_schema,
+            "model": self.model or config.model,
+            "temperature": self.temperature if self.temperature is not None else config.temperature,
+            "max_tokens": self.max_tokens or config.max_tokens,
+        }
+
+
+class PromptNode(NodeBase):
+    """Assembles a text from templates, in the engine itself (no agent call). Output: ``{"text": ...}``."""
+
+    type: Literal["prompt"] = Field("prompt", description="Node type.")
+    template: str = Field(min_length=1, description="The text, with {{…}} templates.")
+
+    def templated_fields(self) -> list[tuple[str, JsonValue]]:
+        return [("template", self.template)]
+
+
+class LlmNode(_ModelNodeBase):
+    """One model call. Output: ``{"text", "tool_calls", "messages", "finish_reason"}`` (+ ``output`` when
+    ``output_schema`` is set); its token usage lands on the node record."""
+
+    type: Literal["llm"] = Field("llm", description="Node type.")
+
+
+class ToolLoopNode(_ModelNodeBase):
+    """The ReAct loop: model ↔ tools until a final answer or ``max_tool_iterations`` rounds.
+
+    Output: ``{"text", "messages", "rounds", "stopped_reason": "final_answer" | "max_tool_iterations"}``.
+    """
+
+    type: Literal["tool_loop"] = Field("tool_loop", description="Node type.")
+    max_tool_iterations: int | None = Field(
+        None, ge=1, description="Most model rounds (over the workflow's max_tool_iterations, default 10)."
+    )
+    parallel: bool = Field(True, description="Run the tool calls of one round in parallel.")
+
+    def call_input(self, config: AgentConfig | None, max_tool_iterations: int) -> JsonValue:
+        data = super().call_input(config, max_tool_iterations)
+        assert isinstance(data, dict)
+        return {
+            **data,
+            "max_tool_iterations": self.max_tool_iterations or max_tool_iterations,
+            "parallel": self.parallel,
+        }
+
+
+class ToolsNode(BuiltinNode):
+    """Runs the tool calls of an ``llm`` node. Output: ``{"results", "messages"}`` (the conversation with the
+    tool results appended, ready for the next ``llm`` node)."""
+
+    type: Literal["tools"] = Field("tools", description="Node type.")
+    source: str | None = Field(
+        None,
+        description="The llm node whose tool calls run (default: the one llm node among depends_on).",
+    )
+    tools: list[ToolRef] = Field(
+        min_length=1,
+        description="The tools that may be called (a string: module:function, or an agent name).",
+        json_schema_extra=_TOOL_SHORTHAND,
+    )
+    parallel: bool = Field(True, description="Run the calls in parallel (else in order).")
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools_shorthand(cls, value: Any) -> Any:
+        return _tool_refs(value)
+
+    def source_node(self, llm_ids: set[str]) -> str | None:
+        """The llm node this node reads (``source``, else the one llm node it depends on)."""
+        if self.source is not None:
+            return self.source
+        candidates = [d for d in self.depends_on if d in llm_ids]
+        return candidates[0] if len(candidates) == 1 else None
+
+    def call_input(self, config: AgentConfig | None, max_tool_iterations: int) -> JsonValue:
+        raise AssertionError("a tools node's input comes from its source node: use source_input()")
+
+    def source_input(self, source: str) -> JsonValue:
+        """The input sent to the built-in agent, reading the tool calls of the llm node ``source``."""
+        return {
+            "tool_calls": f"{{{{{source}.output.tool_calls}}}}",
+            "messages": f"{{{{{source}.output.messages}}}}",
+            "tools": [t.to_wire() for t in self.tools],
+            "parallel": self.parallel,
+        }
+
+
 NODE_TYPES: dict[str, type[NodeBase]] = {
     "agent": AgentNode,
     "workflow": WorkflowNode,
@@ -385,14 +586,27 @@ NODE_TYPES: dict[str, type[NodeBase]] = {
     "join": JoinNode,
     "loop": LoopNode,
     "human_review": HumanReviewNode,
+    "prompt": PromptNode,
+    "llm": LlmNode,
+    "tools": ToolsNode,
+    "tool_loop": ToolLoopNode,
 }
 """Node type name → model."""
 
 
+_SEED_TYPES = {
+    "agent.llm": "llm",
+    "agent.tool_executor": "tools",
+    "agent.tool_loop": "tool_loop",
+    "agent.prompt": "prompt",
+}
+"""Seed 004's spellings of the agent node types."""
+
+
 def node_type_name(value: str) -> str:
-    """Normalize a node type as written (``humanReview``, ``Human-Review``) to its name (``human_review``)."""
-    snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", value.strip()).replace("-", "_")
-    return snake.lower()
+    """Normalize a node type as written (``humanReview``, ``Human-Review``, ``agent.toolLoop``) to its name."""
+    snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", value.strip()).replace("-", "_").lower()
+    return _SEED_TYPES.get(snake, snake)
 
 
 def _node_tag(value: Any) -> str | None:
@@ -412,7 +626,11 @@ Node: TypeAlias = Annotated[
     | Annotated[ForkNode, Tag("fork")]
     | Annotated[JoinNode, Tag("join")]
     | Annotated[LoopNode, Tag("loop")]
-    | Annotated[HumanReviewNode, Tag("human_review")],
+    | Annotated[HumanReviewNode, Tag("human_review")]
+    | Annotated[PromptNode, Tag("prompt")]
+    | Annotated[LlmNode, Tag("llm")]
+    | Annotated[ToolsNode, Tag("tools")]
+    | Annotated[ToolLoopNode, Tag("tool_loop")],
     Discriminator(_node_tag),
 ]
 """Any node, discriminated by ``type``."""

@@ -18,7 +18,7 @@ __all__ = ["CALL_TYPES", "EXECUTION_TIMEOUT", "Nodes", "StepBase", "add_usage", 
 EXECUTION_TIMEOUT = "execution_timeout"
 """Timer id of the whole execution's timeout."""
 
-CALL_TYPES = frozenset({"agent", "workflow", "branch"})
+CALL_TYPES = frozenset({"agent", "workflow", "branch", "llm", "tools", "tool_loop"})
 """Node-instance types that call an agent or workflow."""
 
 _STATUS_TEXT = {"success": "completed", "failure": "failed", "cancel": "canceled"}
