@@ -23,6 +23,7 @@ from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.logs import get_logger
 from a2amesh.registry import Registry
 from a2amesh.servers import NatsServer, ValkeyServer
+from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS
 
 log = get_logger("mesh")
 
@@ -47,6 +48,7 @@ class Mesh:
         state_dir: where embedded servers keep their data (persistent across runs).
         log_file: children's output goes here (None: inherit the terminal).
         gateway: settings of the HTTP gateway process to start (None: no gateway); port 0 takes a free one.
+        builtins: start the built-in agents (``a2amesh builtins``: the llm, tools and tool_loop nodes).
     """
 
     settings: Settings
@@ -60,6 +62,7 @@ class Mesh:
     definitions: list[tuple[Path, AgentDefinition]] = field(default_factory=list)
     gateway: GatewaySettings | None = None
     gateway_url: str = ""
+    builtins: bool = True
 
     @property
     def nats_url(self) -> str:
@@ -106,6 +109,8 @@ class Mesh:
                     self.children.append(
                         Child(f"{definition.name}#{i + 1}", [sys.executable, "-m", "a2amesh", "agent", str(path)])
                     )
+            if self.builtins:
+                self.children.append(Child("builtins", [sys.executable, "-m", "a2amesh", "builtins"]))
             if self.workflows_dir is not None:
                 self.children.append(
                     Child("executor", [sys.executable, "-m", "a2amesh", "executor", str(self.workflows_dir)])
@@ -176,14 +181,17 @@ class Mesh:
         registry = Registry(bus, card_ttl=settings.card_ttl)
         await registry.start()
         try:
-            for _, definition in self.definitions:
+            names = [definition.name for _, definition in self.definitions]
+            if self.builtins:
+                names.extend(BUILTIN_AGENTS.values())
+            for name in names:
                 try:
-                    await registry.wait_for(definition.name, timeout)
+                    await registry.wait_for(name, timeout)
                 except TimeoutError as e:
                     dead = [c.label for c in self.children if c.proc and c.proc.returncode is not None]
                     where = f" (see {self.log_file})" if self.log_file else ""
                     raise ServerError(
-                        f"agent {definition.name} published no card within {timeout:.0f}s; "
+                        f"agent {name} published no card within {timeout:.0f}s; "
                         f"exited: {', '.join(dead) or 'none'}{where}"
                     ) from e
         finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,8 +153,12 @@ class ChatModel:
         tools: list[dict[str, Any]] | None = None,
         on_delta: Callable[[str], Awaitable[None]] | None = None,
         stream: bool | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Completion:
         """One chat completion.
+
+        ``options`` are further request fields (``model``, ``temperature``, ``max_tokens``,
+        ``response_format``) that override this model's own for this call.
 
         Raises:
             LlmError: the endpoint failed after its retries, timed out, or could not be reached.
@@ -164,6 +168,8 @@ class ChatModel:
             kwargs["tools"] = tools
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
+        if options:
+            kwargs.update({k: v for k, v in options.items() if v is not None})
         # Stream only when someone reads the deltas: a streamed answer costs about twice the client CPU.
         streaming = (self.stream if stream is None else stream) and on_delta is not None
         try:

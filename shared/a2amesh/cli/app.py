@@ -23,7 +23,7 @@ __all__ = ["EXTRA_VERBS", "build_parser", "main"]
 EXTRA_VERBS: list[Callable[[Any], None]] = []
 """Functions that add more verbs to the subparsers (called last by :func:`build_parser`)."""
 
-_CONFIGURES_LOGS = frozenset({"agent", "up", "demo", "executor", "gateway"})
+_CONFIGURES_LOGS = frozenset({"agent", "builtins", "up", "demo", "executor", "gateway"})
 """Verbs that set up logging themselves (from Settings); the others log warnings only."""
 
 
@@ -66,6 +66,11 @@ def _add_mesh_verbs(sub: Any) -> None:
     s = sub.add_parser("agent", help="run one agent process from its YAML file")
     s.add_argument("file")
     s.set_defaults(func=mesh.cmd_agent)
+
+    s = sub.add_parser("builtins", help="run the built-in agents (llm, tools, tool_loop nodes) in one process")
+    s.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per model request")
+    s.add_argument("--llm-retries", type=int, default=3, help="retries of a failed model request, with backoff")
+    s.set_defaults(func=mesh.cmd_builtins)
 
     s = sub.add_parser("agents", help="list live agent and workflow cards")
     s.add_argument("--json", action="store_true")

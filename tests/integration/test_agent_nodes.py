@@ -1,0 +1,268 @@
+"""The agent node catalogue end to end: prompt, llm, tools and tool_loop nodes run by the built-in agents.
+
+Real NATS + Valkey, the executor, the built-in agents and the real ``openai`` client against the fake
+OpenAI-compatible server.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+from a2amesh.client import Client
+from a2amesh.config import Settings
+from a2amesh.protocol import TaskState
+from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.keys import Keys
+from a2amesh.store.redis import Redis
+from tests.fakes.openai_server import FakeOpenAIServer, HttpError, Reply, ToolCall, Usage
+from tests.support.waiting import within
+
+LOOKUP_SCHEMA = {
+    "type": "object",
+    "required": ["city"],
+    "properties": {"city": {"type": "string"}},
+    "additionalProperties": False,
+}
+
+
+def store(redis: Redis, settings: Settings) -> ExecutionStore:
+    return ExecutionStore(redis, Keys(settings.namespace), retention=60, lease_ttl=2)
+
+
+def totals(usage: dict[str, Any] | None) -> tuple[int, int, int]:
+    assert usage is not None
+    return usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]
+
+
+CLASSIFY = """
+name: classify
+agentConfig: {model: fake-model, temperature: 0.3, maxTokens: 50}
+nodes:
+  - {id: sys, type: prompt, template: "You sort the requests of {{workflow.input.user}}."}
+  - id: sort
+    type: llm
+    depends_on: [sys]
+    system: "{{sys.output.text}}"
+    messages: "{{workflow.input.question}}"
+    output_schema: {type: object, required: [topic], properties: {topic: {type: string}}}
+output_mapping: {topic: "{{sort.output.output.topic}}", text: "{{sort.output.text}}"}
+"""
+
+
+async def test_prompt_and_llm_nodes(
+    builtins: Any, executor: Any, client: Client, fake_llm: FakeOpenAIServer, redis: Redis, settings: Settings
+) -> None:
+    """The prompt renders in the engine; the llm node sends system prompt, settings and response_format, and its
+    usage lands on the node record and the execution."""
+    fake_llm.script(Reply('{"topic": "billing"}', usage=Usage(12, 5)))
+    await builtins(fake_llm.base_url)
+    await executor({"classify": CLASSIFY})
+    task = await within(client.send("classify", {"user": "Ann", "question": "Why was I charged twice?"}), 20, "answer")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.output() == {"topic": "billing", "text": '{"topic": "billing"}'}
+    (request,) = fake_llm.requests
+    assert request["messages"] == [
+        {"role": "system", "content": "You sort the requests of Ann."},
+        {"role": "user", "content": "Why was I charged twice?"},
+    ]
+    assert (request["model"], request["temperature"], request["max_tokens"]) == ("fake-model", 0.3, 50)
+    assert request["response_format"]["type"] == "json_schema"
+    assert request["response_format"]["json_schema"]["schema"]["required"] == ["topic"]
+    assert "tools" not in request
+    nodes = await store(redis, settings).nodes(task.id)
+    assert nodes["sys"]["output"] == {"text": "You sort the requests of Ann."}
+    assert not nodes["sys"].get("task_id")  # no agent call for a prompt
+    assert totals(nodes["sort"]["usage"]) == (12, 5, 17)
+    record = await store(redis, settings).record(task.id)
+    assert record is not None
+    assert totals(json.loads(record["usage"])) == (12, 5, 17)
+
+
+TOOLS = """
+name: tools_flow
+nodes:
+  - id: ask
+    type: llm
+    messages: "{{workflow.input.question}}"
+    tools: [lookup, "tests.agents.node_tools:add"]
+  - {id: run, type: tools, depends_on: [ask], tools: [lookup, "tests.agents.node_tools:add"], parallel: false}
+  - {id: answer, type: llm, depends_on: [run], messages: "{{run.output.messages}}"}
+output_mapping: {answer: "{{answer.output.text}}", results: "{{run.output.results}}"}
+"""
+
+
+async def test_tools_node_validates_arguments_and_feeds_errors_back(
+    builtins: Any, agent_host: Any, executor: Any, client: Client, fake_llm: FakeOpenAIServer
+) -> None:
+    """A tools node runs the calls of the llm node: a valid call runs; arguments failing the schema and an
+    unknown tool become error results the next llm node reads, and nothing crashes."""
+    looked_up: list[Any] = []
+
+    async def lookup(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        looked_up.append(input)
+        return {"weather": "rain"}
+
+    await agent_host("lookup", lookup, input_schema=LOOKUP_SCHEMA, description="Weather of a city")
+    fake_llm.script(
+        Reply(
+            tool_calls=[
+                ToolCall("lookup", {"city": "Oslo"}, id="c1"),
+                ToolCall("add", {"a": "one", "b": 2}, id="c2"),
+                ToolCall("nope", {}, id="c3"),
+                ToolCall("add", {"a": 1, "b": 2}, id="c4"),
+            ]
+        ),
+        "It rains in Oslo and 1 + 2 = 3.",
+    )
+    await builtins(fake_llm.base_url)
+    await executor({"tools_flow": TOOLS})
+    task = await within(client.send("tools_flow", {"question": "weather in Oslo?"}), 20, "answer")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    out = task.output()
+    assert out["answer"] == "It rains in Oslo and 1 + 2 = 3."
+    assert looked_up == [{"city": "Oslo"}]
+    ok = {r["tool_call_id"]: r["ok"] for r in out["results"]}
+    assert ok == {"c1": True, "c2": False, "c3": False, "c4": True}
+    first, second = fake_llm.requests
+    offered = {t["function"]["name"]: t["function"]["parameters"] for t in first["tools"]}
+    assert set(offered) == {"lookup", "add"}
+    assert offered["lookup"]["properties"]["city"] == {"type": "string"}
+    tool_results = {m["tool_call_id"]: m["content"] for m in second["messages"] if m["role"] == "tool"}
+    assert json.loads(tool_results["c1"]) == {"status": "completed", "output": {"weather": "rain"}}
+    assert "invalid arguments for add" in tool_results["c2"]
+    assert "$.a" in tool_results["c2"]
+    assert "there is no tool named 'nope'" in tool_results["c3"]
+    assert tool_results["c4"] == "3"
+    assert second["messages"][0] == {"role": "user", "content": "weather in Oslo?"}
+    assert second["messages"][1]["tool_calls"][0]["function"]["name"] == "lookup"
+
+
+LOOP = """
+name: loop_flow
+maxToolIterations: 3
+nodes:
+  - {id: react, type: tool_loop, system: "Use the tools.", tools: [lookup]}
+output_mapping: "{{react.output}}"
+"""
+
+
+async def test_tool_loop_until_final_answer_and_at_its_limit(
+    builtins: Any, agent_host: Any, executor: Any, client: Client, fake_llm: FakeOpenAIServer
+) -> None:
+    """The loop alternates model and tools until a text answer; a model that keeps calling tools is stopped at
+    maxToolIterations with stopped_reason max_tool_iterations (each round's tool ran once)."""
+    calls: list[str] = []
+
+    async def lookup(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        calls.append(input["city"])
+        return {"weather": "sun"}
+
+    await agent_host("lookup", lookup, input_schema=LOOKUP_SCHEMA)
+    await builtins(fake_llm.base_url)
+    await executor({"loop_flow": LOOP})
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("lookup", {"city": "Rome"})], usage=Usage(3, 1)), Reply("Sunny.", usage=Usage(4, 1))
+    )
+    task = await within(client.send("loop_flow", {"text": "Rome?"}), 20, "first answer")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    out = task.output()
+    assert (out["text"], out["rounds"], out["stopped_reason"], out["tool_calls"]) == ("Sunny.", 2, "final_answer", 1)
+    assert [m["role"] for m in out["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert fake_llm.requests[0]["messages"][0] == {"role": "system", "content": "Use the tools."}
+    assert calls == ["Rome"]
+    assert task.metadata is not None
+    assert totals(task.metadata["usage"]) == (7, 2, 9)
+
+    fake_llm.script(*(Reply(tool_calls=[ToolCall("lookup", {"city": f"c{i}"})]) for i in range(3)))
+    task = await within(client.send("loop_flow", {"text": "again"}), 20, "second answer")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    out = task.output()
+    assert (out["rounds"], out["stopped_reason"], out["tool_calls"]) == (3, "max_tool_iterations", 3)
+    assert calls == ["Rome", "c0", "c1", "c2"]
+    assert len(fake_llm.requests) == 5
+
+
+DOWN = """
+name: down_flow
+nodes:
+  - id: ask
+    type: llm
+    retry_strategy: {limit: 1, retry_policy: OnFailure, backoff: {duration: 0.2}}
+"""
+
+
+async def test_model_endpoint_down_is_retried_then_a_clear_node_failure(
+    builtins: Any, executor: Any, client: Client, fake_llm: FakeOpenAIServer, redis: Redis, settings: Settings
+) -> None:
+    """HTTP 503s are retried by the client (with backoff) and the node by its retry_strategy, then the node
+    fails saying what the endpoint answered."""
+    fake_llm.script(*[HttpError(503, "overloaded", retry_after=0.01)] * 4)
+    await builtins(fake_llm.base_url, max_retries=1)
+    await executor({"down_flow": DOWN})
+    task = await within(client.send("down_flow", {"text": "hi"}), 30, "the failure")
+    assert task.status.state == TaskState.FAILED
+    assert len(fake_llm.requests) == 4  # (1 + 1 HTTP retry) × (1 + 1 node retry)
+    nodes = await store(redis, settings).nodes(task.id)
+    assert nodes["ask"]["status"] == "failed"
+    assert nodes["ask"]["attempt"] == 2
+    assert "answered HTTP 503" in nodes["ask"]["error"]
+    assert "overloaded" in nodes["ask"]["error"]
+    reason = task.status.message.text() if task.status.message else ""
+    assert "ask" in reason
+
+
+async def test_unreachable_endpoint_fails_naming_it(
+    builtins: Any, executor: Any, client: Client, redis: Redis, settings: Settings
+) -> None:
+    """An endpoint nothing listens on fails the node naming the endpoint (no retries configured: at once)."""
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    await builtins(url)
+    await executor({"down_flow": DOWN.replace("limit: 1", "limit: 0")})
+    task = await within(client.send("down_flow", {"text": "hi"}), 30, "the failure")
+    assert task.status.state == TaskState.FAILED
+    nodes = await store(redis, settings).nodes(task.id)
+    assert f"LlmError: the model endpoint {url} " in nodes["ask"]["error"] or (
+        f"LlmError: cannot reach the model endpoint {url}" in nodes["ask"]["error"]
+    )
+    assert nodes["ask"]["attempt"] == 1
+
+
+CHILD = """
+name: child
+nodes:
+  - {id: a, type: llm}
+  - {id: b, type: llm, depends_on: [a], messages: "{{a.output.messages}}"}
+"""
+
+PARENT = """
+name: parent
+nodes:
+  - {id: first, type: llm}
+  - {id: sub, type: workflow, workflow_name: child, depends_on: [first], input: {text: "{{first.output.text}}"}}
+output_mapping: {done: true}
+"""
+
+
+async def test_usage_rolls_up_through_a_sub_workflow(
+    builtins: Any, executor: Any, client: Client, fake_llm: FakeOpenAIServer, redis: Redis, settings: Settings
+) -> None:
+    """Tokens of the child's llm nodes land on its execution, on the parent's workflow node and on the parent."""
+    fake_llm.script(
+        Reply("one", usage=Usage(10, 1)), Reply("two", usage=Usage(20, 2)), Reply("three", usage=Usage(30, 3))
+    )
+    await builtins(fake_llm.base_url)
+    await executor({"child": CHILD, "parent": PARENT})
+    await client.registry.wait_for("child", 5)
+    task = await within(client.send("parent", {"text": "go"}), 30, "answer")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    nodes = await store(redis, settings).nodes(task.id)
+    assert totals(nodes["first"]["usage"]) == (10, 1, 11)
+    assert totals(nodes["sub"]["usage"]) == (50, 5, 55)
+    record = await store(redis, settings).record(task.id)
+    assert record is not None
+    assert totals(json.loads(record["usage"])) == (60, 6, 66)
+    assert fake_llm.requests[2]["messages"][-1] == {"role": "assistant", "content": "two"}
