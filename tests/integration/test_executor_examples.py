@@ -11,7 +11,9 @@ import pytest
 from a2amesh.agent.definition import load_agent_file
 from a2amesh.client import Client
 from a2amesh.protocol import TaskState
+from a2amesh.workflow.dag.nodes import NODE_TYPES
 from a2amesh.workflow.loader import LoadedWorkflow, load_file
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, ToolCall
 from tests.support.waiting import within
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,7 +57,7 @@ def test_examples_use_every_node_type() -> None:
         for workflow in load_file(path):
             if isinstance(workflow, LoadedWorkflow):
                 types.update(node.type for node in workflow.definition.nodes)
-    assert types == {"agent", "workflow", "switch", "conditional", "map", "fork", "join", "loop", "human_review"}
+    assert types == set(NODE_TYPES)
 
 
 async def test_order_pipeline_composes_maps_and_switches(examples: Client) -> None:
@@ -78,3 +80,50 @@ async def test_restock_poll_loops_until_ready(examples: Client) -> None:
     """restock_poll: the loop stops when the job is ready and the exit handler runs."""
     task = await within(examples.send("restock_poll", {"job": "R-7"}), 20, "restock_poll")
     assert task.output() == {"job": "R-7", "ready": True, "checks": 3, "stopped_reason": "condition_false"}
+
+
+async def test_support_assistant_in_scope(examples: Client, builtins: Any, fake_llm: FakeOpenAIServer) -> None:
+    """Seed 002's assistant: the guardrail lets an order question through, the router checks the order with
+    order_validator, and the answer is generated from the router's conversation (history included)."""
+    await builtins(fake_llm.base_url)
+    order = {"order_id": "A-9", "total": 30, "items": [{"sku": "tea", "quantity": 2, "unit_price": 5}]}
+    fake_llm.script(
+        '{"in_scope": true, "reason": "an order"}',
+        Reply(tool_calls=[ToolCall("order_validator", order, id="v")]),
+        "Order A-9 is invalid: the items add up to 10, not 30.",
+        "Your order A-9 is not valid: its items total 10, not 30.",
+    )
+    history = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! How can I help?"}]
+    question = {"question": "Is order A-9 (2 tea at 5, total 30) valid?", "history": history}
+    task = await within(examples.send("support_assistant", question), 30, "support_assistant")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.output() == {"answer": "Your order A-9 is not valid: its items total 10, not 30.", "in_scope": True}
+    guard, router, _, generate = fake_llm.requests
+    assert [m["content"] for m in guard["messages"][1:]] == ["Hi", "Hello! How can I help?", question["question"]]
+    assert {t["function"]["name"] for t in router["tools"]} == {"order_validator", "pricing"}
+    tool_result = next(m for m in generate["messages"] if m["role"] == "tool")
+    assert '"valid": false' in tool_result["content"]
+
+
+async def test_support_assistant_out_of_scope(examples: Client, builtins: Any, fake_llm: FakeOpenAIServer) -> None:
+    """A request the guardrail refuses is answered by the refuse prompt; the router never runs."""
+    await builtins(fake_llm.base_url)
+    fake_llm.script('{"in_scope": false, "reason": "weather"}')
+    task = await within(examples.send("support_assistant", {"question": "Will it rain?"}), 30, "support_assistant")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.output() == {"answer": "I can only help with questions about orders.", "in_scope": False}
+    assert len(fake_llm.requests) == 1
+
+
+async def test_measure_text_runs_one_explicit_tool_round(
+    examples: Client, builtins: Any, fake_llm: FakeOpenAIServer
+) -> None:
+    """llm → tools → llm with the text_stats agent as the tool."""
+    await builtins(fake_llm.base_url)
+    fake_llm.script(Reply(tool_calls=[ToolCall("text_stats", {"text": "two words"}, id="m")]), "A short text.")
+    task = await within(examples.send("measure_text", {"text": "two words"}), 30, "measure_text")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    out = task.output()
+    assert out["description"] == "A short text."
+    assert out["measurements"][0]["ok"] is True
+    assert '"words": 2' in out["measurements"][0]["content"]
