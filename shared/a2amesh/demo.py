@@ -52,6 +52,7 @@ MODEL_CALLS: list[tuple[str, Any]] = [
     ("support_assistant", {"question": "Is order A-9 (2 x tea at 5.0, total 30) valid?"}),
     ("agent_standard", {"text": "How many words are in 'agents publish cards'?", "user": "the demo"}),
     ("measure_text", {"text": "Workflows are agents too."}),
+    ("embed_texts", {"texts": ["green tea", "black coffee"]}),
 ]
 
 

@@ -183,7 +183,7 @@ class Mesh:
         try:
             names = [definition.name for _, definition in self.definitions]
             if self.builtins:
-                names.extend(BUILTIN_AGENTS.values())
+                names.extend(dict.fromkeys(BUILTIN_AGENTS.values()))
             for name in names:
                 try:
                     await registry.wait_for(name, timeout)

@@ -266,3 +266,111 @@ async def test_usage_rolls_up_through_a_sub_workflow(
     assert record is not None
     assert totals(json.loads(record["usage"])) == (60, 6, 66)
     assert fake_llm.requests[2]["messages"][-1] == {"role": "assistant", "content": "two"}
+
+
+REMEMBER = """
+name: remember
+nodes:
+  - id: save
+    type: memory_write
+    agent: assistant
+    user: "{{workflow.input.user}}"
+    key: "{{workflow.input.key}}"
+    content: "{{workflow.input.fact}}"
+    metadata: {source: chat}
+"""
+
+RECALL = """
+name: recall
+nodes:
+  - id: find
+    type: memory_read
+    agent: assistant
+    user: "{{workflow.input.user}}"
+    query: "{{workflow.input.q}}"
+    top_k: 2
+  - id: answer
+    type: llm
+    depends_on: [find]
+    system: "Known facts:\\n{{find.output.text}}"
+    messages: "{{workflow.input.q}}"
+output_mapping: {entries: "{{find.output.entries}}", answer: "{{answer.output.text}}"}
+"""
+
+
+async def test_memory_written_in_one_execution_is_read_in_another_scoped_by_user(
+    builtins: Any, executor: Any, client: Client, fake_llm: FakeOpenAIServer, redis: Redis, settings: Settings
+) -> None:
+    """memory_write stores entries with embeddings; a later execution's memory_read finds the closest entries of
+    the same user only (exact cosine); writing a key again replaces its entry; embedding tokens are counted."""
+    await builtins(fake_llm.base_url)
+    await executor({"remember": REMEMBER, "recall": RECALL})
+    facts = [
+        ("ann", "drink", "Ann likes green tea with honey"),
+        ("ann", "city", "Ann lives in Oslo near the harbour"),
+        ("ann", "pet", "Ann has a cat called Miso"),
+        ("bob", "drink", "Bob likes green tea too"),
+    ]
+    ids = {}
+    for user, key, fact in facts:
+        task = await within(client.send("remember", {"user": user, "key": key, "fact": fact}), 20, "remember")
+        assert task.status.state == TaskState.COMPLETED, task.status
+        ids[(user, key)] = task.output()["save"]["id"]
+    nodes = await store(redis, settings).nodes(task.id)
+    assert nodes["save"]["usage"]["prompt_tokens"] == 5  # the fake counts the words of "Bob likes green tea too"
+    fake_llm.script("You like green tea.")
+    task = await within(client.send("recall", {"user": "ann", "q": "what tea does ann like"}), 20, "recall")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    entries = task.output()["entries"]
+    assert [e["content"] for e in entries][0] == "Ann likes green tea with honey"
+    assert len(entries) == 2
+    assert {e["user"] for e in entries} == {"ann"}  # Bob's tea never shows
+    assert entries[0]["score"] >= entries[1]["score"]
+    assert entries[0]["metadata"] == {"source": "chat"}
+    assert "- Ann likes green tea with honey" in fake_llm.requests[0]["messages"][0]["content"]
+    again = await within(
+        client.send("remember", {"user": "ann", "key": "drink", "fact": "Ann now prefers black coffee"}), 20, "update"
+    )
+    assert again.output()["save"] == {
+        "id": ids[("ann", "drink")],
+        "key": "drink",
+        "agent": "assistant",
+        "user": "ann",
+        "replaced": True,
+    }
+    fake_llm.script("Coffee.")
+    task = await within(client.send("recall", {"user": "ann", "q": "black coffee"}), 20, "recall")
+    contents = [e["content"] for e in task.output()["entries"]]
+    assert contents[0] == "Ann now prefers black coffee"
+    assert "Ann likes green tea with honey" not in contents
+
+
+EMBED = """
+name: embed_flow
+nodes:
+  - {id: vec, type: embed, input: "{{workflow.input.texts}}"}
+"""
+
+
+async def test_embed_node_and_dimension_mismatch(
+    builtins: Any, executor: Any, client: Client, fake_llm: FakeOpenAIServer, redis: Redis, settings: Settings
+) -> None:
+    """embed returns one vector per text; a memory written with one embedding size refuses a query embedded
+    with another, naming both sizes."""
+    await builtins(fake_llm.base_url)
+    await executor({"embed_flow": EMBED, "remember": REMEMBER, "recall": RECALL})
+    task = await within(client.send("embed_flow", {"texts": ["a b", "c"]}), 20, "embed")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    out = task.output()["vec"]
+    assert (len(out["embeddings"]), out["dimensions"], out["model"]) == (2, 32, "fake-embedding")
+    assert fake_llm.embedding_requests[0]["input"] == ["a b", "c"]
+    await within(client.send("remember", {"user": "ann", "key": "k", "fact": "tea"}), 20, "remember")
+    fake_llm.embedding_dimensions = 8
+    task = await within(client.send("recall", {"user": "ann", "q": "tea"}), 20, "recall")
+    assert task.status.state == TaskState.FAILED
+    nodes = await store(redis, settings).nodes(task.id)
+    assert "embedding dimension mismatch" in nodes["find"]["error"]
+    assert "holds 32-dimensional vectors" in nodes["find"]["error"]
+    assert "gives 8" in nodes["find"]["error"]
+    task = await within(client.send("remember", {"user": "ann", "key": "k2", "fact": "tea"}), 20, "remember")
+    assert task.status.state == TaskState.FAILED

@@ -127,3 +127,34 @@ async def test_measure_text_runs_one_explicit_tool_round(
     assert out["description"] == "A short text."
     assert out["measurements"][0]["ok"] is True
     assert '"words": 2' in out["measurements"][0]["content"]
+
+
+async def test_agent_standard_remembers_between_runs(
+    examples: Client, builtins: Any, fake_llm: FakeOpenAIServer
+) -> None:
+    """Seed 004's standard flow: the first run has no memories, answers with a tool and writes one; the second
+    run of the same user recalls it into the system prompt; another user's run recalls nothing."""
+    await builtins(fake_llm.base_url)
+    fake_llm.script(Reply(tool_calls=[ToolCall("text_stats", {"text": "green tea"})]), "Two words.")
+    first = {"text": "How many words in green tea?", "user": "ann"}
+    task = await within(examples.send("agent_standard", first), 30, "agent_standard")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.output() == {"answer": "Two words.", "rounds": 2, "stopped_reason": "final_answer", "remembered": []}
+    assert "You help ann" in fake_llm.requests[0]["messages"][0]["content"]
+    fake_llm.script("You asked about green tea.")
+    task = await within(examples.send("agent_standard", {"text": "What did I ask about tea?", "user": "ann"}), 30, "2")
+    remembered = task.output()["remembered"]
+    assert [e["content"] for e in remembered] == ["Asked: How many words in green tea? Answered: Two words."]
+    assert remembered[0]["metadata"] == {"rounds": 2}
+    assert "Answered: Two words." in fake_llm.requests[-1]["messages"][0]["content"]
+    fake_llm.script("Hello.")
+    task = await within(examples.send("agent_standard", {"text": "What did I ask about tea?", "user": "bob"}), 30, "3")
+    assert task.output()["remembered"] == []
+
+
+async def test_embed_texts(examples: Client, builtins: Any, fake_llm: FakeOpenAIServer) -> None:
+    await builtins(fake_llm.base_url)
+    task = await within(examples.send("embed_texts", {"texts": ["a", "b", "c"]}), 30, "embed_texts")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.output()["dimensions"] == fake_llm.embedding_dimensions
+    assert len(task.output()["embeddings"]) == 3

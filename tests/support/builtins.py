@@ -25,7 +25,12 @@ async def builtins(bus: Bus, redis: Redis, settings: Settings) -> AsyncIterator[
 
     async def start(base_url: str, *, max_retries: int = 0, timeout: float = 10.0) -> BuiltinsWorker:
         models = ModelSettings(
-            base_url=base_url, api_key=None, model="fake-model", timeout=timeout, max_retries=max_retries
+            base_url=base_url,
+            api_key=None,
+            model="fake-model",
+            embedding_model="fake-embedding",
+            timeout=timeout,
+            max_retries=max_retries,
         )
         worker = BuiltinsWorker(BuiltinAgents(models), bus=bus, redis=redis, settings=settings)
         stop = asyncio.Event()

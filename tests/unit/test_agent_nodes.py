@@ -185,3 +185,51 @@ def test_prompt_with_bad_template_is_refused_at_load() -> None:
     (issue,) = issues(wf({"id": "p", "type": "prompt", "template": "{{ghost.output.x}}"}))
     assert (issue.node_id, issue.field) == ("p", "template")
     assert "ghost" in str(issue)
+
+
+MEMORY = """
+name: mem
+agentConfig: {embeddingModel: small-embed}
+nodes:
+  - {id: find, type: agent.memory.read, query: "{{workflow.input.q}}", user: "{{workflow.input.user}}", top_k: 2}
+  - {id: keep, type: agent.memory.write, depends_on: [find], agent: helper, content: "{{find.output.text}}"}
+  - {id: vec, type: agent.embed, input: ["{{workflow.input.q}}"], model: other-embed}
+"""
+
+
+def test_memory_and_embed_nodes_call_their_builtins() -> None:
+    """Memory nodes default their scope to the workflow's name and take the embedding model from agentConfig."""
+    d = definition(MEMORY)
+    sim = Sim(
+        d,
+        {
+            BUILTIN_AGENTS["memory_read"]: lambda i: {"entries": [], "text": "- tea"},
+            BUILTIN_AGENTS["embed"]: lambda i: {"embeddings": [[1.0]], "dimensions": 1},
+        },
+    )
+    state = sim.run({"q": "tea?", "user": "ann"})
+    assert state.status == "completed", state.error
+    sent = {c.node_id: c.input for c in sim.dispatched}
+    assert sent["find"] == {
+        "op": "read",
+        "query": "tea?",
+        "top_k": 2,
+        "min_score": None,
+        "agent": d.name,
+        "user": "ann",
+        "model": "small-embed",
+        "stream": False,
+    }
+    keep = sent["keep"]
+    assert isinstance(keep, dict)
+    assert (keep["op"], keep["agent"], keep["user"], keep["content"]) == ("write", "helper", None, "- tea")
+    assert sent["vec"] == {"op": "embed", "input": ["tea?"], "model": "other-embed", "stream": False}
+    assert {c.agent for c in sim.dispatched} == {"builtin-memory", "builtin-embed"}
+
+
+def test_memory_node_limits_are_refused_with_their_path() -> None:
+    (issue,) = issues(wf({"id": "m", "type": "memory_read", "query": "q", "top_k": 0}))
+    assert (issue.node_id, issue.field) == ("m", "top_k")
+    (issue,) = issues(wf({"id": "m", "type": "memory_write"}))
+    assert (issue.node_id, issue.field) == ("m", "content")
+    assert "required" in str(issue).lower()

@@ -21,7 +21,7 @@ from a2amesh.errors import LlmError
 from a2amesh.jsontext import loads
 from a2amesh.logs import get_logger
 
-__all__ = ["DELTA_INTERVAL", "ChatModel", "Completion", "DeltaCoalescer", "ToolCallRequest"]
+__all__ = ["DELTA_INTERVAL", "ChatModel", "Completion", "DeltaCoalescer", "Embeddings", "ToolCallRequest"]
 
 log = get_logger("llm")
 
@@ -36,6 +36,15 @@ class ToolCallRequest:
     id: str
     name: str
     arguments: str
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Vectors of an embeddings call, in the order of its texts."""
+
+    vectors: list[list[float]]
+    model: str
+    prompt_tokens: int = 0
 
 
 @dataclass
@@ -176,22 +185,51 @@ class ChatModel:
             if streaming:
                 return await self._streamed(kwargs, on_delta)
             body = await self._openai().post("/chat/completions", body=kwargs, cast_to=bytes)
-        except openai.APIStatusError as e:
+        except openai.OpenAIError as e:
+            raise self._failure(e) from e
+        return self._completion_of(body)
+
+    async def embed(self, texts: list[str], *, model: str) -> Embeddings:
+        """Embed texts with ``POST /embeddings`` (one vector per text, in order).
+
+        Raises:
+            LlmError: the endpoint failed after its retries, or answered something that is not embeddings.
+        """
+        try:
+            body = await self._openai().post(
+                "/embeddings", body={"model": model, "input": texts, "encoding_format": "float"}, cast_to=bytes
+            )
+        except openai.OpenAIError as e:
+            raise self._failure(e) from e
+        try:
+            data = loads(body)
+            rows = sorted(data["data"], key=lambda row: int(row.get("index", 0)))
+            vectors = [[float(x) for x in row["embedding"]] for row in rows]
+            usage = data.get("usage") or {}
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise LlmError(
+                f"the model endpoint {self.base_url} answered malformed embeddings ({type(e).__name__}: {e})"
+            ) from e
+        if len(vectors) != len(texts):
+            raise LlmError(f"the model endpoint {self.base_url} gave {len(vectors)} embeddings for {len(texts)} texts")
+        return Embeddings(vectors, str(data.get("model") or model), int(usage.get("prompt_tokens") or 0))
+
+    def _failure(self, e: openai.OpenAIError) -> LlmError:
+        """An ``openai`` error as one line saying what the endpoint did."""
+        if isinstance(e, openai.APIStatusError):
+            return LlmError(
                 f"the model endpoint {self.base_url} answered HTTP {e.status_code} "
                 f"(after {self.max_retries} retries): {_error_message(e)}",
                 status=e.status_code,
-            ) from e
-        except openai.APITimeoutError as e:
-            raise LlmError(
+            )
+        if isinstance(e, openai.APITimeoutError):
+            return LlmError(
                 f"the model endpoint {self.base_url} did not answer within {self.timeout:g}s "
                 f"(after {self.max_retries} retries)"
-            ) from e
-        except openai.APIConnectionError as e:
-            raise LlmError(f"cannot reach the model endpoint {self.base_url}: {e}") from e
-        except openai.OpenAIError as e:
-            raise LlmError(f"the model endpoint {self.base_url} failed: {e}") from e
-        return self._completion_of(body)
+            )
+        if isinstance(e, openai.APIConnectionError):
+            return LlmError(f"cannot reach the model endpoint {self.base_url}: {e}")
+        return LlmError(f"the model endpoint {self.base_url} failed: {e}")
 
     def _completion_of(self, body: bytes) -> Completion:
         """Read a chat-completion response body (the JSON is read directly, without the client's typed models)."""

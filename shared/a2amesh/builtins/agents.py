@@ -14,13 +14,18 @@ import asyncio
 import json
 from typing import Any
 
-from pydantic import ValidationError
-
 from a2amesh.agent.context import TaskContext
 from a2amesh.agent.llm_client import ChatModel, Completion, ToolCallRequest
 from a2amesh.agent.tools import Tool, ToolOutcome, invoke_tool
 from a2amesh.agent.usage import Usage
-from a2amesh.builtins.conversation import LlmRequest, ToolsRequest, as_messages, with_system
+from a2amesh.builtins.conversation import (
+    BuiltinInputError,
+    LlmRequest,
+    ToolsRequest,
+    as_messages,
+    parse_input,
+    with_system,
+)
 from a2amesh.builtins.toolset import Toolbox, ToolUnavailable
 from a2amesh.config import Settings
 from a2amesh.diagnostics import validate
@@ -28,16 +33,12 @@ from a2amesh.errors import LlmError
 from a2amesh.logs import get_logger
 from a2amesh.protocol.vocabulary import TOOL_END, TOOL_START
 
-__all__ = ["CHECKPOINT_VERSION", "BuiltinAgents", "BuiltinInputError", "ModelSettings"]
+__all__ = ["CHECKPOINT_VERSION", "BuiltinAgents", "ModelSettings"]
 
 log = get_logger("builtins")
 
 CHECKPOINT_VERSION = 1
 _NO_KEY = "not-needed"
-
-
-class BuiltinInputError(ValueError):
-    """The input of a built-in agent is not what its node type sends (with the field and why)."""
 
 
 class ModelSettings:
@@ -47,6 +48,7 @@ class ModelSettings:
         base_url: the OpenAI-compatible endpoint (None: model nodes fail with how to configure one).
         api_key: the key, if the endpoint needs one.
         model: the model of nodes that name none.
+        embedding_model: the embedding model of embed and memory nodes that name none.
         timeout: seconds per HTTP request.
         max_retries: retries of one request on 408/409/429/5xx and connection errors, with backoff.
     """
@@ -57,23 +59,28 @@ class ModelSettings:
         base_url: str | None,
         api_key: str | None,
         model: str | None,
+        embedding_model: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 3,
     ) -> None:
         self.base_url = base_url
         self.model = model
+        self.embedding_model = embedding_model
         self.timeout = timeout
         self.max_retries = max_retries
         self._api_key = api_key or _NO_KEY
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, timeout: float = 60.0, max_retries: int = 3) -> ModelSettings:
+    def from_settings(
+        cls, settings: Settings, *, embedding_model: str | None = None, timeout: float = 60.0, max_retries: int = 3
+    ) -> ModelSettings:
         """The process settings' ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``A2AMESH_LLM_MODEL``."""
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
         return cls(
             base_url=settings.llm_base_url,
             api_key=key,
             model=settings.llm_model,
+            embedding_model=embedding_model,
             timeout=timeout,
             max_retries=max_retries,
         )
@@ -106,12 +113,20 @@ class BuiltinAgents:
         self.toolbox = toolbox or Toolbox()
         self._chat: ChatModel | None = None
 
-    def _model(self, request: LlmRequest) -> ChatModel:
+    def chat(self) -> ChatModel:
+        """The model client of this process (made at the first call).
+
+        Raises:
+            LlmError: no endpoint is configured.
+        """
         if self._chat is None:
             self._chat = self.models.chat_model()
+        return self._chat
+
+    def _model(self, request: LlmRequest) -> ChatModel:
         if not (request.model or self.models.model):
             raise LlmError("no model is named: set model on the node or in agent_config, or A2AMESH_LLM_MODEL")
-        return self._chat
+        return self.chat()
 
     async def aclose(self) -> None:
         """Close the model client."""
@@ -122,7 +137,7 @@ class BuiltinAgents:
 
     async def llm(self, data: Any, ctx: TaskContext) -> dict[str, Any]:
         """One model call. Output: ``{text, tool_calls, messages, finish_reason}`` (+ ``output`` with a schema)."""
-        request = _parse(LlmRequest, data)
+        request = parse_input(LlmRequest, data)
         conversation = _messages(request.messages)
         tools = await self._tools(request, ctx)
         c = await self._complete(request, with_system(request.system, conversation), tools, ctx, "llm")
@@ -140,7 +155,7 @@ class BuiltinAgents:
 
     async def tools(self, data: Any, ctx: TaskContext) -> dict[str, Any]:
         """Run the tool calls of an llm node. Output: ``{results, messages}`` (the tool messages appended)."""
-        request = _parse(ToolsRequest, data)
+        request = parse_input(ToolsRequest, data)
         conversation = _messages(request.messages) if request.messages is not None else []
         calls = [ToolCallRequest(c.id, c.name, c.raw_arguments()) for c in request.tool_calls or []]
         tools = await self._resolve(request.tools, ctx)
@@ -160,7 +175,7 @@ class BuiltinAgents:
         Output: ``{text, messages, rounds, stopped_reason, tool_calls}``; ``stopped_reason`` is
         ``final_answer`` or ``max_tool_iterations`` (then ``text`` is the last text the model gave, if any).
         """
-        request = _parse(LlmRequest, data)
+        request = parse_input(LlmRequest, data)
         tools = await self._tools(request, ctx)
         restored = await _restore(ctx)
         if restored is not None:
@@ -224,15 +239,6 @@ class BuiltinAgents:
             total_tokens=c.total_tokens,
         )
         return c
-
-
-def _parse(model: type[LlmRequest] | type[ToolsRequest], data: Any) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "input"
-        raise BuiltinInputError(f"{where}: {first['msg']} ({len(e.errors())} problem(s) in the input)") from e
 
 
 def _messages(value: Any) -> list[dict[str, Any]]:

@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from a2amesh.workflow.dag.nodes import ToolRef
 
-__all__ = ["LlmRequest", "ToolsRequest", "as_messages", "with_system"]
+__all__ = ["BuiltinInputError", "LlmRequest", "ToolsRequest", "as_messages", "parse_input", "with_system"]
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class BuiltinInputError(ValueError):
+    """The input of a built-in agent is not what its node type sends (with the field and why)."""
+
+
+def parse_input(model: type[M], data: Any) -> M:
+    """``data`` as ``model``.
+
+    Raises:
+        BuiltinInputError: naming the first field that is wrong and why.
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"] if p != "request") or "input"
+        more = f" ({len(e.errors())} problems in all)" if len(e.errors()) > 1 else ""
+        raise BuiltinInputError(f"{where}: {first['msg']}{more}") from e
 
 
 class _Input(BaseModel):

@@ -12,31 +12,40 @@ from a2amesh.agent.host import AgentHost
 from a2amesh.agent.node_handler import NodeHandler
 from a2amesh.agent.python_agent import PythonAgent
 from a2amesh.builtins.agents import BuiltinAgents, ModelSettings
+from a2amesh.builtins.memory import MemoryAgents
 from a2amesh.bus.nats import Bus
 from a2amesh.config import Settings
 from a2amesh.lifecycle import Worker
 from a2amesh.service import ProcessService
+from a2amesh.store.keys import Keys
+from a2amesh.store.memory import MemoryStore
 from a2amesh.store.redis import Redis
 from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS
 
 __all__ = ["BuiltinsWorker", "builtin_runtimes", "builtins_service"]
 
 _DESCRIPTIONS = {
+    "embed": "Built-in: embeds a text or a list of texts (embed workflow nodes).",
+    "memory_read": "Built-in: semantic memory per agent and user: writes entries and finds the closest ones.",
     "llm": "Built-in: one model call of an llm workflow node (messages, system prompt, tools, structured output).",
     "tools": "Built-in: runs the tool calls of an llm workflow node, arguments checked against each tool's schema.",
     "tool_loop": "Built-in: the model ↔ tools loop of a tool_loop workflow node, checkpointed every round.",
 }
 
 
-def builtin_runtimes(agents: BuiltinAgents) -> list[NodeHandler]:
+def builtin_runtimes(agents: BuiltinAgents, memory: MemoryAgents) -> list[NodeHandler]:
     """One runtime per built-in agent, each wrapped in the node handler like any agent."""
     work: dict[str, Callable[[Any, TaskContext], Any]] = {
         "llm": agents.llm,
         "tools": agents.tools,
         "tool_loop": agents.tool_loop,
+        "embed": memory.embed,
+        "memory_read": memory.memory,
     }
     runtimes = []
     for node_type, agent_name in BUILTIN_AGENTS.items():
+        if node_type not in work:
+            continue  # served by the agent of another node type (memory_write: builtin-memory)
         definition = AgentDefinition(
             name=agent_name,
             description=_DESCRIPTIONS[node_type],
@@ -53,7 +62,11 @@ class BuiltinsWorker(Worker):
     def __init__(self, agents: BuiltinAgents, *, bus: Bus, redis: Redis, settings: Settings) -> None:
         super().__init__()
         self.agents = agents
-        self.hosts = [AgentHost(r, bus=bus, redis=redis, settings=settings) for r in builtin_runtimes(agents)]
+        memory = MemoryAgents(
+            MemoryStore(redis, Keys(settings.namespace)), agents.chat, embedding_model=agents.models.embedding_model
+        )
+        runtimes = builtin_runtimes(agents, memory)
+        self.hosts = [AgentHost(r, bus=bus, redis=redis, settings=settings) for r in runtimes]
 
     async def run(self) -> None:
         """Serve until asked to stop; ``ready`` once every host serves."""

@@ -70,6 +70,7 @@ def _add_mesh_verbs(sub: Any) -> None:
     s = sub.add_parser("builtins", help="run the built-in agents (llm, tools, tool_loop nodes) in one process")
     s.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per model request")
     s.add_argument("--llm-retries", type=int, default=3, help="retries of a failed model request, with backoff")
+    s.add_argument("--embedding-model", help="embedding model of embed and memory nodes that name none")
     s.set_defaults(func=mesh.cmd_builtins)
 
     s = sub.add_parser("agents", help="list live agent and workflow cards")

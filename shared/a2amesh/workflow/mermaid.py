@@ -48,6 +48,9 @@ _SHAPES = {
     "llm": ('(["', '"])'),
     "tools": ('[("', '")]'),
     "tool_loop": ('(["', '"])'),
+    "embed": ('[("', '")]'),
+    "memory_read": ('[("', '")]'),
+    "memory_write": ('[("', '")]'),
 }
 _LABEL_LIMIT = 60
 _END = "wf_end"

@@ -49,6 +49,8 @@ class CallSteps(StepBase):
         else:
             data = node.call_input(d.agent_config, d.max_tool_iterations)
         assert isinstance(data, dict)
+        if "agent" in data and data["agent"] is None:
+            data = {**data, "agent": self.engine.name}  # a memory node's default scope: this workflow
         return {**data, "stream": d.streaming_enabled}
 
     def _start_call(self, run: NodeRun) -> None:

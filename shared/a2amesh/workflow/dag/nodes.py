@@ -23,6 +23,9 @@ __all__ = [
     "AgentNode",
     "Backoff",
     "BuiltinNode",
+    "EmbedNode",
+    "MemoryReadNode",
+    "MemoryWriteNode",
     "CallNode",
     "CallNodeBase",
     "ConditionalNode",
@@ -383,7 +386,14 @@ class HumanReviewNode(NodeBase):
         return [] if self.on_reject == "fail" else [("on_reject", self.on_reject)]
 
 
-BUILTIN_AGENTS = {"llm": "builtin-llm", "tools": "builtin-tools", "tool_loop": "builtin-tool-loop"}
+BUILTIN_AGENTS = {
+    "llm": "builtin-llm",
+    "tools": "builtin-tools",
+    "tool_loop": "builtin-tool-loop",
+    "embed": "builtin-embed",
+    "memory_read": "builtin-memory",
+    "memory_write": "builtin-memory",
+}
 """Node type → the built-in agent (served by ``a2amesh builtins``) that runs nodes of that type."""
 
 
@@ -394,6 +404,9 @@ class AgentConfig(DefinitionModel):
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
     max_tokens: int | None = Field(None, ge=1, description="Most tokens the model may produce per call.")
     system: str | None = Field(None, description="Default system prompt (templates allowed) of nodes without one.")
+    embedding_model: str | None = Field(
+        None, description="Embedding model of embed and memory nodes; the builtins' default when omitted."
+    )
 
 
 class ToolRef(DefinitionModel):
@@ -576,6 +589,79 @@ class ToolsNode(BuiltinNode):
         }
 
 
+class EmbedNode(BuiltinNode):
+    """Embeds a text or a list of texts. Output: ``{"embeddings": [[…]], "model", "dimensions"}``."""
+
+    type: Literal["embed"] = Field("embed", description="Node type.")
+    input: JsonValue = Field(description="A text or a list of texts, with templates.")
+    model: str | None = Field(None, description="Embedding model (over agent_config.embedding_model).")
+
+    def templated_fields(self) -> list[tuple[str, JsonValue]]:
+        return [("input", self.input)]
+
+    def call_input(self, config: AgentConfig | None, max_tool_iterations: int) -> JsonValue:
+        return {"op": "embed", "input": self.input, "model": self.model or (config and config.embedding_model)}
+
+
+class _MemoryNodeBase(BuiltinNode):
+    agent: str | None = Field(
+        None, description="Whose memory (default: this workflow's name). Entries are scoped per agent."
+    )
+    user: str | None = Field(
+        None, description="The user the entries belong to, with templates (none: the agent's shared memory)."
+    )
+    model: str | None = Field(None, description="Embedding model (over agent_config.embedding_model).")
+
+    def _scope(self, config: AgentConfig | None) -> dict[str, JsonValue]:
+        return {"agent": self.agent, "user": self.user, "model": self.model or (config and config.embedding_model)}
+
+
+class MemoryWriteNode(_MemoryNodeBase):
+    """Stores one memory entry with its embedding (a given key replaces that key's entry).
+
+    Output: ``{"id", "key", "agent", "user", "replaced"}``.
+    """
+
+    type: Literal["memory_write"] = Field("memory_write", description="Node type.")
+    content: str = Field(min_length=1, description="What to remember, with templates (e.g. an llm node's text).")
+    key: str | None = Field(None, description="A key of the entry, with templates; writing a key again replaces it.")
+    metadata: JsonValue = Field(None, description="Free-form JSON object stored with the entry, with templates.")
+
+    def templated_fields(self) -> list[tuple[str, JsonValue]]:
+        fields: list[tuple[str, JsonValue]] = [("content", self.content)]
+        for name in ("key", "metadata", "user"):
+            value = getattr(self, name)
+            if value is not None:
+                fields.append((name, value))
+        return fields
+
+    def call_input(self, config: AgentConfig | None, max_tool_iterations: int) -> JsonValue:
+        data = {"op": "write", "content": self.content, "key": self.key, "metadata": self.metadata}
+        return {**data, **self._scope(config)}
+
+
+class MemoryReadNode(_MemoryNodeBase):
+    """Reads the ``top_k`` entries closest to ``query`` (cosine similarity of embeddings).
+
+    Output: ``{"entries": [{id, key, content, metadata, score, created_at, updated_at}], "text"}``.
+    """
+
+    type: Literal["memory_read"] = Field("memory_read", description="Node type.")
+    query: str = Field(min_length=1, description="What to look for, with templates.")
+    top_k: int = Field(5, ge=1, le=100, description="Most entries returned.")
+    min_score: float | None = Field(None, ge=-1, le=1, description="Entries less similar than this are left out.")
+
+    def templated_fields(self) -> list[tuple[str, JsonValue]]:
+        fields: list[tuple[str, JsonValue]] = [("query", self.query)]
+        if self.user is not None:
+            fields.append(("user", self.user))
+        return fields
+
+    def call_input(self, config: AgentConfig | None, max_tool_iterations: int) -> JsonValue:
+        data = {"op": "read", "query": self.query, "top_k": self.top_k, "min_score": self.min_score}
+        return {**data, **self._scope(config)}
+
+
 NODE_TYPES: dict[str, type[NodeBase]] = {
     "agent": AgentNode,
     "workflow": WorkflowNode,
@@ -590,6 +676,9 @@ NODE_TYPES: dict[str, type[NodeBase]] = {
     "llm": LlmNode,
     "tools": ToolsNode,
     "tool_loop": ToolLoopNode,
+    "embed": EmbedNode,
+    "memory_read": MemoryReadNode,
+    "memory_write": MemoryWriteNode,
 }
 """Node type name → model."""
 
@@ -599,6 +688,9 @@ _SEED_TYPES = {
     "agent.tool_executor": "tools",
     "agent.tool_loop": "tool_loop",
     "agent.prompt": "prompt",
+    "agent.embed": "embed",
+    "agent.memory.read": "memory_read",
+    "agent.memory.write": "memory_write",
 }
 """Seed 004's spellings of the agent node types."""
 
@@ -630,7 +722,10 @@ Node: TypeAlias = Annotated[
     | Annotated[PromptNode, Tag("prompt")]
     | Annotated[LlmNode, Tag("llm")]
     | Annotated[ToolsNode, Tag("tools")]
-    | Annotated[ToolLoopNode, Tag("tool_loop")],
+    | Annotated[ToolLoopNode, Tag("tool_loop")]
+    | Annotated[EmbedNode, Tag("embed")]
+    | Annotated[MemoryReadNode, Tag("memory_read")]
+    | Annotated[MemoryWriteNode, Tag("memory_write")],
     Discriminator(_node_tag),
 ]
 """Any node, discriminated by ``type``."""

@@ -1,0 +1,153 @@
+"""The built-in ``embed`` and ``memory`` agents: embeddings, and semantic memory with exact cosine search.
+
+Search is exact: the scope's vectors are read from Redis and scored with numpy (one matrix-vector product),
+which keeps every entry findable and needs no search module in the server; the cost grows with the
+entries of the scope (``docs/nodes.md`` gives the limits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from a2amesh.agent.context import TaskContext
+from a2amesh.agent.llm_client import ChatModel, Embeddings
+from a2amesh.builtins.conversation import parse_input
+from a2amesh.store.memory import MemoryStore, unpack_vector
+
+__all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents"]
+
+DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
+
+
+class EmbeddingMismatch(ValueError):
+    """Vectors of different lengths met: the scope was written with another embedding model."""
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EmbedRequest(_Input):
+    op: Literal["embed"] = "embed"
+    input: str | list[str] = Field(description="A text or a list of texts.")
+    model: str | None = None
+    stream: bool = False
+
+
+class _Scoped(_Input):
+    agent: str = Field(min_length=1)
+    user: str | None = None
+    model: str | None = None
+    stream: bool = False
+
+
+class WriteRequest(_Scoped):
+    op: Literal["write"]
+    content: str = Field(min_length=1)
+    key: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ReadRequest(_Scoped):
+    op: Literal["read"]
+    query: str = Field(min_length=1)
+    top_k: int = Field(5, ge=1, le=100)
+    min_score: float | None = None
+
+
+class _MemoryRequest(_Input):
+    request: WriteRequest | ReadRequest = Field(discriminator="op")
+
+
+class MemoryAgents:
+    """The work of ``builtin-embed`` and ``builtin-memory`` (no task state kept here)."""
+
+    def __init__(self, store: MemoryStore, chat: Callable[[], ChatModel], *, embedding_model: str | None) -> None:
+        self.store = store
+        self._chat = chat
+        self.embedding_model = embedding_model or DEFAULT_EMBEDDING_MODEL
+
+    async def _embed(self, texts: list[str], model: str | None, ctx: TaskContext) -> Embeddings:
+        chat = self._chat()
+        result = await chat.embed(texts, model=model or self.embedding_model)
+        ctx.usage.add(model=result.model, purpose="embed", prompt_tokens=result.prompt_tokens, completion_tokens=0)
+        return result
+
+    async def embed(self, data: Any, ctx: TaskContext) -> dict[str, Any]:
+        """Embed a text or a list. Output: ``{embeddings, model, dimensions}``."""
+        request = parse_input(EmbedRequest, data)
+        texts = [request.input] if isinstance(request.input, str) else request.input
+        if not texts:
+            return {"embeddings": [], "model": request.model or self.embedding_model, "dimensions": 0}
+        result = await self._embed(texts, request.model, ctx)
+        dims = {len(v) for v in result.vectors}
+        if len(dims) != 1:
+            raise EmbeddingMismatch(f"the endpoint gave vectors of different lengths: {sorted(dims)}")
+        return {"embeddings": result.vectors, "model": result.model, "dimensions": dims.pop()}
+
+    async def memory(self, data: Any, ctx: TaskContext) -> dict[str, Any]:
+        """``op: write`` stores an entry; ``op: read`` finds the closest entries."""
+        request = parse_input(_MemoryRequest, {"request": data}).request
+        if isinstance(request, WriteRequest):
+            return await self._write(request, ctx)
+        return await self._read(request, ctx)
+
+    async def _write(self, request: WriteRequest, ctx: TaskContext) -> dict[str, Any]:
+        (vector,) = (await self._embed([request.content], request.model, ctx)).vectors
+        await self._check_dimensions(request, len(vector))
+        entry, replaced = await self.store.write(
+            agent=request.agent,
+            user=request.user,
+            content=request.content,
+            vector=vector,
+            key=request.key,
+            metadata=request.metadata,
+        )
+        return {"id": entry.id, "key": entry.key, "agent": entry.agent, "user": entry.user, "replaced": replaced}
+
+    async def _check_dimensions(self, request: _Scoped, dimensions: int) -> None:
+        stored = await self.store.vectors(request.agent, request.user)
+        if stored:
+            other = len(unpack_vector(next(iter(stored.values())))) // 4
+            if other != dimensions:
+                raise EmbeddingMismatch(_mismatch(request, other, dimensions))
+
+    async def _read(self, request: ReadRequest, ctx: TaskContext) -> dict[str, Any]:
+        stored = await self.store.vectors(request.agent, request.user)
+        if not stored:
+            return {"entries": [], "text": ""}
+        (query,) = (await self._embed([request.query], request.model, ctx)).vectors
+        ids = list(stored)
+        raw = [unpack_vector(stored[i]) for i in ids]
+        lengths = {len(r) // 4 for r in raw}
+        if lengths != {len(query)}:
+            raise EmbeddingMismatch(_mismatch(request, max(lengths - {len(query)}), len(query)))
+        matrix = np.frombuffer(b"".join(raw), dtype="<f4").reshape(len(ids), len(query))
+        q = np.asarray(query, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+        scores = (matrix @ q) / np.where(norms == 0, 1.0, norms)
+        k = min(request.top_k, len(ids))
+        best = np.argpartition(-scores, k - 1)[:k]
+        order = best[np.argsort(-scores[best], kind="stable")]
+        picked = [
+            (ids[i], float(scores[i])) for i in order if request.min_score is None or scores[i] >= request.min_score
+        ]
+        entries = await self.store.many(request.agent, [i for i, _ in picked])
+        found = [
+            {**entry.to_json(), "score": round(score, 6)}
+            for entry, (_, score) in zip(entries, picked, strict=True)
+            if entry is not None
+        ]
+        return {"entries": found, "text": "\n".join(f"- {e['content']}" for e in found)}
+
+
+def _mismatch(request: _Scoped, stored: int, given: int) -> str:
+    scope = f"agent {request.agent!r}" + (f", user {request.user!r}" if request.user else "")
+    return (
+        f"embedding dimension mismatch: the memory of {scope} holds {stored}-dimensional vectors, the embedding "
+        f"model {request.model or 'by default'} gives {given}; use the model the memory was written with"
+    )
