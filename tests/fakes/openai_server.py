@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible HTTP server for tests (pydantic-ai's ``FunctionModel`` idea, over real HTTP).
 
 It serves ``POST /v1/chat/completions`` (JSON, or SSE when ``stream`` is true), ``POST /v1/embeddings``
-(deterministic vectors, below) and ``GET /v1/models``
+(deterministic vectors, below), ``POST /v1/images/generations`` (a tiny PNG per image, base64) and
+``GET /v1/models``
 from a background thread on ``127.0.0.1``, so the real ``openai`` client — in the test's event loop
 or in a separate agent process pointed at :attr:`FakeOpenAIServer.base_url` — talks to it as to any
 provider.
@@ -29,6 +30,7 @@ that share words are close by cosine similarity, and the same text always gets t
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import json
@@ -47,6 +49,7 @@ from types import TracebackType
 from typing import Any, Self
 
 __all__ = [
+    "PNG",
     "FakeOpenAIServer",
     "embedding",
     "HttpError",
@@ -61,6 +64,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+"""The 1×1 PNG every generated image is."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +187,7 @@ class FakeOpenAIServer:
         self.embedding_dimensions = 32
         """Length of the vectors ``/v1/embeddings`` answers (change it to provoke a dimension mismatch)."""
         self._embedding_requests: list[JSON] = []
+        self._image_requests: list[JSON] = []
         self.api_key = api_key
         self._script: deque[ResponseSpec] = deque()
         self._requests: list[JSON] = []
@@ -255,6 +264,16 @@ class FakeOpenAIServer:
         """The JSON body of every embeddings request received, in arrival order."""
         with self._cond:
             return list(self._embedding_requests)
+
+    @property
+    def image_requests(self) -> list[JSON]:
+        """The JSON body of every images request received, in arrival order."""
+        with self._cond:
+            return list(self._image_requests)
+
+    def _image_request(self, body: JSON) -> None:
+        with self._cond:
+            self._image_requests.append(body)
 
     def _embed_request(self, body: JSON) -> tuple[int, list[list[float]]]:
         with self._cond:
@@ -424,7 +443,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         path = self.path.split("?", 1)[0].rstrip("/")
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if path not in ("/v1/chat/completions", "/v1/embeddings"):
+        if path not in ("/v1/chat/completions", "/v1/embeddings", "/v1/images/generations"):
             self._send_error_json(404, f"no route POST {path}", "not_found")
             return
         if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
@@ -438,6 +457,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/v1/embeddings":
             self._embeddings(body)
             return
+        if path == "/v1/images/generations":
+            self._images(body)
+            return
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._send_error_json(400, "request body needs a 'messages' array", "invalid_request")
             return
@@ -449,6 +471,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     # --- answers ---
+
+    def _images(self, body: Any) -> None:
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            self._send_error_json(400, "request body needs a 'prompt' text", "invalid_request")
+            return
+        self.server.fake._image_request(body)
+        n = int(body.get("n") or 1)
+        data = [{"b64_json": base64.b64encode(PNG).decode(), "revised_prompt": f"fake: {body['prompt']}"}] * n
+        self._send_json(200, {"created": int(time.time()), "data": data})
 
     def _embeddings(self, body: Any) -> None:
         ok = isinstance(body, dict) and (

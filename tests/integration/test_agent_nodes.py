@@ -374,3 +374,111 @@ async def test_embed_node_and_dimension_mismatch(
     assert "gives 8" in nodes["find"]["error"]
     task = await within(client.send("remember", {"user": "ann", "key": "k2", "fact": "tea"}), 20, "remember")
     assert task.status.state == TaskState.FAILED
+
+
+RAG = """
+name: ask_docs
+agentConfig: {embeddingModel: fake-embedding}
+nodes:
+  - id: look
+    type: rag
+    store: guide
+    query: "{{workflow.input.q}}"
+    top_k: 2
+    filter: "{{workflow.input.filter}}"
+    answer: true
+output_mapping: "{{look.output}}"
+"""
+
+GUIDE = """Tea care
+
+Green tea steeps at 80 degrees for two minutes. Black tea steeps at 95 degrees for four minutes.
+
+Storage
+
+Keep tea leaves dry, dark and away from spices.
+"""
+
+
+async def test_rag_ingest_then_retrieve_and_answer(
+    builtins: Any,
+    executor: Any,
+    client: Client,
+    fake_llm: FakeOpenAIServer,
+    processes: Any,
+    tmp_path: Any,
+) -> None:
+    """`a2amesh rag ingest` (a real process) chunks and embeds files into a store; a rag node retrieves the
+    closest chunks (with a metadata filter) and answers from them with one model call."""
+    (tmp_path / "guide.md").write_text(GUIDE)
+    (tmp_path / "coffee.md").write_text("Coffee beans keep best whole, in a sealed jar.")
+    proc = await processes.start(
+        "rag",
+        "ingest",
+        "guide",
+        str(tmp_path / "guide.md"),
+        str(tmp_path / "coffee.md"),
+        "--chunk-size",
+        "60",
+        "--overlap",
+        "0",
+        "--embedding-model",
+        "fake-embedding",
+        "--json",
+        env={"OPENAI_BASE_URL": fake_llm.base_url},
+    )
+    assert await proc.wait(30) == 0, proc.output()
+    counts = json.loads(proc.output().strip().splitlines()[-1])
+    assert counts["store"] == "guide"
+    assert counts["chunks"]["coffee.md"] == 1
+    assert counts["chunks"]["guide.md"] >= 3
+    await builtins(fake_llm.base_url)
+    await executor({"ask_docs": RAG})
+    fake_llm.script("Steep green tea at 80 degrees [1].")
+    task = await within(client.send("ask_docs", {"q": "green tea steep degrees", "filter": None}), 20, "rag")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    out = task.output()
+    assert out["answer"] == "Steep green tea at 80 degrees [1]."
+    assert len(out["chunks"]) == 2
+    assert "Green tea steeps at 80 degrees" in out["chunks"][0]["content"]
+    assert out["chunks"][0]["metadata"]["source"] == "guide.md"
+    question = fake_llm.requests[0]["messages"][1]["content"]
+    assert question.splitlines()[1].startswith("[1] ")
+    assert "Green tea steeps at 80 degrees" in question.splitlines()[1]
+    assert question.endswith("Question: green tea steep degrees")
+    fake_llm.script("Whole beans.")
+    only_coffee = {"q": "green tea steep degrees", "filter": {"source": "coffee.md"}}
+    task = await within(client.send("ask_docs", only_coffee), 20, "filtered rag")
+    assert [c["metadata"]["source"] for c in task.output()["chunks"]] == ["coffee.md"]
+
+
+IMAGE = """
+name: draw
+nodes:
+  - {id: pic, type: image, prompt: "A cup of {{workflow.input.what}}", size: 256x256}
+"""
+
+
+async def test_image_node_saves_the_image_as_an_artifact(
+    builtins: Any, executor: Any, client: Client, fake_llm: FakeOpenAIServer, redis: Redis, settings: Settings
+) -> None:
+    """The image node asks the images endpoint for base64 data and stores the PNG as an artifact, referenced by
+    its artifact:// URI in the output."""
+    from a2amesh.store.artifacts import ArtifactStore
+    from tests.fakes.openai_server import PNG
+
+    await builtins(fake_llm.base_url)
+    await executor({"draw": IMAGE})
+    task = await within(client.send("draw", {"what": "tea"}), 20, "image")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    (request,) = fake_llm.image_requests
+    assert (request["prompt"], request["size"], request["response_format"]) == ("A cup of tea", "256x256", "b64_json")
+    out = task.output()["pic"]
+    assert out["revised_prompt"] == "fake: A cup of tea"
+    (image,) = out["images"]
+    assert image["media_type"] == "image/png"
+    assert image["uri"].startswith("artifact://")
+    stored = await ArtifactStore(
+        redis, Keys(settings.namespace), retention=60, max_bytes=settings.artifact_max_bytes
+    ).load_uri(image["uri"])
+    assert stored.content == PNG

@@ -158,3 +158,31 @@ async def test_embed_texts(examples: Client, builtins: Any, fake_llm: FakeOpenAI
     assert task.status.state == TaskState.COMPLETED, task.status
     assert task.output()["dimensions"] == fake_llm.embedding_dimensions
     assert len(task.output()["embeddings"]) == 3
+
+
+async def test_ask_docs_and_illustrate(
+    examples: Client, builtins: Any, fake_llm: FakeOpenAIServer, redis: Any, settings: Any
+) -> None:
+    """ask_docs answers from the `docs` store (filtered by source when asked); illustrate draws an image."""
+    from a2amesh.builtins.agents import ModelSettings
+    from a2amesh.builtins.rag import ingest
+    from a2amesh.store.keys import Keys
+    from a2amesh.store.memory import MemoryStore
+
+    await builtins(fake_llm.base_url)
+    chat = ModelSettings(base_url=fake_llm.base_url, api_key=None, model="fake-model").chat_model()
+    documents = [("a.md", "Conversations are serialised by a context lock."), ("b.md", "Cards expire after a TTL.")]
+    await ingest(MemoryStore(redis, Keys(settings.namespace)), chat, "docs", documents, model="fake-embedding")
+    await chat.aclose()
+    fake_llm.script("By a context lock [1].", "Cards expire [1].")
+    task = await within(examples.send("ask_docs", {"question": "how are conversations serialised"}), 30, "ask")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.output()["answer"] == "By a context lock [1]."
+    assert task.output()["passages"][0]["metadata"]["source"] == "a.md"
+    task = await within(examples.send("ask_docs", {"question": "conversations", "source": "b.md"}), 30, "ask b")
+    assert [p["metadata"]["source"] for p in task.output()["passages"]] == ["b.md"]
+    fake_llm.script("A white teapot on a wooden table.")
+    task = await within(examples.send("illustrate", {"product": "teapot"}), 30, "illustrate")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.output()["image"].startswith("artifact://")
+    assert fake_llm.image_requests[0]["prompt"] == "A white teapot on a wooden table."

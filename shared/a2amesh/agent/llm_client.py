@@ -9,6 +9,8 @@ every 50 ms.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -21,7 +23,15 @@ from a2amesh.errors import LlmError
 from a2amesh.jsontext import loads
 from a2amesh.logs import get_logger
 
-__all__ = ["DELTA_INTERVAL", "ChatModel", "Completion", "DeltaCoalescer", "Embeddings", "ToolCallRequest"]
+__all__ = [
+    "DELTA_INTERVAL",
+    "ChatModel",
+    "Completion",
+    "DeltaCoalescer",
+    "Embeddings",
+    "GeneratedImage",
+    "ToolCallRequest",
+]
 
 log = get_logger("llm")
 
@@ -45,6 +55,14 @@ class Embeddings:
     vectors: list[list[float]]
     model: str
     prompt_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class GeneratedImage:
+    """One image of an images call: its bytes (decoded from base64) and the prompt the endpoint used."""
+
+    data: bytes
+    revised_prompt: str | None = None
 
 
 @dataclass
@@ -213,6 +231,33 @@ class ChatModel:
         if len(vectors) != len(texts):
             raise LlmError(f"the model endpoint {self.base_url} gave {len(vectors)} embeddings for {len(texts)} texts")
         return Embeddings(vectors, str(data.get("model") or model), int(usage.get("prompt_tokens") or 0))
+
+    async def images(self, prompt: str, *, model: str | None, n: int = 1, **options: Any) -> list[GeneratedImage]:
+        """Generate images with ``POST /images/generations`` (``response_format: b64_json``).
+
+        ``options`` are further request fields (``size``, ``quality``, ``style``); None values are left out.
+
+        Raises:
+            LlmError: the endpoint failed after its retries, or answered no image data.
+        """
+        body: dict[str, Any] = {"prompt": prompt, "n": n, "response_format": "b64_json"}
+        if model:
+            body["model"] = model
+        body.update({k: v for k, v in options.items() if v is not None})
+        try:
+            raw = await self._openai().post("/images/generations", body=body, cast_to=bytes)
+        except openai.OpenAIError as e:
+            raise self._failure(e) from e
+        try:
+            rows = loads(raw)["data"]
+            images = [GeneratedImage(base64.b64decode(row["b64_json"]), row.get("revised_prompt")) for row in rows]
+        except (ValueError, TypeError, KeyError, binascii.Error) as e:
+            raise LlmError(
+                f"the images endpoint {self.base_url} answered no base64 image data ({type(e).__name__}: {e})"
+            ) from e
+        if not images:
+            raise LlmError(f"the images endpoint {self.base_url} answered no image")
+        return images
 
     def _failure(self, e: openai.OpenAIError) -> LlmError:
         """An ``openai`` error as one line saying what the endpoint did."""

@@ -48,7 +48,8 @@ class ModelSettings:
         base_url: the OpenAI-compatible endpoint (None: model nodes fail with how to configure one).
         api_key: the key, if the endpoint needs one.
         model: the model of nodes that name none.
-        embedding_model: the embedding model of embed and memory nodes that name none.
+        embedding_model: the embedding model of embed, memory and rag nodes that name none.
+        image_model: the model of image nodes that name none (None: the endpoint's default).
         timeout: seconds per HTTP request.
         max_retries: retries of one request on 408/409/429/5xx and connection errors, with backoff.
     """
@@ -60,19 +61,27 @@ class ModelSettings:
         api_key: str | None,
         model: str | None,
         embedding_model: str | None = None,
+        image_model: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 3,
     ) -> None:
         self.base_url = base_url
         self.model = model
         self.embedding_model = embedding_model
+        self.image_model = image_model
         self.timeout = timeout
         self.max_retries = max_retries
         self._api_key = api_key or _NO_KEY
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, embedding_model: str | None = None, timeout: float = 60.0, max_retries: int = 3
+        cls,
+        settings: Settings,
+        *,
+        embedding_model: str | None = None,
+        image_model: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
     ) -> ModelSettings:
         """The process settings' ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``A2AMESH_LLM_MODEL``."""
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
@@ -81,6 +90,7 @@ class ModelSettings:
             api_key=key,
             model=settings.llm_model,
             embedding_model=embedding_model,
+            image_model=image_model,
             timeout=timeout,
             max_retries=max_retries,
         )
@@ -140,7 +150,7 @@ class BuiltinAgents:
         request = parse_input(LlmRequest, data)
         conversation = _messages(request.messages)
         tools = await self._tools(request, ctx)
-        c = await self._complete(request, with_system(request.system, conversation), tools, ctx, "llm")
+        c = await self.complete(request, with_system(request.system, conversation), tools, ctx, "llm")
         out: dict[str, Any] = {
             "text": c.content,
             "tool_calls": [_call_json(call) for call in c.tool_calls],
@@ -186,7 +196,7 @@ class BuiltinAgents:
         limit = request.max_tool_iterations
         last_text: str | None = None
         while rounds < limit:
-            c = await self._complete(request, with_system(request.system, conversation), tools, ctx, "tool_loop")
+            c = await self.complete(request, with_system(request.system, conversation), tools, ctx, "tool_loop")
             rounds += 1
             conversation.append(c.message())
             last_text = c.content
@@ -214,7 +224,7 @@ class BuiltinAgents:
         except ToolUnavailable as e:
             raise BuiltinInputError(str(e)) from e
 
-    async def _complete(
+    async def complete(
         self,
         request: LlmRequest,
         messages: list[dict[str, Any]],

@@ -18,7 +18,7 @@ from a2amesh.agent.llm_client import ChatModel, Embeddings
 from a2amesh.builtins.conversation import parse_input
 from a2amesh.store.memory import MemoryStore, unpack_vector
 
-__all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents"]
+__all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents", "ScopeRef"]
 
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 
@@ -38,21 +38,23 @@ class EmbedRequest(_Input):
     stream: bool = False
 
 
-class _Scoped(_Input):
+class ScopeRef(_Input):
+    """Whose memory: an agent's shared entries, or one user's, and the embedding model to query it with."""
+
     agent: str = Field(min_length=1)
     user: str | None = None
     model: str | None = None
     stream: bool = False
 
 
-class WriteRequest(_Scoped):
+class WriteRequest(ScopeRef):
     op: Literal["write"]
     content: str = Field(min_length=1)
     key: str | None = None
     metadata: dict[str, Any] | None = None
 
 
-class ReadRequest(_Scoped):
+class ReadRequest(ScopeRef):
     op: Literal["read"]
     query: str = Field(min_length=1)
     top_k: int = Field(5, ge=1, le=100)
@@ -109,7 +111,7 @@ class MemoryAgents:
         )
         return {"id": entry.id, "key": entry.key, "agent": entry.agent, "user": entry.user, "replaced": replaced}
 
-    async def _check_dimensions(self, request: _Scoped, dimensions: int) -> None:
+    async def _check_dimensions(self, request: ScopeRef, dimensions: int) -> None:
         stored = await self.store.vectors(request.agent, request.user)
         if stored:
             other = len(unpack_vector(next(iter(stored.values())))) // 4
@@ -117,35 +119,57 @@ class MemoryAgents:
                 raise EmbeddingMismatch(_mismatch(request, other, dimensions))
 
     async def _read(self, request: ReadRequest, ctx: TaskContext) -> dict[str, Any]:
-        stored = await self.store.vectors(request.agent, request.user)
+        found = await self.search(request, request.query, ctx, top_k=request.top_k, min_score=request.min_score)
+        return {"entries": found, "text": "\n".join(f"- {e['content']}" for e in found)}
+
+    async def search(
+        self,
+        scope: ScopeRef,
+        query_text: str,
+        ctx: TaskContext,
+        *,
+        top_k: int,
+        min_score: float | None,
+        where: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The ``top_k`` entries of a scope closest to ``query_text`` (exact cosine), best first, each with its
+        ``score``; ``where`` keeps only entries whose metadata holds those values."""
+        stored = await self.store.vectors(scope.agent, scope.user)
         if not stored:
-            return {"entries": [], "text": ""}
-        (query,) = (await self._embed([request.query], request.model, ctx)).vectors
+            return []
+        (query,) = (await self._embed([query_text], scope.model, ctx)).vectors
         ids = list(stored)
         raw = [unpack_vector(stored[i]) for i in ids]
         lengths = {len(r) // 4 for r in raw}
         if lengths != {len(query)}:
-            raise EmbeddingMismatch(_mismatch(request, max(lengths - {len(query)}), len(query)))
+            raise EmbeddingMismatch(_mismatch(scope, max(lengths - {len(query)}), len(query)))
         matrix = np.frombuffer(b"".join(raw), dtype="<f4").reshape(len(ids), len(query))
         q = np.asarray(query, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
         scores = (matrix @ q) / np.where(norms == 0, 1.0, norms)
-        k = min(request.top_k, len(ids))
-        best = np.argpartition(-scores, k - 1)[:k]
-        order = best[np.argsort(-scores[best], kind="stable")]
-        picked = [
-            (ids[i], float(scores[i])) for i in order if request.min_score is None or scores[i] >= request.min_score
-        ]
-        entries = await self.store.many(request.agent, [i for i, _ in picked])
-        found = [
-            {**entry.to_json(), "score": round(score, 6)}
-            for entry, (_, score) in zip(entries, picked, strict=True)
-            if entry is not None
-        ]
-        return {"entries": found, "text": "\n".join(f"- {e['content']}" for e in found)}
+        if where:
+            order = np.argsort(-scores, kind="stable")  # a filter may drop any of them: rank them all
+        else:
+            k = min(top_k, len(ids))
+            best = np.argpartition(-scores, k - 1)[:k]
+            order = best[np.argsort(-scores[best], kind="stable")]
+        if min_score is not None:
+            order = order[scores[order] >= min_score]
+        found: list[dict[str, Any]] = []
+        step = max(top_k, 32)
+        for start in range(0, len(order), step):
+            batch = order[start : start + step]
+            entries = await self.store.many(scope.agent, [ids[i] for i in batch])
+            for position, entry in zip(batch, entries, strict=True):
+                if entry is None or (where and any(entry.metadata.get(k) != v for k, v in where.items())):
+                    continue
+                found.append({**entry.to_json(), "score": round(float(scores[position]), 6)})
+                if len(found) == top_k:
+                    return found
+        return found
 
 
-def _mismatch(request: _Scoped, stored: int, given: int) -> str:
+def _mismatch(request: ScopeRef, stored: int, given: int) -> str:
     scope = f"agent {request.agent!r}" + (f", user {request.user!r}" if request.user else "")
     return (
         f"embedding dimension mismatch: the memory of {scope} holds {stored}-dimensional vectors, the embedding "

@@ -12,7 +12,9 @@ from a2amesh.agent.host import AgentHost
 from a2amesh.agent.node_handler import NodeHandler
 from a2amesh.agent.python_agent import PythonAgent
 from a2amesh.builtins.agents import BuiltinAgents, ModelSettings
+from a2amesh.builtins.image import ImageAgent
 from a2amesh.builtins.memory import MemoryAgents
+from a2amesh.builtins.rag import RagAgent
 from a2amesh.bus.nats import Bus
 from a2amesh.config import Settings
 from a2amesh.lifecycle import Worker
@@ -27,13 +29,17 @@ __all__ = ["BuiltinsWorker", "builtin_runtimes", "builtins_service"]
 _DESCRIPTIONS = {
     "embed": "Built-in: embeds a text or a list of texts (embed workflow nodes).",
     "memory_read": "Built-in: semantic memory per agent and user: writes entries and finds the closest ones.",
+    "rag": "Built-in: retrieves the chunks of a vector store closest to a query, and optionally answers from them.",
+    "image": "Built-in: generates images through an OpenAI-compatible images endpoint, saved as artifacts.",
     "llm": "Built-in: one model call of an llm workflow node (messages, system prompt, tools, structured output).",
     "tools": "Built-in: runs the tool calls of an llm workflow node, arguments checked against each tool's schema.",
     "tool_loop": "Built-in: the model ↔ tools loop of a tool_loop workflow node, checkpointed every round.",
 }
 
 
-def builtin_runtimes(agents: BuiltinAgents, memory: MemoryAgents) -> list[NodeHandler]:
+def builtin_runtimes(
+    agents: BuiltinAgents, memory: MemoryAgents, rag: RagAgent, image: ImageAgent
+) -> list[NodeHandler]:
     """One runtime per built-in agent, each wrapped in the node handler like any agent."""
     work: dict[str, Callable[[Any, TaskContext], Any]] = {
         "llm": agents.llm,
@@ -41,6 +47,8 @@ def builtin_runtimes(agents: BuiltinAgents, memory: MemoryAgents) -> list[NodeHa
         "tool_loop": agents.tool_loop,
         "embed": memory.embed,
         "memory_read": memory.memory,
+        "rag": rag.retrieve,
+        "image": image.generate,
     }
     runtimes = []
     for node_type, agent_name in BUILTIN_AGENTS.items():
@@ -65,7 +73,9 @@ class BuiltinsWorker(Worker):
         memory = MemoryAgents(
             MemoryStore(redis, Keys(settings.namespace)), agents.chat, embedding_model=agents.models.embedding_model
         )
-        runtimes = builtin_runtimes(agents, memory)
+        rag = RagAgent(memory, agents)
+        image = ImageAgent(agents.chat, model=agents.models.image_model)
+        runtimes = builtin_runtimes(agents, memory, rag, image)
         self.hosts = [AgentHost(r, bus=bus, redis=redis, settings=settings) for r in runtimes]
 
     async def run(self) -> None:

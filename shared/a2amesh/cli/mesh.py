@@ -49,7 +49,11 @@ async def cmd_builtins(args: argparse.Namespace) -> int:
     if args.llm_timeout <= 0 or args.llm_retries < 0:
         raise UsageError("--llm-timeout must be above 0 and --llm-retries at least 0")
     models = ModelSettings.from_settings(
-        settings, embedding_model=args.embedding_model, timeout=args.llm_timeout, max_retries=args.llm_retries
+        settings,
+        embedding_model=args.embedding_model,
+        image_model=args.image_model,
+        timeout=args.llm_timeout,
+        max_retries=args.llm_retries,
     )
     service = builtins_service(settings, models)
     await serve_until_signal(service.run, service.shutdown)

@@ -51,6 +51,8 @@ _SHAPES = {
     "embed": ('[("', '")]'),
     "memory_read": ('[("', '")]'),
     "memory_write": ('[("', '")]'),
+    "rag": ('[("', '")]'),
+    "image": ('(["', '"])'),
 }
 _LABEL_LIMIT = 60
 _END = "wf_end"
