@@ -7,6 +7,7 @@ entries of the scope (``docs/nodes.md`` gives the limits).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -21,6 +22,8 @@ from a2amesh.store.memory import MemoryStore, unpack_vector
 __all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents", "ScopeRef"]
 
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
+CACHED_SCOPES = 64
+"""Scopes whose vectors a process keeps in memory between searches (least recently used dropped first)."""
 
 
 class EmbeddingMismatch(ValueError):
@@ -72,6 +75,7 @@ class MemoryAgents:
         self.store = store
         self._chat = chat
         self.embedding_model = embedding_model or DEFAULT_EMBEDDING_MODEL
+        self._cache: OrderedDict[tuple[str, str | None], tuple[int, list[str], np.ndarray[Any, Any]]] = OrderedDict()
 
     async def _embed(self, texts: list[str], model: str | None, ctx: TaskContext) -> Embeddings:
         chat = self._chat()
@@ -112,11 +116,9 @@ class MemoryAgents:
         return {"id": entry.id, "key": entry.key, "agent": entry.agent, "user": entry.user, "replaced": replaced}
 
     async def _check_dimensions(self, request: ScopeRef, dimensions: int) -> None:
-        stored = await self.store.vectors(request.agent, request.user)
-        if stored:
-            other = len(unpack_vector(next(iter(stored.values())))) // 4
-            if other != dimensions:
-                raise EmbeddingMismatch(_mismatch(request, other, dimensions))
+        other = await self.store.dimensions(request.agent, request.user)
+        if other is not None and other != dimensions:
+            raise EmbeddingMismatch(_mismatch(request, other, dimensions))
 
     async def _read(self, request: ReadRequest, ctx: TaskContext) -> dict[str, Any]:
         found = await self.search(request, request.query, ctx, top_k=request.top_k, min_score=request.min_score)
@@ -134,19 +136,15 @@ class MemoryAgents:
     ) -> list[dict[str, Any]]:
         """The ``top_k`` entries of a scope closest to ``query_text`` (exact cosine), best first, each with its
         ``score``; ``where`` keeps only entries whose metadata holds those values."""
-        stored = await self.store.vectors(scope.agent, scope.user)
-        if not stored:
+        loaded = await self._scope_matrix(scope)
+        if loaded is None:
             return []
+        ids, matrix = loaded
         (query,) = (await self._embed([query_text], scope.model, ctx)).vectors
-        ids = list(stored)
-        raw = [unpack_vector(stored[i]) for i in ids]
-        lengths = {len(r) // 4 for r in raw}
-        if lengths != {len(query)}:
-            raise EmbeddingMismatch(_mismatch(scope, max(lengths - {len(query)}), len(query)))
-        matrix = np.frombuffer(b"".join(raw), dtype="<f4").reshape(len(ids), len(query))
+        if matrix.shape[1] != len(query):
+            raise EmbeddingMismatch(_mismatch(scope, matrix.shape[1], len(query)))
         q = np.asarray(query, dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
-        scores = (matrix @ q) / np.where(norms == 0, 1.0, norms)
+        scores = (matrix @ q) / (float(np.linalg.norm(q)) or 1.0)
         if where:
             order = np.argsort(-scores, kind="stable")  # a filter may drop any of them: rank them all
         else:
@@ -167,6 +165,33 @@ class MemoryAgents:
                 if len(found) == top_k:
                     return found
         return found
+
+    async def _scope_matrix(self, scope: ScopeRef) -> tuple[list[str], np.ndarray[Any, Any]] | None:
+        """The scope's ids and unit-length vectors (one row each), cached until the scope's counter moves."""
+        key = (scope.agent, scope.user)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == await self.store.version(*key):
+            self._cache.move_to_end(key)
+            return cached[1], cached[2]
+        version, stored = await self.store.versioned_vectors(*key)
+        if not stored:
+            self._cache.pop(key, None)
+            return None
+        ids = list(stored)
+        raw = [unpack_vector(stored[i]) for i in ids]
+        lengths = {len(r) // 4 for r in raw}
+        if len(lengths) != 1:
+            raise EmbeddingMismatch(
+                f"the memory of agent {scope.agent!r} holds vectors of {len(lengths)} lengths "
+                f"({', '.join(map(str, sorted(lengths)))}): it was written with several embedding models"
+            )
+        matrix = np.frombuffer(b"".join(raw), dtype="<f4").reshape(len(ids), lengths.pop()).copy()
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        matrix /= np.where(norms == 0, 1.0, norms)
+        self._cache[key] = (version, ids, matrix)
+        while len(self._cache) > CACHED_SCOPES:
+            self._cache.popitem(last=False)
+        return ids, matrix
 
 
 def _mismatch(request: ScopeRef, stored: int, given: int) -> str:

@@ -18,7 +18,7 @@ from a2amesh.agent.llm_client import ChatModel
 from a2amesh.builtins.agents import BuiltinAgents
 from a2amesh.builtins.conversation import LlmRequest, parse_input
 from a2amesh.builtins.memory import EmbeddingMismatch, MemoryAgents, ScopeRef
-from a2amesh.store.memory import MemoryStore, unpack_vector
+from a2amesh.store.memory import MemoryStore
 
 __all__ = ["ANSWER_PROMPT", "RagAgent", "chunk_text", "ingest", "rag_scope"]
 
@@ -90,8 +90,7 @@ async def ingest(
         EmbeddingMismatch: the store already holds vectors of another length (another embedding model).
     """
     scope = rag_scope(name)
-    stored = await store.vectors(scope, None)
-    known = len(unpack_vector(next(iter(stored.values())))) // 4 if stored else None
+    known = await store.dimensions(scope, None)
     counts: dict[str, int] = {}
     for source, text in documents:
         chunks = chunk_text(text, size=size, overlap=overlap)

@@ -128,8 +128,26 @@ class MemoryStore:
         pipe.hset(self.keys.memory_vectors(agent, user), entry.id, pack_vector(vector))
         if key is not None:
             pipe.hset(self.keys.memory_keys(agent, user), key, entry.id)
+        pipe.incr(self.keys.memory_version(agent, user))
         await pipe.execute()
         return entry, existing is not None
+
+    async def version(self, agent: str, user: str | None) -> int:
+        """The scope's change counter (0 for a scope never written)."""
+        return int(await self.redis.get(self.keys.memory_version(agent, user)) or 0)
+
+    async def versioned_vectors(self, agent: str, user: str | None) -> tuple[int, dict[str, str]]:
+        """The scope's change counter and its vectors, read together."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.get(self.keys.memory_version(agent, user))
+        pipe.hgetall(self.keys.memory_vectors(agent, user))
+        version, raw = await pipe.execute()
+        return int(version or 0), {str(k): str(v) for k, v in raw.items()}
+
+    async def dimensions(self, agent: str, user: str | None) -> int | None:
+        """The length of the scope's vectors (of one of them), or None for an empty scope."""
+        sample = await self.redis.hrandfield(self.keys.memory_vectors(agent, user), 1, withvalues=True)
+        return len(unpack_vector(str(sample[1]))) // 4 if sample else None
 
     async def vectors(self, agent: str, user: str | None) -> dict[str, str]:
         """Every embedding of a scope: entry id → stored vector text."""
@@ -159,5 +177,6 @@ class MemoryStore:
         pipe.hdel(self.keys.memory_vectors(agent, entry.user), entry_id)
         if entry.key is not None:
             pipe.hdel(self.keys.memory_keys(agent, entry.user), entry.key)
+        pipe.incr(self.keys.memory_version(agent, entry.user))
         await pipe.execute()
         return True
