@@ -233,3 +233,28 @@ def test_memory_node_limits_are_refused_with_their_path() -> None:
     (issue,) = issues(wf({"id": "m", "type": "memory_write"}))
     assert (issue.node_id, issue.field) == ("m", "content")
     assert "required" in str(issue).lower()
+
+
+def test_chunks_respect_size_and_boundaries() -> None:
+    """Chunks stay within the size, split on paragraphs and sentences first, and share their overlap."""
+    from a2amesh.builtins.rag import chunk_text
+
+    text = "Alpha beta gamma.\n\nDelta epsilon. Zeta eta theta iota. Kappa lambda mu nu xi omicron pi rho."
+    chunks = chunk_text(text, size=50, overlap=0)
+    assert all(len(c) <= 50 for c in chunks)
+    assert chunks[0] == "Alpha beta gamma. Delta epsilon."
+    assert chunks[-1].endswith("rho.")
+    assert " ".join(chunks).split() == text.split()
+    overlapping = chunk_text("word " * 100, size=60, overlap=20)
+    assert all(len(c) <= 60 for c in overlapping)
+    assert overlapping[1].startswith(overlapping[0][-15:].strip().split(" ", 1)[-1])
+
+
+def test_no_endpoint_says_what_to_set() -> None:
+    import pytest
+
+    from a2amesh.builtins.agents import ModelSettings
+    from a2amesh.errors import LlmError
+
+    with pytest.raises(LlmError, match="with OPENAI_BASE_URL"):
+        ModelSettings(base_url=None, api_key=None, model=None).chat_model()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from a2amesh.workflow.dag.nodes import ToolRef
+from a2amesh.workflow.dag.agent_nodes import ToolRef, tool_refs
 
 __all__ = ["BuiltinInputError", "LlmRequest", "ToolsRequest", "as_messages", "parse_input", "with_system"]
 
@@ -54,6 +54,11 @@ class LlmRequest(_Input):
     max_tool_iterations: int = Field(10, ge=1)
     parallel: bool = True
 
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return tool_refs(value)
+
     def options(self) -> dict[str, Any]:
         """Request fields over the model's defaults (None: the default)."""
         options: dict[str, Any] = {
@@ -89,6 +94,11 @@ class ToolsRequest(_Input):
     tools: list[ToolRef] = Field(min_length=1)
     parallel: bool = True
     stream: bool = False
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return tool_refs(value)
 
 
 def render_value(value: Any) -> str:

@@ -30,6 +30,7 @@ __all__ = [
     "ToolLoopNode",
     "ToolRef",
     "ToolsNode",
+    "tool_refs",
 ]
 
 BUILTIN_AGENTS = {
@@ -82,7 +83,7 @@ class ToolRef(DefinitionModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
-def _tool_refs(value: Any) -> Any:
+def tool_refs(value: Any) -> Any:
     """``"module:function"`` → ``{python: ...}``, a plain name → ``{agent: name}``; objects as they are."""
     if not isinstance(value, list):
         return value
@@ -126,7 +127,7 @@ class _ModelNodeBase(BuiltinNode):
     @field_validator("tools", mode="before")
     @classmethod
     def _tools_shorthand(cls, value: Any) -> Any:
-        return _tool_refs(value)
+        return tool_refs(value)
 
     output_schema: dict[str, JsonValue] | None = Field(
         None, description="JSON Schema of a structured answer (sent as response_format json_schema)."
@@ -215,7 +216,7 @@ class ToolsNode(BuiltinNode):
     @field_validator("tools", mode="before")
     @classmethod
     def _tools_shorthand(cls, value: Any) -> Any:
-        return _tool_refs(value)
+        return tool_refs(value)
 
     def source_node(self, llm_ids: set[str]) -> str | None:
         """The llm node this node reads (``source``, else the one llm node it depends on)."""
