@@ -168,7 +168,12 @@ async def test_tool_loop_until_final_answer_and_at_its_limit(
     task = await within(client.send("loop_flow", {"text": "Rome?"}), 20, "first answer")
     assert task.status.state == TaskState.COMPLETED, task.status
     out = task.output()
-    assert (out["text"], out["rounds"], out["stopped_reason"], out["tool_calls"]) == ("Sunny.", 2, "final_answer", 1)
+    assert (out["text"], out["rounds"], out["stopped_reason"], out["tool_call_count"]) == (
+        "Sunny.",
+        2,
+        "final_answer",
+        1,
+    )
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert fake_llm.requests[0]["messages"][0] == {"role": "system", "content": "Use the tools."}
     assert calls == ["Rome"]
@@ -179,7 +184,7 @@ async def test_tool_loop_until_final_answer_and_at_its_limit(
     task = await within(client.send("loop_flow", {"text": "again"}), 20, "second answer")
     assert task.status.state == TaskState.COMPLETED, task.status
     out = task.output()
-    assert (out["rounds"], out["stopped_reason"], out["tool_calls"]) == (3, "max_tool_iterations", 3)
+    assert (out["rounds"], out["stopped_reason"], out["tool_call_count"]) == (3, "max_tool_iterations", 3)
     assert calls == ["Rome", "c0", "c1", "c2"]
     assert len(fake_llm.requests) == 5
 

@@ -182,7 +182,7 @@ class BuiltinAgents:
     async def tool_loop(self, data: Any, ctx: TaskContext) -> dict[str, Any]:
         """Model ↔ tools until a final answer or ``max_tool_iterations`` model rounds.
 
-        Output: ``{text, messages, rounds, stopped_reason, tool_calls}``; ``stopped_reason`` is
+        Output: ``{text, messages, rounds, stopped_reason, tool_call_count}``; ``stopped_reason`` is
         ``final_answer`` or ``max_tool_iterations`` (then ``text`` is the last text the model gave, if any).
         """
         request = parse_input(LlmRequest, data)
@@ -286,7 +286,7 @@ def _loop_output(
         "messages": conversation,
         "rounds": rounds,
         "stopped_reason": reason,
-        "tool_calls": tool_count,
+        "tool_call_count": tool_count,
     }
 
 
