@@ -15,6 +15,7 @@ from a2amesh.config import Settings
 from a2amesh.protocol import TaskState
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
+from a2amesh.store.memory import MemoryStore
 from a2amesh.store.redis import Redis
 from tests.fakes.openai_server import FakeOpenAIServer, HttpError, Reply, ToolCall, Usage
 from tests.support.waiting import within
@@ -304,10 +305,17 @@ output_mapping: {entries: "{{find.output.entries}}", answer: "{{answer.output.te
 
 
 async def test_memory_written_in_one_execution_is_read_in_another_scoped_by_user(
-    builtins: Any, executor: Any, client: Client, fake_llm: FakeOpenAIServer, redis: Redis, settings: Settings
+    builtins: Any,
+    executor: Any,
+    client: Client,
+    fake_llm: FakeOpenAIServer,
+    redis: Redis,
+    settings: Settings,
+    processes: Any,
 ) -> None:
     """memory_write stores entries with embeddings; a later execution's memory_read finds the closest entries of
-    the same user only (exact cosine); writing a key again replaces its entry; embedding tokens are counted."""
+    the same user only (exact cosine); writing a key again replaces its entry; embedding tokens are counted;
+    `a2amesh memory list|delete` shows and removes entries, and a deleted entry is no longer found."""
     await builtins(fake_llm.base_url)
     await executor({"remember": REMEMBER, "recall": RECALL})
     facts = [
@@ -348,6 +356,25 @@ async def test_memory_written_in_one_execution_is_read_in_another_scoped_by_user
     contents = [e["content"] for e in task.output()["entries"]]
     assert contents[0] == "Ann now prefers black coffee"
     assert "Ann likes green tea with honey" not in contents
+
+    memory = MemoryStore(redis, Keys(settings.namespace))
+    listed = await memory.list("assistant", user="ann")
+    assert [e.content for e in listed][0] == "Ann now prefers black coffee"  # most recently updated first
+    assert len(listed) == 3
+    assert [e.content for e in await memory.list("assistant", user="bob")] == ["Bob likes green tea too"]
+    (pet,) = await memory.list("assistant", user="ann", key="pet")
+    proc = await processes.start("memory", "delete", "assistant", pet.id)
+    assert await proc.wait(20) == 0, proc.output()
+    proc = await processes.start("memory", "list", "assistant", "--user", "ann", "--json")
+    assert await proc.wait(20) == 0, proc.output()
+    shown = json.loads(proc.output()[proc.output().index("[") :])
+    assert sorted(e["key"] for e in shown) == ["city", "drink"]
+    proc = await processes.start("memory", "delete", "assistant", pet.id)
+    assert await proc.wait(20) == 2
+    assert f"agent 'assistant' has no memory entry '{pet.id}'" in proc.output()
+    fake_llm.script("A cat?")
+    task = await within(client.send("recall", {"user": "ann", "q": "cat called Miso"}), 20, "recall")
+    assert "Ann has a cat called Miso" not in [e["content"] for e in task.output()["entries"]]
 
 
 EMBED = """

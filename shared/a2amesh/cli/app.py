@@ -164,6 +164,16 @@ def _add_run_verbs(sub: Any) -> None:
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=rag.cmd_rag_ingest)
 
+    s = sub.add_parser("memory", help="list or delete the entries of the memory nodes (per agent, user, key)")
+    s.add_argument("action", choices=["list", "delete"])
+    s.add_argument("agent", help="whose memory (the memory nodes' agent: by default the workflow's name)")
+    s.add_argument("entry", nargs="?", help="the entry id to delete")
+    s.add_argument("--user", help="only this user's entries")
+    s.add_argument("--key", help="only the entry with this key")
+    s.add_argument("--limit", type=int, default=100)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=rag.cmd_memory)
+
     s = sub.add_parser("validate", help="check workflow definition files; print errors and warnings")
     s.add_argument("files", nargs="+", metavar="FILE")
     s.add_argument("--json", action="store_true")

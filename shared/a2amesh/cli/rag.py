@@ -1,4 +1,4 @@
-"""RAG verbs of the ``a2amesh`` command line: ``rag ingest STORE FILE…``."""
+"""Verbs of the vector data of the agent nodes: ``rag ingest STORE FILE…`` and ``memory list|delete``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from a2amesh.cli.exits import EXIT_OK
 from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import UsageError
 
-__all__ = ["cmd_rag_ingest"]
+__all__ = ["cmd_memory", "cmd_rag_ingest"]
 
 
 def _read(paths: list[str]) -> list[tuple[str, str]]:
@@ -61,4 +61,29 @@ async def cmd_rag_ingest(args: argparse.Namespace) -> int:
         for source, count in counts.items():
             print(f"{source}: {count} chunk(s)")
         print(f"store {args.store}: {sum(counts.values())} chunk(s) from {len(counts)} file(s)")
+    return EXIT_OK
+
+
+async def cmd_memory(args: argparse.Namespace) -> int:
+    """``a2amesh memory list AGENT [--user U] [--key K]`` and ``memory delete AGENT ID``."""
+    from a2amesh.store.session import open_store
+
+    async with open_store(verb_settings(args)) as stores:
+        if args.action == "delete":
+            if not args.entry:
+                raise UsageError("memory delete needs AGENT and the entry ID (see `a2amesh memory list AGENT`)")
+            if not await stores.memory.delete(args.agent, args.entry):
+                raise UsageError(f"agent {args.agent!r} has no memory entry {args.entry!r}")
+            print(f"deleted {args.entry}")
+            return EXIT_OK
+        entries = await stores.memory.list(args.agent, user=args.user, key=args.key, limit=args.limit)
+    if args.json:
+        print(json.dumps([e.to_json() for e in entries], indent=2))
+        return EXIT_OK
+    for e in entries:
+        who = f" user={e.user}" if e.user else ""
+        label = f" key={e.key}" if e.key else ""
+        print(f"{e.id}{who}{label}: {e.content[:100]}")
+    if not entries:
+        print(f"(no memory entries of {args.agent})")
     return EXIT_OK

@@ -66,6 +66,10 @@ class Keys:
         """Embeddings of one memory scope (hash: entry id → base64 float32 vector)."""
         return f"{self.ns}:memvec:{{{agent}}}:" + (f"u:{user}" if user is not None else "shared")
 
+    def memory_index(self, agent: str) -> str:
+        """Sorted set of every memory entry id of an agent (all users) by last update (ms)."""
+        return f"{self.ns}:memidx:{{{agent}}}"
+
     def memory_version(self, agent: str, user: str | None) -> str:
         """Counter of one memory scope, raised by every write and delete (readers cache vectors by it)."""
         return f"{self.ns}:memver:{{{agent}}}:" + (f"u:{user}" if user is not None else "shared")

@@ -129,6 +129,7 @@ class MemoryStore:
         if key is not None:
             pipe.hset(self.keys.memory_keys(agent, user), key, entry.id)
         pipe.incr(self.keys.memory_version(agent, user))
+        pipe.zadd(self.keys.memory_index(agent), {entry.id: int(now * 1000)})
         await pipe.execute()
         return entry, existing is not None
 
@@ -178,5 +179,26 @@ class MemoryStore:
         if entry.key is not None:
             pipe.hdel(self.keys.memory_keys(agent, entry.user), entry.key)
         pipe.incr(self.keys.memory_version(agent, entry.user))
+        pipe.zrem(self.keys.memory_index(agent), entry_id)
         await pipe.execute()
         return True
+
+    async def list(
+        self, agent: str, *, user: str | None = None, key: str | None = None, limit: int = 100
+    ) -> list[MemoryEntry]:
+        """An agent's entries, most recently updated first; ``user`` and ``key`` narrow them down."""
+        if key is not None:
+            entry_id = await self.redis.hget(self.keys.memory_keys(agent, user), key)
+            entry = await self.get(agent, str(entry_id)) if entry_id else None
+            return [entry] if entry is not None else []
+        found: list[MemoryEntry] = []
+        start = 0
+        while len(found) < limit:
+            ids = await self.redis.zrevrange(self.keys.memory_index(agent), start, start + 4 * limit - 1)
+            if not ids:
+                break
+            start += len(ids)
+            for entry in await self.many(agent, [str(i) for i in ids]):
+                if entry is not None and (user is None or entry.user == user):
+                    found.append(entry)
+        return found[:limit]
