@@ -258,3 +258,14 @@ def test_no_endpoint_says_what_to_set() -> None:
 
     with pytest.raises(LlmError, match="with OPENAI_BASE_URL"):
         ModelSettings(base_url=None, api_key=None, model=None).chat_model()
+
+
+def test_unknown_tool_agents_are_warnings_naming_the_tool() -> None:
+    _, report = validate_data(
+        wf({"id": "a", "type": "tool_loop", "tools": ["lookpu", {"workflow": "sub"}, "m:f"]}),
+        known_agents={"lookup", "sub"},
+    )
+    assert not report.errors
+    (warning,) = report.warnings
+    assert (warning.node_id, warning.field) == ("a", "tools[0].agent")
+    assert "no agent 'lookpu' is known yet (did you mean 'lookup'?)" in str(warning)

@@ -90,7 +90,7 @@ class WorkflowDefinition(DefinitionModel):
     )
     schedule_input: JsonValue = Field(None, description="The input of every scheduled run. Omitted: an empty object.")
     agent_config: AgentConfig | None = Field(
-        None, description="Defaults of every llm and tool_loop node (model, temperature, max_tokens, system)."
+        None, description="Defaults of the model nodes (model, temperature, max_tokens, system, embedding_model)."
     )
     max_tool_iterations: int = Field(10, ge=1, description="Most model rounds of a tool_loop node (seed 004).")
     streaming_enabled: bool = Field(

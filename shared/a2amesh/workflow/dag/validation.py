@@ -28,6 +28,7 @@ from a2amesh.workflow.conditions import ConditionError, compile_condition
 from a2amesh.workflow.dag.definition import WorkflowDefinition, problems_from_error
 from a2amesh.workflow.dag.nodes import (
     AgentNode,
+    BuiltinNode,
     ConditionalNode,
     ForkNode,
     JoinNode,
@@ -553,6 +554,16 @@ class _Checker:
                     "workflow_name",
                     f"no workflow {node.workflow_name!r} is known yet{did_you_mean(node.workflow_name, known)}",
                 )
+            elif isinstance(node, BuiltinNode):
+                for index, ref in enumerate(getattr(node, "tools", [])):
+                    name = ref.agent or ref.workflow
+                    if name is not None and name not in known:
+                        kind = "agent" if ref.agent else "workflow"
+                        self.warn(
+                            node.id,
+                            f"tools[{index}].{kind}",
+                            f"no {kind} {name!r} is known yet{did_you_mean(name, known)}",
+                        )
             elif isinstance(node, ForkNode):
                 for index, branch in enumerate(node.branches):
                     if branch.agent_name not in known:
