@@ -269,3 +269,30 @@ def test_unknown_tool_agents_are_warnings_naming_the_tool() -> None:
     (warning,) = report.warnings
     assert (warning.node_id, warning.field) == ("a", "tools[0].agent")
     assert "no agent 'lookpu' is known yet (did you mean 'lookup'?)" in str(warning)
+
+
+def test_memory_config_gives_defaults_and_can_disable_memory() -> None:
+    """memoryConfig fills the scope and top_k of memory nodes that set none; enabled: false answers them inline."""
+    nodes = """
+nodes:
+  - {id: find, type: memory_read, query: q}
+  - {id: own, type: memory_read, query: q, top_k: 9, agent: mine}
+  - {id: keep, type: memory_write, depends_on: [find], content: "{{find.output.text}}"}
+  - {id: after, type: prompt, depends_on: [keep], template: "found: {{find.output.text}}"}
+"""
+    d = definition("memoryConfig: {agent: shared_brain, topK: 3, minScore: 0.2}\n" + nodes)
+    reads = {BUILTIN_AGENTS["memory_read"]: lambda i: {"entries": [], "text": "- x"} if i["op"] == "read" else {}}
+    sim = Sim(d, reads)
+    sim.run({})
+    sent = {c.node_id: c.input for c in sim.dispatched}
+    find, own = sent["find"], sent["own"]
+    assert isinstance(find, dict)
+    assert isinstance(own, dict)
+    assert (find["agent"], find["top_k"], find["min_score"]) == ("shared_brain", 3, 0.2)
+    assert (own["agent"], own["top_k"]) == ("mine", 9)
+    off = Sim(definition("memoryConfig: {enabled: false}\n" + nodes), {})
+    state = off.run({})
+    assert state.status == "completed", state.error
+    assert off.dispatched == []
+    assert state.outputs["after"] == {"text": "found: "}
+    assert state.outputs["keep"]["disabled"] is True

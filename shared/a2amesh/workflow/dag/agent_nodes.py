@@ -24,6 +24,8 @@ __all__ = [
     "ImageNode",
     "RagNode",
     "LlmNode",
+    "MemoryConfig",
+    "MemoryNodeBase",
     "MemoryReadNode",
     "MemoryWriteNode",
     "PromptNode",
@@ -56,6 +58,17 @@ class AgentConfig(DefinitionModel):
     embedding_model: str | None = Field(
         None, description="Embedding model of embed and memory nodes; the builtins' default when omitted."
     )
+
+
+class MemoryConfig(DefinitionModel):
+    """How the workflow's memory nodes work (seed 004's ``memoryConfig``); a node's own fields override it."""
+
+    enabled: bool = Field(
+        True, description="false: memory_read finds nothing and memory_write stores nothing, without a call."
+    )
+    agent: str | None = Field(None, min_length=1, description="Whose memory (default: the workflow's name).")
+    top_k: int | None = Field(None, ge=1, le=100, description="Entries memory_read returns (default 5).")
+    min_score: float | None = Field(None, ge=-1, le=1, description="Least similarity memory_read keeps.")
 
 
 class ToolRef(DefinitionModel):
@@ -252,7 +265,7 @@ class EmbedNode(BuiltinNode):
         return {"op": "embed", "input": self.input, "model": self.model or (config and config.embedding_model)}
 
 
-class _MemoryNodeBase(BuiltinNode):
+class MemoryNodeBase(BuiltinNode):
     agent: str | None = Field(
         None, description="Whose memory (default: this workflow's name). Entries are scoped per agent."
     )
@@ -261,11 +274,20 @@ class _MemoryNodeBase(BuiltinNode):
     )
     model: str | None = Field(None, description="Embedding model (over agent_config.embedding_model).")
 
+    def with_memory_config(self, data: dict[str, JsonValue], config: MemoryConfig | None) -> dict[str, JsonValue]:
+        """The built-in agent's input with the workflow's ``memory_config`` defaults filled in."""
+        config = config or MemoryConfig()
+        out = {**data, "agent": data.get("agent") or config.agent}
+        if isinstance(self, MemoryReadNode):
+            out["top_k"] = self.top_k or config.top_k or 5
+            out["min_score"] = self.min_score if self.min_score is not None else config.min_score
+        return out
+
     def _scope(self, config: AgentConfig | None) -> dict[str, JsonValue]:
         return {"agent": self.agent, "user": self.user, "model": self.model or (config and config.embedding_model)}
 
 
-class MemoryWriteNode(_MemoryNodeBase):
+class MemoryWriteNode(MemoryNodeBase):
     """Stores one memory entry with its embedding (a given key replaces that key's entry).
 
     Output: ``{"id", "key", "agent", "user", "replaced"}``.
@@ -289,7 +311,7 @@ class MemoryWriteNode(_MemoryNodeBase):
         return {**data, **self._scope(config)}
 
 
-class MemoryReadNode(_MemoryNodeBase):
+class MemoryReadNode(MemoryNodeBase):
     """Reads the ``top_k`` entries closest to ``query`` (cosine similarity of embeddings).
 
     Output: ``{"entries": [{id, key, content, metadata, score, created_at, updated_at}], "text"}``.
@@ -297,7 +319,7 @@ class MemoryReadNode(_MemoryNodeBase):
 
     type: Literal["memory_read"] = Field("memory_read", description="Node type.")
     query: str = Field(min_length=1, description="What to look for, with templates.")
-    top_k: int = Field(5, ge=1, le=100, description="Most entries returned.")
+    top_k: int | None = Field(None, ge=1, le=100, description="Most entries returned (memory_config.top_k, else 5).")
     min_score: float | None = Field(None, ge=-1, le=1, description="Entries less similar than this are left out.")
 
     def templated_fields(self) -> list[tuple[str, JsonValue]]:

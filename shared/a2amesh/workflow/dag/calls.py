@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from a2amesh.ids import node_message_id, task_id_for
-from a2amesh.workflow.dag.nodes import AgentNode, BuiltinNode, ForkNode, Node, RetryStrategy, ToolsNode, WorkflowNode
+from a2amesh.workflow.dag.nodes import (
+    AgentNode,
+    BuiltinNode,
+    ForkNode,
+    MemoryNodeBase,
+    Node,
+    RetryStrategy,
+    ToolsNode,
+    WorkflowNode,
+)
 from a2amesh.workflow.dag.state import NodeRun, NodeStatus
 from a2amesh.workflow.dag.step import CALL_TYPES, StepBase, add_usage, timeout_timer
 from a2amesh.workflow.events import ErrorKind, NodeFailed, NodePaused, NodeSucceeded
@@ -49,8 +58,9 @@ class CallSteps(StepBase):
         else:
             data = node.call_input(d.agent_config, d.max_tool_iterations)
         assert isinstance(data, dict)
-        if "agent" in data and data["agent"] is None:
-            data = {**data, "agent": self.engine.name}  # a memory node's default scope: this workflow
+        if isinstance(node, MemoryNodeBase):
+            data = node.with_memory_config(data, d.memory_config)
+            data["agent"] = data["agent"] or self.engine.name  # the default scope: this workflow
         return {**data, "stream": d.streaming_enabled}
 
     def _start_call(self, run: NodeRun) -> None:

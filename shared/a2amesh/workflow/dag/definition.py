@@ -23,7 +23,17 @@ from a2amesh.durations import Duration
 from a2amesh.errors import DefinitionError, ScheduleError
 from a2amesh.jsontext import content_digest
 from a2amesh.schedules import parse_schedule
-from a2amesh.workflow.dag.nodes import NODE_TYPES, AgentConfig, LlmNode, LoopNode, MapNode, Node, RetryStrategy, Skill
+from a2amesh.workflow.dag.nodes import (
+    NODE_TYPES,
+    AgentConfig,
+    LlmNode,
+    LoopNode,
+    MapNode,
+    MemoryConfig,
+    Node,
+    RetryStrategy,
+    Skill,
+)
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, field_problem
 from a2amesh.workflow.templates import JsonValue, TemplateScope
 
@@ -91,6 +101,9 @@ class WorkflowDefinition(DefinitionModel):
     schedule_input: JsonValue = Field(None, description="The input of every scheduled run. Omitted: an empty object.")
     agent_config: AgentConfig | None = Field(
         None, description="Defaults of the model nodes (model, temperature, max_tokens, system, embedding_model)."
+    )
+    memory_config: MemoryConfig | None = Field(
+        None, description="Defaults of the memory nodes (enabled, agent, top_k, min_score)."
     )
     max_tool_iterations: int = Field(10, ge=1, description="Most model rounds of a tool_loop node (seed 004).")
     streaming_enabled: bool = Field(

@@ -32,6 +32,8 @@ from a2amesh.workflow.dag.nodes import (
     JoinNode,
     LoopNode,
     MapNode,
+    MemoryConfig,
+    MemoryNodeBase,
     PromptNode,
     SwitchNode,
     WorkflowNode,
@@ -60,6 +62,12 @@ _FINAL_STATUS = {
     "failure": ExecutionStatus.FAILED,
     "cancel": ExecutionStatus.CANCELED,
 }
+
+_DISABLED_MEMORY: dict[str, JsonValue] = {
+    "memory_read": {"entries": [], "text": "", "disabled": True},
+    "memory_write": {"id": None, "key": None, "agent": None, "user": None, "replaced": False, "disabled": True},
+}
+"""What memory nodes output when the workflow's memory_config disables memory."""
 
 _EVENT_OF_STATUS = {
     ExecutionStatus.COMPLETED: "execution.completed",
@@ -519,7 +527,11 @@ class _Step(ContainerSteps, ReviewSteps, BranchSteps):
             except ConditionError as exc:
                 self.fail(run, f"when: {exc}", "error")
                 return
-        if isinstance(node, AgentNode | WorkflowNode | BuiltinNode):
+        if isinstance(node, MemoryNodeBase) and not (self.definition.memory_config or MemoryConfig()).enabled:
+            run.status = NodeStatus.RUNNING
+            self.emit("node.started", run)
+            self.complete(run, _DISABLED_MEMORY[node.type])
+        elif isinstance(node, AgentNode | WorkflowNode | BuiltinNode):
             self._start_call(run)
         elif isinstance(node, PromptNode):
             self._run_prompt(run, node)
