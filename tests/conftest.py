@@ -28,6 +28,7 @@ from tests.support.servers import MeshServers, own_servers, start_servers, stop_
 
 pytest_plugins = [
     *(["tests.fakes.fixtures"] if _ilu.find_spec("tests.fakes.fixtures") else []),
+    "tests.support.builtins",
     "tests.support.executors",
     "tests.support.gateway",
 ]

@@ -47,6 +47,14 @@ WORKFLOW_CALLS: list[tuple[str, Any]] = [
     ("restock_poll", {"job": "R-7"}),
 ]
 
+# The agent-node examples: they run in the built-in agents, which need a model endpoint.
+MODEL_CALLS: list[tuple[str, Any]] = [
+    ("support_assistant", {"question": "Is order A-9 (2 x tea at 5.0, total 30) valid?"}),
+    ("agent_standard", {"text": "How many words are in 'agents publish cards'?", "user": "the demo"}),
+    ("measure_text", {"text": "Workflows are agents too."}),
+    ("embed_texts", {"texts": ["green tea", "black coffee"]}),
+]
+
 
 def _line(label: str, value: Any) -> None:
     text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
@@ -80,6 +88,15 @@ async def run_demo(settings: Settings, *, agents_dir: Path, workflows_dir: Path)
                 failures += unserved
                 for name, data in calls:
                     failures += not await _call(client, f"workflow {name}", name, data, timeout=60)
+                if settings.llm_base_url and has_workflows:
+                    for name, data in MODEL_CALLS:
+                        failures += not await _call(client, f"workflow {name}", name, data, timeout=120)
+                elif has_workflows:
+                    llm_workflows = ", ".join(name for name, _ in MODEL_CALLS)
+                    print(
+                        f"- skipped the agent-node workflows ({llm_workflows}): they need a model. Run the demo with "
+                        "OPENAI_BASE_URL (and A2AMESH_LLM_MODEL, OPENAI_API_KEY) set to run them."
+                    )
                 print(f"\nthrough the HTTP gateway at {mesh.gateway_url}/agents (A2A JSON-RPC):")
                 http_calls = [(a, d) for a, d in AGENT_CALLS[:1] if a in names] + calls[:1]
                 for name, data in http_calls:

@@ -23,6 +23,7 @@ from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.logs import get_logger
 from a2amesh.registry import Registry
 from a2amesh.servers import NatsServer, ValkeyServer
+from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS
 
 log = get_logger("mesh")
 
@@ -48,6 +49,7 @@ class Mesh:
         log_file: children's output goes here (None: inherit the terminal).
         gateway: settings of the HTTP gateway process to start (None: no gateway); port 0 takes a free one.
         llm_host: start ``a2amesh llm-host`` (the LLM agents defined through the API).
+        builtins: start the built-in agents (``a2amesh builtins``: the llm, tools and tool_loop nodes).
     """
 
     settings: Settings
@@ -62,6 +64,7 @@ class Mesh:
     gateway: GatewaySettings | None = None
     gateway_url: str = ""
     llm_host: bool = False
+    builtins: bool = True
 
     @property
     def nats_url(self) -> str:
@@ -108,6 +111,8 @@ class Mesh:
                     self.children.append(
                         Child(f"{definition.name}#{i + 1}", [sys.executable, "-m", "a2amesh", "agent", str(path)])
                     )
+            if self.builtins:
+                self.children.append(Child("builtins", [sys.executable, "-m", "a2amesh", "builtins"]))
             if self.workflows_dir is not None:
                 self.children.append(
                     Child("executor", [sys.executable, "-m", "a2amesh", "executor", str(self.workflows_dir)])
@@ -180,14 +185,17 @@ class Mesh:
         registry = Registry(bus, card_ttl=settings.card_ttl)
         await registry.start()
         try:
-            for _, definition in self.definitions:
+            names = [definition.name for _, definition in self.definitions]
+            if self.builtins:
+                names.extend(dict.fromkeys(BUILTIN_AGENTS.values()))
+            for name in names:
                 try:
-                    await registry.wait_for(definition.name, timeout)
+                    await registry.wait_for(name, timeout)
                 except TimeoutError as e:
                     dead = [c.label for c in self.children if c.proc and c.proc.returncode is not None]
                     where = f" (see {self.log_file})" if self.log_file else ""
                     raise ServerError(
-                        f"agent {definition.name} published no card within {timeout:.0f}s; "
+                        f"agent {name} published no card within {timeout:.0f}s; "
                         f"exited: {', '.join(dead) or 'none'}{where}"
                     ) from e
         finally:

@@ -135,7 +135,9 @@ async def test_up_runs_until_ctrl_c_and_leaves_nothing(tmp_path: Path) -> None:
         agents_url = gateway_line.split()[2]
         async with httpx.AsyncClient(timeout=10) as http:
             listed = (await http.get(agents_url)).json()["agents"]
-        assert [a["name"] for a in listed] == ["echo"]
+        names = [a["name"] for a in listed]
+        assert [n for n in names if not n.startswith("builtin-")] == ["echo"]
+        assert {"builtin-llm", "builtin-tool-loop", "builtin-memory"} <= set(names)  # `up` starts the builtins
         gateway_port = int(agents_url.rsplit(":", 1)[1].split("/")[0])
         nats_port = int((tmp_path / ".a2amesh" / "nats.port").read_text())
         valkey_port = int((tmp_path / ".a2amesh" / "valkey.port").read_text())

@@ -1,6 +1,8 @@
 """A scripted OpenAI-compatible HTTP server for tests (pydantic-ai's ``FunctionModel`` idea, over real HTTP).
 
-It serves ``POST /v1/chat/completions`` (JSON, or SSE when ``stream`` is true) and ``GET /v1/models``
+It serves ``POST /v1/chat/completions`` (JSON, or SSE when ``stream`` is true), ``POST /v1/embeddings``
+(deterministic vectors, below), ``POST /v1/images/generations`` (a tiny PNG per image, base64) and
+``GET /v1/models``
 from a background thread on ``127.0.0.1``, so the real ``openai`` client — in the test's event loop
 or in a separate agent process pointed at :attr:`FakeOpenAIServer.base_url` — talks to it as to any
 provider.
@@ -19,14 +21,22 @@ A test scripts it turn by turn::
 Each chat request takes the next scripted response; when the script is empty the ``responder``
 callable (``request_json -> response``) answers, for per-request logic such as concurrent agents.
 A request that finds neither is answered ``400`` and reported by :meth:`FakeOpenAIServer.check`.
+
+Embeddings need no script: each text gets a bag-of-words vector of :attr:`FakeOpenAIServer.embedding_dimensions`
+numbers (every lower-cased word adds 1 to a bucket chosen by its hash; the vector is normalised), so texts
+that share words are close by cosine similarity, and the same text always gets the same vector.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import json
 import logging
+import math
+import re
 import socket
 import socketserver
 import threading
@@ -39,7 +49,9 @@ from types import TracebackType
 from typing import Any, Self
 
 __all__ = [
+    "PNG",
     "FakeOpenAIServer",
+    "embedding",
     "HttpError",
     "Raw",
     "Reply",
@@ -52,6 +64,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+"""The 1×1 PNG every generated image is."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +184,10 @@ class FakeOpenAIServer:
     ) -> None:
         self.responder = responder
         self.models = tuple(models)
+        self.embedding_dimensions = 32
+        """Length of the vectors ``/v1/embeddings`` answers (change it to provoke a dimension mismatch)."""
+        self._embedding_requests: list[JSON] = []
+        self._image_requests: list[JSON] = []
         self.api_key = api_key
         self._script: deque[ResponseSpec] = deque()
         self._requests: list[JSON] = []
@@ -237,6 +258,29 @@ class FakeOpenAIServer:
         """The JSON body of every chat request received, in arrival order."""
         with self._cond:
             return list(self._requests)
+
+    @property
+    def embedding_requests(self) -> list[JSON]:
+        """The JSON body of every embeddings request received, in arrival order."""
+        with self._cond:
+            return list(self._embedding_requests)
+
+    @property
+    def image_requests(self) -> list[JSON]:
+        """The JSON body of every images request received, in arrival order."""
+        with self._cond:
+            return list(self._image_requests)
+
+    def _image_request(self, body: JSON) -> None:
+        with self._cond:
+            self._image_requests.append(body)
+
+    def _embed_request(self, body: JSON) -> tuple[int, list[list[float]]]:
+        with self._cond:
+            self._embedding_requests.append(body)
+            dimensions = self.embedding_dimensions
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        return dimensions, [embedding(str(text), dimensions) for text in texts]
 
     @property
     def request_headers(self) -> list[dict[str, str]]:
@@ -399,7 +443,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         path = self.path.split("?", 1)[0].rstrip("/")
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if path != "/v1/chat/completions":
+        if path not in ("/v1/chat/completions", "/v1/embeddings", "/v1/images/generations"):
             self._send_error_json(404, f"no route POST {path}", "not_found")
             return
         if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
@@ -409,6 +453,12 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError as e:
             self._send_error_json(400, f"request body is not JSON: {e}", "invalid_json")
+            return
+        if path == "/v1/embeddings":
+            self._embeddings(body)
+            return
+        if path == "/v1/images/generations":
+            self._images(body)
             return
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._send_error_json(400, "request body needs a 'messages' array", "invalid_request")
@@ -421,6 +471,35 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     # --- answers ---
+
+    def _images(self, body: Any) -> None:
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            self._send_error_json(400, "request body needs a 'prompt' text", "invalid_request")
+            return
+        self.server.fake._image_request(body)
+        n = int(body.get("n") or 1)
+        data = [{"b64_json": base64.b64encode(PNG).decode(), "revised_prompt": f"fake: {body['prompt']}"}] * n
+        self._send_json(200, {"created": int(time.time()), "data": data})
+
+    def _embeddings(self, body: Any) -> None:
+        ok = isinstance(body, dict) and (
+            isinstance(body.get("input"), str)
+            or (isinstance(body.get("input"), list) and all(isinstance(t, str) for t in body["input"]))
+        )
+        if not ok:
+            self._send_error_json(400, "request body needs an 'input' text or list of texts", "invalid_request")
+            return
+        _, vectors = self.server.fake._embed_request(body)
+        tokens = sum(_words(t) for t in (body["input"] if isinstance(body["input"], list) else [body["input"]]))
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "model": body.get("model") or "fake-embedding",
+                "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _answer(self, request: JSON, number: int, spec: ResponseSpec) -> None:
         fake = self.server.fake
@@ -575,3 +654,13 @@ def _chunks(request: JSON, number: int, reply: Reply, include_usage: bool) -> It
     yield chunk({}, _finish_reason(reply))
     if include_usage:
         yield {**envelope, "choices": [], "usage": _usage(request, reply)}
+
+
+def embedding(text: str, dimensions: int) -> list[float]:
+    """The fake's deterministic vector of a text: a normalised bag of hashed lower-case words."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        bucket = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % dimensions
+        vector[bucket] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]

@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("infrastructure", frozenset({"bus", "store", "servers"})),  # the only importers of nats and redis
     ("workflow", frozenset({"workflow"})),  # definitions and the pure engines (dag/, graph/ included)
     ("mesh client", frozenset({"client", "registry"})),  # calling agents, the card registry
-    ("workers", frozenset({"worker", "agent", "executor", "service"})),  # processes that serve requests
+    ("workers", frozenset({"worker", "agent", "executor", "service", "builtins"})),  # processes that serve requests
     ("management", frozenset({"manage"})),  # definitions, executions, reviews: what the API, CLI and MCP share
     ("mcp server", frozenset({"mcp_server"})),  # the mesh as MCP tools (stdio, and mounted by the gateway)
     ("http", frozenset({"gateway"})),  # the mesh on the web: A2A over HTTP through the a2a-sdk, calls by Client

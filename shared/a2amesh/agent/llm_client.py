@@ -9,9 +9,11 @@ every 50 ms.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +23,15 @@ from a2amesh.errors import LlmError
 from a2amesh.jsontext import loads
 from a2amesh.logs import get_logger
 
-__all__ = ["DELTA_INTERVAL", "ChatModel", "Completion", "DeltaCoalescer", "ToolCallRequest"]
+__all__ = [
+    "DELTA_INTERVAL",
+    "ChatModel",
+    "Completion",
+    "DeltaCoalescer",
+    "Embeddings",
+    "GeneratedImage",
+    "ToolCallRequest",
+]
 
 log = get_logger("llm")
 
@@ -36,6 +46,23 @@ class ToolCallRequest:
     id: str
     name: str
     arguments: str
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Vectors of an embeddings call, in the order of its texts."""
+
+    vectors: list[list[float]]
+    model: str
+    prompt_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class GeneratedImage:
+    """One image of an images call: its bytes (decoded from base64) and the prompt the endpoint used."""
+
+    data: bytes
+    revised_prompt: str | None = None
 
 
 @dataclass
@@ -153,8 +180,12 @@ class ChatModel:
         tools: list[dict[str, Any]] | None = None,
         on_delta: Callable[[str], Awaitable[None]] | None = None,
         stream: bool | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Completion:
         """One chat completion.
+
+        ``options`` are further request fields (``model``, ``temperature``, ``max_tokens``,
+        ``response_format``) that override this model's own for this call.
 
         Raises:
             LlmError: the endpoint failed after its retries, timed out, or could not be reached.
@@ -164,28 +195,86 @@ class ChatModel:
             kwargs["tools"] = tools
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
+        if options:
+            kwargs.update({k: v for k, v in options.items() if v is not None})
         # Stream only when someone reads the deltas: a streamed answer costs about twice the client CPU.
         streaming = (self.stream if stream is None else stream) and on_delta is not None
         try:
             if streaming:
                 return await self._streamed(kwargs, on_delta)
             body = await self._openai().post("/chat/completions", body=kwargs, cast_to=bytes)
-        except openai.APIStatusError as e:
+        except openai.OpenAIError as e:
+            raise self._failure(e) from e
+        return self._completion_of(body)
+
+    async def embed(self, texts: list[str], *, model: str) -> Embeddings:
+        """Embed texts with ``POST /embeddings`` (one vector per text, in order).
+
+        Raises:
+            LlmError: the endpoint failed after its retries, or answered something that is not embeddings.
+        """
+        try:
+            body = await self._openai().post(
+                "/embeddings", body={"model": model, "input": texts, "encoding_format": "float"}, cast_to=bytes
+            )
+        except openai.OpenAIError as e:
+            raise self._failure(e) from e
+        try:
+            data = loads(body)
+            rows = sorted(data["data"], key=lambda row: int(row.get("index", 0)))
+            vectors = [[float(x) for x in row["embedding"]] for row in rows]
+            usage = data.get("usage") or {}
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise LlmError(
+                f"the model endpoint {self.base_url} answered malformed embeddings ({type(e).__name__}: {e})"
+            ) from e
+        if len(vectors) != len(texts):
+            raise LlmError(f"the model endpoint {self.base_url} gave {len(vectors)} embeddings for {len(texts)} texts")
+        return Embeddings(vectors, str(data.get("model") or model), int(usage.get("prompt_tokens") or 0))
+
+    async def images(self, prompt: str, *, model: str | None, n: int = 1, **options: Any) -> list[GeneratedImage]:
+        """Generate images with ``POST /images/generations`` (``response_format: b64_json``).
+
+        ``options`` are further request fields (``size``, ``quality``, ``style``); None values are left out.
+
+        Raises:
+            LlmError: the endpoint failed after its retries, or answered no image data.
+        """
+        body: dict[str, Any] = {"prompt": prompt, "n": n, "response_format": "b64_json"}
+        if model:
+            body["model"] = model
+        body.update({k: v for k, v in options.items() if v is not None})
+        try:
+            raw = await self._openai().post("/images/generations", body=body, cast_to=bytes)
+        except openai.OpenAIError as e:
+            raise self._failure(e) from e
+        try:
+            rows = loads(raw)["data"]
+            images = [GeneratedImage(base64.b64decode(row["b64_json"]), row.get("revised_prompt")) for row in rows]
+        except (ValueError, TypeError, KeyError, binascii.Error) as e:
+            raise LlmError(
+                f"the images endpoint {self.base_url} answered no base64 image data ({type(e).__name__}: {e})"
+            ) from e
+        if not images:
+            raise LlmError(f"the images endpoint {self.base_url} answered no image")
+        return images
+
+    def _failure(self, e: openai.OpenAIError) -> LlmError:
+        """An ``openai`` error as one line saying what the endpoint did."""
+        if isinstance(e, openai.APIStatusError):
+            return LlmError(
                 f"the model endpoint {self.base_url} answered HTTP {e.status_code} "
                 f"(after {self.max_retries} retries): {_error_message(e)}",
                 status=e.status_code,
-            ) from e
-        except openai.APITimeoutError as e:
-            raise LlmError(
+            )
+        if isinstance(e, openai.APITimeoutError):
+            return LlmError(
                 f"the model endpoint {self.base_url} did not answer within {self.timeout:g}s "
                 f"(after {self.max_retries} retries)"
-            ) from e
-        except openai.APIConnectionError as e:
-            raise LlmError(f"cannot reach the model endpoint {self.base_url}: {e}") from e
-        except openai.OpenAIError as e:
-            raise LlmError(f"the model endpoint {self.base_url} failed: {e}") from e
-        return self._completion_of(body)
+            )
+        if isinstance(e, openai.APIConnectionError):
+            return LlmError(f"cannot reach the model endpoint {self.base_url}: {e}")
+        return LlmError(f"the model endpoint {self.base_url} failed: {e}")
 
     def _completion_of(self, body: bytes) -> Completion:
         """Read a chat-completion response body (the JSON is read directly, without the client's typed models)."""

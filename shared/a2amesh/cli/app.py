@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from a2amesh import eventloop, logs
-from a2amesh.cli import gateway, mcp, mesh, runs, schedules, workflows
+from a2amesh.cli import gateway, mcp, mesh, rag, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
 
 __all__ = ["EXTRA_VERBS", "build_parser", "main"]
@@ -23,7 +23,7 @@ __all__ = ["EXTRA_VERBS", "build_parser", "main"]
 EXTRA_VERBS: list[Callable[[Any], None]] = []
 """Functions that add more verbs to the subparsers (called last by :func:`build_parser`)."""
 
-_CONFIGURES_LOGS = frozenset({"agent", "up", "demo", "executor", "gateway", "mcp", "llm-host"})
+_CONFIGURES_LOGS = frozenset({"agent", "builtins", "up", "demo", "executor", "gateway", "mcp", "llm-host"})
 """Verbs that set up logging themselves (from Settings); the others log warnings only."""
 
 
@@ -69,6 +69,13 @@ def _add_mesh_verbs(sub: Any) -> None:
     s = sub.add_parser("agent", help="run one agent process from its YAML file")
     s.add_argument("file")
     s.set_defaults(func=mesh.cmd_agent)
+
+    s = sub.add_parser("builtins", help="run the built-in agents (llm, tools, tool_loop nodes) in one process")
+    s.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per model request")
+    s.add_argument("--llm-retries", type=int, default=3, help="retries of a failed model request, with backoff")
+    s.add_argument("--embedding-model", help="embedding model of embed, memory and rag nodes that name none")
+    s.add_argument("--image-model", help="model of image nodes that name none (default: the endpoint's)")
+    s.set_defaults(func=mesh.cmd_builtins)
 
     s = sub.add_parser("agents", help="list live agent and workflow cards")
     s.add_argument("--json", action="store_true")
@@ -154,6 +161,27 @@ def _add_run_verbs(sub: Any) -> None:
     s.add_argument("--workflow", help="list only this workflow's schedules")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=schedules.cmd_schedules)
+
+    s = sub.add_parser("rag", help="vector stores of the rag node: rag ingest STORE FILE…")
+    rag_sub = s.add_subparsers(dest="rag_verb", required=True, metavar="ACTION")
+    r = rag_sub.add_parser("ingest", help="chunk, embed (OPENAI_BASE_URL) and store text files in a vector store")
+    r.add_argument("store", help="the vector store's name")
+    r.add_argument("files", nargs="+", metavar="FILE")
+    r.add_argument("--embedding-model", help="the embedding model (default text-embedding-3-small)")
+    r.add_argument("--chunk-size", type=int, default=800, help="most characters per chunk")
+    r.add_argument("--overlap", type=int, default=100, help="characters shared by consecutive chunks")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=rag.cmd_rag_ingest)
+
+    s = sub.add_parser("memory", help="list or delete the entries of the memory nodes (per agent, user, key)")
+    s.add_argument("action", choices=["list", "delete"])
+    s.add_argument("agent", help="whose memory (the memory nodes' agent: by default the workflow's name)")
+    s.add_argument("entry", nargs="?", help="the entry id to delete")
+    s.add_argument("--user", help="only this user's entries")
+    s.add_argument("--key", help="only the entry with this key")
+    s.add_argument("--limit", type=int, default=100)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=rag.cmd_memory)
 
     s = sub.add_parser("validate", help="check workflow definition files; print errors and warnings")
     s.add_argument("files", nargs="+", metavar="FILE")

@@ -23,7 +23,7 @@ from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import UsageError
 from a2amesh.protocol import StreamResponse, Task, TaskState
 
-__all__ = ["cmd_agent", "cmd_agents", "cmd_call", "cmd_demo", "cmd_init", "cmd_up"]
+__all__ = ["cmd_agent", "cmd_agents", "cmd_builtins", "cmd_call", "cmd_demo", "cmd_init", "cmd_up"]
 
 
 async def cmd_agent(args: argparse.Namespace) -> int:
@@ -35,6 +35,27 @@ async def cmd_agent(args: argparse.Namespace) -> int:
     logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
     runtime = build_runtime(Path(args.file), settings)
     service = agent_service(runtime, settings)
+    await serve_until_signal(service.run, service.shutdown)
+    return EXIT_OK
+
+
+async def cmd_builtins(args: argparse.Namespace) -> int:
+    """``a2amesh builtins``: serve the built-in agents until a signal."""
+    from a2amesh.builtins.agents import ModelSettings
+    from a2amesh.builtins.service import builtins_service
+
+    settings = verb_settings(args)
+    logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
+    if args.llm_timeout <= 0 or args.llm_retries < 0:
+        raise UsageError("--llm-timeout must be above 0 and --llm-retries at least 0")
+    models = ModelSettings.from_settings(
+        settings,
+        embedding_model=args.embedding_model,
+        image_model=args.image_model,
+        timeout=args.llm_timeout,
+        max_retries=args.llm_retries,
+    )
+    service = builtins_service(settings, models)
     await serve_until_signal(service.run, service.shutdown)
     return EXIT_OK
 

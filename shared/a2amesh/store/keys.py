@@ -57,6 +57,27 @@ class Keys:
         """Set of the task ids of a context that hold artifacts (to refresh their TTL together)."""
         return f"{self.ns}:artifacts:ctx:{{{context_id}}}"
 
+    # memory (seed 004's agent_memory): entries of one agent share the hash tag ``{agent}``
+    def memory_entry(self, agent: str, entry_id: str) -> str:
+        """One memory entry (hash: id, agent, user, key, content, metadata, created_at, updated_at, dimensions)."""
+        return f"{self.ns}:mem:{{{agent}}}:{entry_id}"
+
+    def memory_vectors(self, agent: str, user: str | None) -> str:
+        """Embeddings of one memory scope (hash: entry id → base64 float32 vector)."""
+        return f"{self.ns}:memvec:{{{agent}}}:" + (f"u:{user}" if user is not None else "shared")
+
+    def memory_index(self, agent: str) -> str:
+        """Sorted set of every memory entry id of an agent (all users) by last update (ms)."""
+        return f"{self.ns}:memidx:{{{agent}}}"
+
+    def memory_version(self, agent: str, user: str | None) -> str:
+        """Counter of one memory scope, raised by every write and delete (readers cache vectors by it)."""
+        return f"{self.ns}:memver:{{{agent}}}:" + (f"u:{user}" if user is not None else "shared")
+
+    def memory_keys(self, agent: str, user: str | None) -> str:
+        """Entry id by key in one memory scope (hash: key → entry id)."""
+        return f"{self.ns}:memkey:{{{agent}}}:" + (f"u:{user}" if user is not None else "shared")
+
     # executions
     def execution(self, execution_id: str) -> str:
         """Execution record."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from a2amesh.config import Settings
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
+from a2amesh.store.memory import MemoryStore
 from a2amesh.store.redis import connect_redis
 from a2amesh.store.schedules import ScheduleStore
 
@@ -21,6 +22,7 @@ class StoreSession:
 
     executions: ExecutionStore
     schedules: ScheduleStore
+    memory: MemoryStore
 
 
 @asynccontextmanager
@@ -34,7 +36,7 @@ async def open_store(settings: Settings) -> AsyncIterator[StoreSession]:
     keys = Keys(settings.namespace)
     executions = ExecutionStore(redis, keys, retention=settings.task_retention, lease_ttl=settings.lease_ttl)
     try:
-        yield StoreSession(executions=executions, schedules=ScheduleStore(redis, keys))
+        yield StoreSession(executions=executions, schedules=ScheduleStore(redis, keys), memory=MemoryStore(redis, keys))
     finally:
         await executions.aclose()
         await redis.aclose()

@@ -18,6 +18,7 @@ from a2amesh.diagnostics import shorten
 from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.nodes import (
     AgentNode,
+    BuiltinNode,
     ConditionalNode,
     ForkNode,
     HumanReviewNode,
@@ -26,6 +27,7 @@ from a2amesh.workflow.dag.nodes import (
     MapNode,
     Node,
     SwitchNode,
+    ToolLoopNode,
     WorkflowNode,
 )
 from a2amesh.workflow.graph.definition import GraphDefinition
@@ -42,6 +44,15 @@ _SHAPES = {
     "join": ('(("', '"))'),
     "loop": ('{{"', '"}}'),
     "human_review": ('>"', '"]'),
+    "prompt": ('["', '"]'),
+    "llm": ('(["', '"])'),
+    "tools": ('[("', '")]'),
+    "tool_loop": ('(["', '"])'),
+    "embed": ('[("', '")]'),
+    "memory_read": ('[("', '")]'),
+    "memory_write": ('[("', '")]'),
+    "rag": ('[("', '")]'),
+    "image": ('(["', '"])'),
 }
 _LABEL_LIMIT = 60
 _END = "wf_end"
@@ -92,7 +103,13 @@ def _detail(node: Node) -> str:
         return "human review"
     if isinstance(node, ConditionalNode):
         return "if " + _short(node.condition)
-    return "switch"
+    if isinstance(node, SwitchNode):
+        return "switch"
+    if isinstance(node, ToolLoopNode):
+        return f"tool loop: {len(node.tools)} tool(s)"
+    if isinstance(node, BuiltinNode):
+        return node.type.replace("_", " ")
+    return "prompt"
 
 
 def _label(node: Node) -> str:

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from a2amesh.ids import node_message_id, task_id_for
-from a2amesh.workflow.dag.nodes import AgentNode, ForkNode, Node, RetryStrategy, WorkflowNode
+from a2amesh.workflow.dag.nodes import (
+    AgentNode,
+    BuiltinNode,
+    ForkNode,
+    MemoryNodeBase,
+    Node,
+    RetryStrategy,
+    ToolsNode,
+    WorkflowNode,
+)
 from a2amesh.workflow.dag.state import NodeRun, NodeStatus
 from a2amesh.workflow.dag.step import CALL_TYPES, StepBase, add_usage, timeout_timer
 from a2amesh.workflow.events import ErrorKind, NodeFailed, NodePaused, NodeSucceeded
@@ -33,9 +42,26 @@ class CallSteps(StepBase):
             assert isinstance(node, ForkNode)
             branch = next(b for b in node.branches if b.id == run.path.rsplit("/", 1)[1])
             return branch.agent_name, branch.input, branch.instruction
+        if isinstance(node, BuiltinNode):
+            return node.builtin_agent, self._builtin_input(node), None
         assert isinstance(node, AgentNode | WorkflowNode)
         agent = node.agent_name if isinstance(node, AgentNode) else node.workflow_name
         return agent, node.input, node.instruction
+
+    def _builtin_input(self, node: BuiltinNode) -> JsonValue:
+        """The input template of a node run by a built-in agent, the workflow's agent settings applied."""
+        d = self.definition
+        if isinstance(node, ToolsNode):
+            source = node.source_node(d.llm_node_ids())
+            assert source is not None, "validated: a tools node has an llm source"
+            data = node.source_input(source)
+        else:
+            data = node.call_input(d.agent_config, d.max_tool_iterations)
+        assert isinstance(data, dict)
+        if isinstance(node, MemoryNodeBase):
+            data = node.with_memory_config(data, d.memory_config)
+            data["agent"] = data["agent"] or self.engine.name  # the default scope: this workflow
+        return {**data, "stream": d.streaming_enabled}
 
     def _start_call(self, run: NodeRun) -> None:
         node = self._call_node(run)

@@ -23,7 +23,17 @@ from a2amesh.durations import Duration
 from a2amesh.errors import DefinitionError, ScheduleError
 from a2amesh.jsontext import content_digest
 from a2amesh.schedules import parse_schedule
-from a2amesh.workflow.dag.nodes import NODE_TYPES, LoopNode, MapNode, Node, RetryStrategy, Skill
+from a2amesh.workflow.dag.nodes import (
+    NODE_TYPES,
+    AgentConfig,
+    LlmNode,
+    LoopNode,
+    MapNode,
+    MemoryConfig,
+    Node,
+    RetryStrategy,
+    Skill,
+)
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, field_problem
 from a2amesh.workflow.templates import JsonValue, TemplateScope
 
@@ -89,6 +99,16 @@ class WorkflowDefinition(DefinitionModel):
         json_schema_extra=also_accepts({"type": "number"}),
     )
     schedule_input: JsonValue = Field(None, description="The input of every scheduled run. Omitted: an empty object.")
+    agent_config: AgentConfig | None = Field(
+        None, description="Defaults of the model nodes (model, temperature, max_tokens, system, embedding_model)."
+    )
+    memory_config: MemoryConfig | None = Field(
+        None, description="Defaults of the memory nodes (enabled, agent, top_k, min_score)."
+    )
+    max_tool_iterations: int = Field(10, ge=1, description="Most model rounds of a tool_loop node (seed 004).")
+    streaming_enabled: bool = Field(
+        False, description="Ask the built-in agents to stream model answers (token deltas to streaming callers)."
+    )
 
     _by_id: dict[str, Node] = PrivateAttr(default_factory=dict)
     _ids: frozenset[str] = PrivateAttr(default_factory=frozenset)
@@ -211,6 +231,10 @@ class WorkflowDefinition(DefinitionModel):
             for deps in pending.values():
                 deps.difference_update(ready)
         return order
+
+    def llm_node_ids(self) -> set[str]:
+        """The ids of the llm nodes (a tools node reads the tool calls of one)."""
+        return {node.id for node in self.nodes if isinstance(node, LlmNode)}
 
     def retry_strategy_for(self, node_id: str) -> RetryStrategy | None:
         """The retry strategy that applies to a node: its own, else the workflow's."""

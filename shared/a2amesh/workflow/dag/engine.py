@@ -25,12 +25,16 @@ from a2amesh.workflow.dag.containers import ContainerSteps
 from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.nodes import (
     AgentNode,
+    BuiltinNode,
     ConditionalNode,
     ForkNode,
     HumanReviewNode,
     JoinNode,
     LoopNode,
     MapNode,
+    MemoryConfig,
+    MemoryNodeBase,
+    PromptNode,
     SwitchNode,
     WorkflowNode,
 )
@@ -49,7 +53,7 @@ from a2amesh.workflow.events import (
     ReviewAnswered,
     TimerFired,
 )
-from a2amesh.workflow.templates import JsonValue, TemplateError, resolve
+from a2amesh.workflow.templates import JsonValue, TemplateError, render, resolve
 
 __all__ = ["EXECUTION_TIMEOUT", "Engine", "StepResult", "start", "step"]
 
@@ -58,6 +62,12 @@ _FINAL_STATUS = {
     "failure": ExecutionStatus.FAILED,
     "cancel": ExecutionStatus.CANCELED,
 }
+
+_DISABLED_MEMORY: dict[str, JsonValue] = {
+    "memory_read": {"entries": [], "text": "", "disabled": True},
+    "memory_write": {"id": None, "key": None, "agent": None, "user": None, "replaced": False, "disabled": True},
+}
+"""What memory nodes output when the workflow's memory_config disables memory."""
 
 _EVENT_OF_STATUS = {
     ExecutionStatus.COMPLETED: "execution.completed",
@@ -517,8 +527,14 @@ class _Step(ContainerSteps, ReviewSteps, BranchSteps):
             except ConditionError as exc:
                 self.fail(run, f"when: {exc}", "error")
                 return
-        if isinstance(node, AgentNode | WorkflowNode):
+        if isinstance(node, MemoryNodeBase) and not (self.definition.memory_config or MemoryConfig()).enabled:
+            run.status = NodeStatus.RUNNING
+            self.emit("node.started", run)
+            self.complete(run, _DISABLED_MEMORY[node.type])
+        elif isinstance(node, AgentNode | WorkflowNode | BuiltinNode):
             self._start_call(run)
+        elif isinstance(node, PromptNode):
+            self._run_prompt(run, node)
         elif isinstance(node, SwitchNode):
             self._start_switch(run, node)
         elif isinstance(node, ConditionalNode):
@@ -534,6 +550,17 @@ class _Step(ContainerSteps, ReviewSteps, BranchSteps):
             self.complete(run, {"results": {}, "completed": []})
         elif isinstance(node, HumanReviewNode):
             self._start_review(run, node)
+
+    def _run_prompt(self, run: NodeRun, node: PromptNode) -> None:
+        """A prompt node: its template rendered here, no agent call."""
+        try:
+            text = render(node.template, self.scope_for(run), path="template")
+        except TemplateError as exc:
+            self.fail(run, str(exc), "error")
+            return
+        run.status = NodeStatus.RUNNING
+        self.emit("node.started", run)
+        self.complete(run, {"text": text})
 
     def _dag_failure(self, run: NodeRun) -> None:
         if not self.definition.fail_fast or self._absorbable(run):

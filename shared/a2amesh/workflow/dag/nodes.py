@@ -1,25 +1,54 @@
-"""Pydantic models of the DAG format's nodes (SPEC §5.1): one class per node type, and retry strategies.
+"""Pydantic models of the DAG format's nodes (SPEC §5.1): one class per node type, and the ``Node`` union.
 
+The orchestration nodes are here; the agent nodes of seed 004 are in :mod:`a2amesh.workflow.dag.agent_nodes`
+and the base class and retry strategies in :mod:`a2amesh.workflow.dag.node_base` (all re-exported here).
 Spellings as in :mod:`a2amesh.workflow.dag.spellings`; the workflow definition that holds the nodes is
 :mod:`a2amesh.workflow.dag.definition`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from a2amesh.durations import Duration
+from a2amesh.workflow.dag.agent_nodes import (
+    BUILTIN_AGENTS,
+    AgentConfig,
+    BuiltinNode,
+    EmbedNode,
+    ImageNode,
+    LlmNode,
+    MemoryConfig,
+    MemoryNodeBase,
+    MemoryReadNode,
+    MemoryWriteNode,
+    PromptNode,
+    RagNode,
+    ToolLoopNode,
+    ToolRef,
+    ToolsNode,
+)
+from a2amesh.workflow.dag.node_base import Backoff, NodeBase, RetryPolicy, RetryStrategy, node_type_name
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, as_list, field_problem
 from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
     "NODE_TYPES",
+    "BUILTIN_AGENTS",
+    "AgentConfig",
     "AgentNode",
     "Backoff",
+    "BuiltinNode",
+    "EmbedNode",
+    "ImageNode",
+    "RagNode",
+    "MemoryConfig",
+    "MemoryNodeBase",
+    "MemoryReadNode",
+    "MemoryWriteNode",
     "CallNode",
     "CallNodeBase",
     "ConditionalNode",
@@ -29,53 +58,21 @@ __all__ = [
     "JoinNode",
     "LoopNode",
     "MapNode",
+    "LlmNode",
     "Node",
     "NodeBase",
+    "PromptNode",
     "RetryPolicy",
     "RetryStrategy",
     "Skill",
     "SwitchCase",
     "SwitchNode",
+    "ToolLoopNode",
+    "ToolRef",
+    "ToolsNode",
     "WorkflowNode",
     "node_type_name",
 ]
-
-RetryPolicy: TypeAlias = Literal["OnFailure", "OnError", "Always"]
-
-
-class Backoff(DefinitionModel):
-    """Exponential backoff between retries (Argo ``retryStrategy.backoff``)."""
-
-    duration: Duration = Field(1.0, description="Delay before the first retry (seconds or 30s, 5m, 1h, 1d).")
-    factor: float = Field(2.0, ge=1, description="Multiplier applied to the delay after each retry.")
-    max_duration: Duration | None = Field(None, description="Upper bound of any single delay.")
-
-
-class RetryStrategy(DefinitionModel):
-    """When and how often a node is retried (node level over workflow level)."""
-
-    limit: int = Field(3, ge=0, description="Retries after the first attempt (0 = no retry).")
-    retry_policy: RetryPolicy = Field(
-        "OnFailure",
-        description="OnFailure: retry when the callee reported failure; OnError: when the call itself failed "
-        "(timeout, transport, JSON-RPC error, redelivery limit); Always: both.",
-    )
-    backoff: Backoff | None = Field(None, description="Delay between attempts; none means retry at once.")
-
-    def retries_on(self, outcome: Literal["failure", "error"]) -> bool:
-        """Whether this policy retries a callee failure (``"failure"``) or a failed call (``"error"``)."""
-        if self.retry_policy == "Always":
-            return True
-        return (self.retry_policy == "OnFailure") == (outcome == "failure")
-
-    def delay(self, retry: int) -> float:
-        """Seconds to wait before retry number ``retry`` (1 for the first retry)."""
-        if self.backoff is None:
-            return 0.0
-        seconds = self.backoff.duration * self.backoff.factor ** max(retry - 1, 0)
-        if self.backoff.max_duration is not None:
-            seconds = min(seconds, self.backoff.max_duration)
-        return float(seconds)
 
 
 class Skill(DefinitionModel):
@@ -88,52 +85,6 @@ class Skill(DefinitionModel):
     examples: list[str] | None = Field(None, description="Example requests.")
     input_modes: list[str] | None = Field(None, description="Media types the skill accepts.")
     output_modes: list[str] | None = Field(None, description="Media types the skill produces.")
-
-
-class NodeBase(DefinitionModel):
-    field_aliases: ClassVar[Mapping[str, str]] = {"dependencies": "depends_on"}
-
-    id: str = Field(min_length=1, description="Unique node id; templates read its output as {{id.output.field}}.")
-    depends_on: list[str] = Field(
-        default_factory=list,
-        description="Nodes that must finish first (alias: dependencies). A node whose dependencies were all "
-        "skipped is skipped.",
-        json_schema_extra=also_accepts({"type": "string"}),
-    )
-    when: str | None = Field(None, description="Condition (SPEC §5.3); when false the node is skipped.")
-
-    @field_validator("depends_on", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return as_list(value)
-
-    @classmethod
-    def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
-        if isinstance(data.get("type"), str):
-            data["type"] = node_type_name(data["type"])
-        return data
-
-    @property
-    def dependencies(self) -> tuple[str, ...]:
-        """Every node this node waits for (``depends_on``, plus ``wait_for`` of a join), deduplicated."""
-        return tuple(dict.fromkeys(self.depends_on))
-
-    def templated_fields(self) -> list[tuple[str, JsonValue]]:
-        """``(field path, value)`` of every field that may hold templates (conditions excluded)."""
-        return []
-
-    def condition_fields(self) -> list[tuple[str, str]]:
-        """``(field path, condition)`` of every condition of this node."""
-        return [("when", self.when)] if self.when is not None else []
-
-    def branch_targets(self) -> list[tuple[str, str]]:
-        """``(field path, node id)`` of the nodes this node routes to (switch, conditional, review)."""
-        return []
-
-    @property
-    def inner_target(self) -> str | None:
-        """The node a map or loop runs on each item/iteration, else ``None``."""
-        return None
 
 
 class CallNodeBase(NodeBase):
@@ -385,14 +336,17 @@ NODE_TYPES: dict[str, type[NodeBase]] = {
     "join": JoinNode,
     "loop": LoopNode,
     "human_review": HumanReviewNode,
+    "prompt": PromptNode,
+    "llm": LlmNode,
+    "tools": ToolsNode,
+    "tool_loop": ToolLoopNode,
+    "embed": EmbedNode,
+    "memory_read": MemoryReadNode,
+    "memory_write": MemoryWriteNode,
+    "rag": RagNode,
+    "image": ImageNode,
 }
 """Node type name → model."""
-
-
-def node_type_name(value: str) -> str:
-    """Normalize a node type as written (``humanReview``, ``Human-Review``) to its name (``human_review``)."""
-    snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", value.strip()).replace("-", "_")
-    return snake.lower()
 
 
 def _node_tag(value: Any) -> str | None:
@@ -412,7 +366,16 @@ Node: TypeAlias = Annotated[
     | Annotated[ForkNode, Tag("fork")]
     | Annotated[JoinNode, Tag("join")]
     | Annotated[LoopNode, Tag("loop")]
-    | Annotated[HumanReviewNode, Tag("human_review")],
+    | Annotated[HumanReviewNode, Tag("human_review")]
+    | Annotated[PromptNode, Tag("prompt")]
+    | Annotated[LlmNode, Tag("llm")]
+    | Annotated[ToolsNode, Tag("tools")]
+    | Annotated[ToolLoopNode, Tag("tool_loop")]
+    | Annotated[EmbedNode, Tag("embed")]
+    | Annotated[MemoryReadNode, Tag("memory_read")]
+    | Annotated[MemoryWriteNode, Tag("memory_write")]
+    | Annotated[RagNode, Tag("rag")]
+    | Annotated[ImageNode, Tag("image")],
     Discriminator(_node_tag),
 ]
 """Any node, discriminated by ``type``."""

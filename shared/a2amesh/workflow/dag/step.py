@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from a2amesh.workflow.dag.nodes import LoopNode, MapNode
+from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS, LoopNode, MapNode
 from a2amesh.workflow.dag.state import Command, ExecutionState, NodeRun, NodeStatus
 from a2amesh.workflow.events import CancelCall, ClearTimer, EmitEvent, ErrorKind, SetTimer
 from a2amesh.workflow.templates import UNSET, JsonValue, TemplateScope
@@ -18,7 +18,7 @@ __all__ = ["CALL_TYPES", "EXECUTION_TIMEOUT", "Nodes", "StepBase", "add_usage", 
 EXECUTION_TIMEOUT = "execution_timeout"
 """Timer id of the whole execution's timeout."""
 
-CALL_TYPES = frozenset({"agent", "workflow", "branch"})
+CALL_TYPES = frozenset({"agent", "workflow", "branch", *BUILTIN_AGENTS})
 """Node-instance types that call an agent or workflow."""
 
 _STATUS_TEXT = {"success": "completed", "failure": "failed", "cancel": "canceled"}

@@ -28,6 +28,7 @@ from a2amesh.workflow.conditions import ConditionError, compile_condition
 from a2amesh.workflow.dag.definition import WorkflowDefinition, problems_from_error
 from a2amesh.workflow.dag.nodes import (
     AgentNode,
+    BuiltinNode,
     ConditionalNode,
     ForkNode,
     JoinNode,
@@ -35,6 +36,7 @@ from a2amesh.workflow.dag.nodes import (
     MapNode,
     Node,
     SwitchNode,
+    ToolsNode,
     WorkflowNode,
 )
 from a2amesh.workflow.templates import (
@@ -380,6 +382,35 @@ class _Checker:
             self._check_fork(node)
         elif isinstance(node, MapNode):
             self._check_map(node)
+        elif isinstance(node, ToolsNode):
+            self._check_tools_source(node)
+
+    def _check_tools_source(self, node: ToolsNode) -> None:
+        llm_ids = self.definition.llm_node_ids()
+        if node.source is None:
+            candidates = [d for d in node.depends_on if d in llm_ids]
+            if len(candidates) != 1:
+                found = (
+                    f"it depends on {len(candidates)}: {', '.join(candidates)}" if candidates else "it depends on none"
+                )
+                self.error(
+                    node.id,
+                    "depends_on",
+                    f"a tools node runs the tool calls of one llm node: depend on exactly one llm node or set "
+                    f"source ({found})",
+                )
+            return
+        if not self._known(node.id, "source", node.source):
+            return
+        if node.source not in llm_ids:
+            kind = self.definition.node(node.source).type
+            self.error(node.id, "source", f"{node.source!r} is a {kind} node; source must name an llm node")
+        elif node.source not in node.depends_on:
+            self.error(
+                node.id,
+                "source",
+                f"{node.source!r} must also be in depends_on, so its tool calls exist when this node runs",
+            )
 
     def _check_fork(self, node: ForkNode) -> None:
         ids: set[str] = set()
@@ -523,6 +554,16 @@ class _Checker:
                     "workflow_name",
                     f"no workflow {node.workflow_name!r} is known yet{did_you_mean(node.workflow_name, known)}",
                 )
+            elif isinstance(node, BuiltinNode):
+                for index, ref in enumerate(getattr(node, "tools", [])):
+                    name = ref.agent or ref.workflow
+                    if name is not None and name not in known:
+                        kind = "agent" if ref.agent else "workflow"
+                        self.warn(
+                            node.id,
+                            f"tools[{index}].{kind}",
+                            f"no {kind} {name!r} is known yet{did_you_mean(name, known)}",
+                        )
             elif isinstance(node, ForkNode):
                 for index, branch in enumerate(node.branches):
                     if branch.agent_name not in known:

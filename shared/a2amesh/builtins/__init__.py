@@ -1,0 +1,1 @@
+"""Built-in agents: the model work of the agent node catalogue (``llm``, ``tools``, ``tool_loop``) as mesh agents."""
