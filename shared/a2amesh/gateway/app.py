@@ -284,13 +284,16 @@ def sdk_routes(handler: MeshRequestHandler, card_modifier: Any, settings: Gatewa
     return routes
 
 
-def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None = None) -> Starlette:
+def create_app(
+    client: Client, settings: GatewaySettings, *, redis: Redis | None = None, closing: asyncio.Event | None = None
+) -> Starlette:
     """The gateway as an ASGI app over a started ``Client`` (the app never closes it).
 
     Args:
         client: the mesh client every call is forwarded with; its registry lists the agents.
         settings: the gateway's settings.
-        redis: checked by ``/readyz`` when given.
+        redis: checked by ``/readyz`` when given (and the store of the management API and the dashboard).
+        closing: set when the gateway stops, so that open event streams end.
     """
     errors.register()
     auth = Authenticator(settings.api_keys)
@@ -363,7 +366,14 @@ def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None
         from a2amesh.gateway.api import ApiMesh, create_api
         from a2amesh.gateway.dashboard import dashboard_routes
 
-        mesh = ApiMesh(client=client, redis=redis, settings=client.settings, http=settings, auth=auth)
+        mesh = ApiMesh(
+            client=client,
+            redis=redis,
+            settings=client.settings,
+            http=settings,
+            auth=auth,
+            closing=closing or asyncio.Event(),
+        )
         routes[:0] = dashboard_routes(mesh, directory=list_agents)  # its /agents answers JSON unless asked for HTML
         routes.append(Mount("", app=create_api(mesh)))  # last: /api/…, /openapi.json, /docs
     return Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})
