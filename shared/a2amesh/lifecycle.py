@@ -7,7 +7,8 @@ is done; ``shutdown()`` is idempotent, safe before ``run()``, and waits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -107,3 +108,29 @@ class Background:
         """Wait at most ``timeout`` seconds for every task running now to end."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout)
+
+
+async def until_set(stop: asyncio.Event, items: AsyncIterator[T]) -> AsyncIterator[T]:
+    """``items`` until they end or ``stop`` is set; then the pending ``anext`` is cancelled (a server that is
+    shutting down ends its open streams instead of waiting for their next item). However it ends, ``items``
+    is no longer running when this returns, so its owner may close it."""
+    stopping = asyncio.ensure_future(stop.wait())
+    pending: asyncio.Future[T] | None = None
+    try:
+        while True:
+            pending = asyncio.ensure_future(anext(items))
+            await asyncio.wait({pending, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not pending.done():
+                return
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield item
+    finally:
+        stopping.cancel()
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending

@@ -181,3 +181,28 @@ async def test_bad_event_requests_are_precise(http: httpx.AsyncClient) -> None:
     r = await http.get("/api/events", params={"workflow": "no.dots"})
     assert r.status_code == 422
     assert r.json()["errors"][0]["path"] == "query.workflow"
+
+
+async def test_an_open_stream_ends_when_the_gateway_stops(bus: Any, settings: Any, redis: Any) -> None:
+    """Stopping the gateway ends an open /api/events stream at once: the client sees the end, and the gateway
+    stops well inside its grace period instead of waiting for the stream."""
+    import asyncio
+
+    from a2amesh.gateway import Gateway, GatewaySettings
+    from a2amesh.gateway.server import SHUTDOWN_GRACE
+
+    gw = Gateway(settings, GatewaySettings(host="127.0.0.1", port=0), bus=bus, redis=redis)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(gw.run_until(stop))
+    await within(gw.ready.wait(), 10, "the gateway to listen")
+    async with (
+        httpx.AsyncClient(base_url=gw.url, timeout=30) as http,
+        http.stream("GET", "/api/events") as response,
+    ):
+        feed = Feed(response)
+        assert (await within(feed.next(), 10, "the ready comment")).comment == "ready"
+        stop.set()
+        limit = SHUTDOWN_GRACE - 2
+        await within(serving, limit, f"the gateway to stop within {limit}s with a stream open")
+        rest = [line async for line in feed._lines]  # the stream has ended: no more events
+        assert all(not line.startswith("data:") for line in rest)

@@ -534,3 +534,16 @@ async def test_execute_one_branch_of_a_graph_workflow(
         r = await http.post("/api/workflows/flow/execute", json={"input": {"n": 1}, "branch": "once"})
         assert r.status_code == 422, r.text
         assert "has no branches" in r.json()["detail"]
+
+
+async def test_oversized_bodies_are_413_on_every_api_route(gateway: Any) -> None:
+    """A body above the gateway's limit is a 413 problem on any route that takes one, before the route runs."""
+    url = await gateway()
+    big = b'{"input": "' + b"x" * (800 * 1024) + b'"}'
+    async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+        for path in ("/api/workflows/wf/execute", "/api/executions/nope/resume", "/api/executions/nope/retry"):
+            r = await http.post(path, content=big, headers={"Content-Type": "application/json"})
+            assert r.status_code == 413, (path, r.status_code, r.text[:200])
+            assert r.headers["content-type"].startswith("application/problem+json")
+            assert "limit" in r.json()["detail"]
+        assert (await http.get("/healthz")).status_code == 200

@@ -35,6 +35,7 @@ from a2amesh.bus import headers as h
 from a2amesh.client import Client
 from a2amesh.gateway import cards, errors
 from a2amesh.gateway.auth import Authenticator, AuthFailed, RateLimiter
+from a2amesh.gateway.bodies import read_body, replay
 from a2amesh.gateway.conversion import card_to_proto
 from a2amesh.gateway.handler import CALL_STATE_KEY, CallInfo, MeshRequestHandler
 from a2amesh.gateway.mcp_mount import MCP_PATH, McpMount
@@ -222,7 +223,7 @@ class AgentGate:
             return error_response(
                 404, codes.AGENT_NOT_FOUND, f"no live agent or workflow named {agent!r}", jsonrpc=jsonrpc
             )
-        body = await _read_body(request, self.settings.max_body_bytes)
+        body = await read_body(request, self.settings.max_body_bytes)
         if body is None:
             return error_response(
                 413,
@@ -242,36 +243,7 @@ class AgentGate:
         traceparent = request.headers.get(h.TRACEPARENT)
         if traceparent is not None and len(traceparent) != _TRACEPARENT_LEN:
             traceparent = None  # malformed: not carried on
-        return CallInfo(agent=agent, caller=caller, traceparent=traceparent), _replay(body, receive)
-
-
-async def _read_body(request: Request, limit: int) -> bytes | None:
-    """The whole body, or None when it is (or announces itself) larger than ``limit``."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _replay(body: bytes, original: Receive) -> Receive:
-    """The body read once, then the server's own ``receive`` (which reports the client's disconnect)."""
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await original()
-
-    return receive
+        return CallInfo(agent=agent, caller=caller, traceparent=traceparent), replay(body, receive)
 
 
 def sdk_routes(handler: MeshRequestHandler, card_modifier: Any, settings: GatewaySettings) -> list[BaseRoute]:
@@ -312,13 +284,16 @@ def sdk_routes(handler: MeshRequestHandler, card_modifier: Any, settings: Gatewa
     return routes
 
 
-def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None = None) -> Starlette:
+def create_app(
+    client: Client, settings: GatewaySettings, *, redis: Redis | None = None, closing: asyncio.Event | None = None
+) -> Starlette:
     """The gateway as an ASGI app over a started ``Client`` (the app never closes it).
 
     Args:
         client: the mesh client every call is forwarded with; its registry lists the agents.
         settings: the gateway's settings.
-        redis: checked by ``/readyz`` when given.
+        redis: checked by ``/readyz`` when given (and the store of the management API and the dashboard).
+        closing: set when the gateway stops, so that open event streams end.
     """
     errors.register()
     auth = Authenticator(settings.api_keys)
@@ -391,7 +366,14 @@ def create_app(client: Client, settings: GatewaySettings, *, redis: Redis | None
         from a2amesh.gateway.api import ApiMesh, create_api
         from a2amesh.gateway.dashboard import dashboard_routes
 
-        mesh = ApiMesh(client=client, redis=redis, settings=client.settings, http=settings, auth=auth)
+        mesh = ApiMesh(
+            client=client,
+            redis=redis,
+            settings=client.settings,
+            http=settings,
+            auth=auth,
+            closing=closing or asyncio.Event(),
+        )
         routes[:0] = dashboard_routes(mesh, directory=list_agents)  # its /agents answers JSON unless asked for HTML
         routes.append(Mount("", app=create_api(mesh)))  # last: /api/…, /openapi.json, /docs
     return Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})

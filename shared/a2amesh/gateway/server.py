@@ -102,7 +102,8 @@ class Gateway:
         sock = bind(self.http.host, self.http.port)
         try:
             async with self._connections() as (client, redis):
-                app = create_app(client, self.http, redis=redis)
+                closing = asyncio.Event()
+                app = create_app(client, self.http, redis=redis, closing=closing)
                 config = uvicorn.Config(
                     app,
                     http=HTTP_PARSER,
@@ -121,6 +122,7 @@ class Gateway:
                     self.ready.set()
                     stopper = tg.create_task(stop.wait())
                     await asyncio.wait({serving, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                    closing.set()
                     server.should_exit = True
                     stopper.cancel()
         finally:

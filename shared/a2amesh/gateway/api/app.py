@@ -7,7 +7,8 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 
 from a2amesh.gateway.api.deps import ApiMesh
-from a2amesh.gateway.api.problems import install_problem_handlers, problem_doc
+from a2amesh.gateway.api.problems import Problem, install_problem_handlers, problem_doc, problem_response
+from a2amesh.gateway.bodies import BodyLimit
 
 __all__ = ["ERROR_RESPONSES", "create_api"]
 
@@ -48,6 +49,11 @@ def create_api(mesh: ApiMesh) -> FastAPI:
     )
     app.state.mesh = mesh
     install_problem_handlers(app)
+    limit = mesh.http.max_body_bytes
+    too_large = problem_response(
+        Problem(413, "payload-too-large", f"the request body exceeds the gateway's limit of {limit} bytes")
+    )
+    app.add_middleware(BodyLimit, limit=limit, too_large=too_large)
     for router in _routers():
         app.include_router(router, responses=ERROR_RESPONSES)
     return app

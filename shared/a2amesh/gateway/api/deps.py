@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,6 +32,7 @@ class ApiMesh:
         http: the gateway's settings (keys, limits).
         auth: checks API keys.
         extras: what a router keeps per process (made lazily by the router that needs it).
+        closing: set when the gateway stops: open streams end.
     """
 
     client: Client
@@ -39,6 +41,7 @@ class ApiMesh:
     http: GatewaySettings
     auth: Authenticator
     extras: dict[str, Any] = field(default_factory=dict)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def mesh_of(request: Request) -> ApiMesh:

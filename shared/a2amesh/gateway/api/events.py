@@ -18,6 +18,7 @@ from fastapi.responses import StreamingResponse
 from a2amesh.gateway.api.deps import mesh_of
 from a2amesh.gateway.api.executions import UNAVAILABLE, Reader, translated
 from a2amesh.gateway.api.problems import Problem
+from a2amesh.lifecycle import until_set
 from a2amesh.manage.events import EventQuery, MeshEvent, follow_events, parse_types
 
 __all__ = ["router", "sse"]
@@ -91,7 +92,7 @@ async def events(
     async def body() -> AsyncIterator[bytes]:
         async with contextlib.aclosing(feed):
             yield sse(None, first=True)
-            async for event in feed:
+            async for event in until_set(mesh.closing, feed):
                 yield sse(event)
 
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
