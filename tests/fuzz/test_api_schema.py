@@ -17,6 +17,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
+from a2amesh.builtins.agents import BuiltinAgents, ModelSettings
+from a2amesh.builtins.service import BuiltinsWorker
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.config import Settings
@@ -24,6 +26,7 @@ from a2amesh.gateway import Gateway, GatewaySettings
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import connect_redis
+from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.servers import MeshServers
 
 EXAMPLES = 100
@@ -33,8 +36,9 @@ EXAMPLES = 100
 class GatewayThread:
     """A gateway with its own event loop in a thread, over the test servers, in a namespace of its own."""
 
-    def __init__(self, mesh: Settings) -> None:
+    def __init__(self, mesh: Settings, model_url: str) -> None:
         self.mesh = mesh
+        self.model_url = model_url
         self.url = ""
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -72,6 +76,10 @@ class GatewayThread:
         fields = {"workflow": "wf", "status": "running", "task_id": "known", "input": "{}"}
         await store.create("known", owner="fuzz", state_json="{}", fields=fields, nodes={}, events=[], timers={})
         await store.index_created("known", workflow="wf", status="running", timers={})
+        models = ModelSettings(base_url=self.model_url, api_key=None, model="fake-model", embedding_model="fake")
+        worker = BuiltinsWorker(BuiltinAgents(models), bus=bus, redis=redis, settings=self.mesh)
+        serving = asyncio.create_task(worker.run_until(self._stop))  # the memory API writes through builtin-memory
+        await worker.ready.wait()
         gw = Gateway(self.mesh, GatewaySettings(host="127.0.0.1", port=0), bus=bus, redis=redis)
         task = asyncio.create_task(gw.run_until(self._stop))
         await asyncio.wait({asyncio.create_task(gw.ready.wait()), task}, return_when=asyncio.FIRST_COMPLETED)
@@ -79,6 +87,7 @@ class GatewayThread:
         self._ready.set()
         try:
             await task
+            await serving
         finally:
             await store.aclose()
             await redis.aclose()
@@ -94,7 +103,9 @@ def api_schema(servers: MeshServers) -> Iterator[object]:
         redis_url=servers.redis_url,
         namespace="f" + uuid.uuid4().hex[:8],
     )
-    gateway = GatewayThread(mesh)
+    model = FakeOpenAIServer()
+    model.start()
+    gateway = GatewayThread(mesh, model.base_url)
     url = gateway.start()
     try:
         loaded = schemathesis.openapi.from_url(f"{url}/openapi.json").exclude(path="/api/events")
@@ -102,6 +113,7 @@ def api_schema(servers: MeshServers) -> Iterator[object]:
         yield loaded
     finally:
         gateway.stop()
+        model.stop()
 
 
 def test_every_route_answers_within_its_schema(api_schema: schemathesis.BaseSchema) -> None:

@@ -7,6 +7,7 @@ entries of the scope (``docs/nodes.md`` gives the limits).
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal
@@ -17,13 +18,32 @@ from pydantic import BaseModel, ConfigDict, Field
 from a2amesh.agent.context import TaskContext
 from a2amesh.agent.llm_client import ChatModel, Embeddings
 from a2amesh.builtins.conversation import parse_input
-from a2amesh.store.memory import MemoryStore, unpack_vector
+from a2amesh.bus.nats import Bus
+from a2amesh.errors import TransportError
+from a2amesh.jsontext import dumps_bytes
+from a2amesh.store.memory import MemoryEntry, MemoryStore, unpack_vector
 
-__all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents", "ScopeRef"]
+__all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents", "ScopeRef", "publish_memory_event"]
 
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 CACHED_SCOPES = 64
 """Scopes whose vectors a process keeps in memory between searches (least recently used dropped first)."""
+
+
+async def publish_memory_event(bus: Bus, event: str, entry: MemoryEntry) -> None:
+    """``memory.created|updated|deleted`` of an entry on the events stream (its content left out: entries may be
+    private to a user, and the event says only what changed). Best effort: a store write is not undone when
+    NATS is away."""
+    data = {
+        "id": entry.id,
+        "agent": entry.agent,
+        "user": entry.user,
+        "key": entry.key,
+        "event": event,
+        "timestamp": entry.updated_at,
+    }
+    with contextlib.suppress(TransportError):
+        await bus.js_publish(bus.subjects.memory_event(entry.agent, event), dumps_bytes(data))
 
 
 class EmbeddingMismatch(ValueError):
@@ -71,8 +91,16 @@ class _MemoryRequest(_Input):
 class MemoryAgents:
     """The work of ``builtin-embed`` and ``builtin-memory`` (no task state kept here)."""
 
-    def __init__(self, store: MemoryStore, chat: Callable[[], ChatModel], *, embedding_model: str | None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        chat: Callable[[], ChatModel],
+        *,
+        embedding_model: str | None,
+        bus: Bus | None = None,
+    ) -> None:
         self.store = store
+        self.bus = bus
         self._chat = chat
         self.embedding_model = embedding_model or DEFAULT_EMBEDDING_MODEL
         self._cache: OrderedDict[tuple[str, str | None], tuple[int, list[str], np.ndarray[Any, Any]]] = OrderedDict()
@@ -113,6 +141,8 @@ class MemoryAgents:
             key=request.key,
             metadata=request.metadata,
         )
+        if self.bus is not None:
+            await publish_memory_event(self.bus, "updated" if replaced else "created", entry)
         return {"id": entry.id, "key": entry.key, "agent": entry.agent, "user": entry.user, "replaced": replaced}
 
     async def _check_dimensions(self, request: ScopeRef, dimensions: int) -> None:

@@ -71,7 +71,10 @@ class BuiltinsWorker(Worker):
         super().__init__()
         self.agents = agents
         memory = MemoryAgents(
-            MemoryStore(redis, Keys(settings.namespace)), agents.chat, embedding_model=agents.models.embedding_model
+            MemoryStore(redis, Keys(settings.namespace)),
+            agents.chat,
+            embedding_model=agents.models.embedding_model,
+            bus=bus,
         )
         rag = RagAgent(memory, agents)
         image = ImageAgent(agents.chat, model=agents.models.image_model)

@@ -105,14 +105,18 @@ class Subjects:
         """Lifecycle event subject of a workflow's nodes."""
         return f"{self.ns}.events.node.{workflow}.{event}"
 
+    def memory_event(self, agent: str, event: str) -> str:
+        """Lifecycle event of a memory entry of ``agent`` (``created``, ``updated``, ``deleted``)."""
+        return f"{self.ns}.events.memory.{agent}.{event}"
+
     @property
     def events_all(self) -> list[str]:
         """Subjects of the events stream."""
-        return [f"{self.ns}.events.workflow.>", f"{self.ns}.events.node.>"]
+        return [f"{self.ns}.events.workflow.>", f"{self.ns}.events.node.>", f"{self.ns}.events.memory.>"]
 
     def events_filter(self, group: str | None = None, workflow: str | None = None, event: str | None = None) -> str:
-        """One subject over the events stream: ``group`` (``workflow`` or ``node``), ``workflow`` and ``event``
-        each narrow it when given."""
+        """One subject over the events stream: ``group`` (``workflow``, ``node`` or ``memory``), ``workflow`` (a
+        memory event's agent) and ``event`` each narrow it when given."""
         return f"{self.ns}.events.{group or '*'}.{workflow or '*'}.{event or '*'}"
 
     def event_parts(self, subject: str) -> tuple[str, str, str] | None:

@@ -21,7 +21,7 @@ from a2amesh.manage.failures import InvalidRequest
 
 __all__ = ["EventQuery", "MeshEvent", "follow_events", "parse_types"]
 
-_TYPE = re.compile(r"^(workflow|node)(\.[a-z][a-z_]*)?$")
+_TYPE = re.compile(r"^(workflow|node|memory)(\.[a-z][a-z_]*)?$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -57,12 +57,12 @@ def parse_types(values: list[str]) -> tuple[str, ...]:
     """Event types from query values (each may hold several, comma-separated).
 
     Raises:
-        InvalidRequest: a type that is not ``workflow``, ``node``, ``workflow.EVENT`` or ``node.EVENT``.
+        InvalidRequest: a type that is not ``workflow``, ``node``, ``memory`` or ``GROUP.EVENT``.
     """
     types = tuple(t.strip() for value in values for t in value.split(",") if t.strip())
     bad = [t for t in types if not _TYPE.match(t)]
     if bad:
-        message = f"{bad[0]!r} is not an event type: use workflow, node, workflow.EVENT or node.EVENT"
+        message = f"{bad[0]!r} is not an event type: use workflow, node, memory, or one event such as node.completed"
         raise InvalidRequest(f"type: {message}", [{"path": "query.type", "message": message}])
     return types
 

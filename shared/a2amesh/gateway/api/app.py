@@ -25,7 +25,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def _routers() -> list[APIRouter]:
-    from a2amesh.gateway.api import events, executions, llm_agents, schedules, workflows
+    from a2amesh.gateway.api import events, executions, llm_agents, memory, schedules, workflows
 
     routers: list[APIRouter] = [
         workflows.router,
@@ -33,6 +33,7 @@ def _routers() -> list[APIRouter]:
         executions.router,
         schedules.router,
         events.router,
+        memory.router,
     ]
     return routers
 
