@@ -14,7 +14,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -100,6 +100,9 @@ class RunnerDeps:
     instance: str
     handlers: Mapping[type[BaseModel], CommandHandler[Any]] = field(default_factory=lambda: HANDLERS)
     """How the commands engines leave to the executor (``io_commands``) are carried out, by type."""
+    alive: Callable[[], bool] = field(default=lambda: True)
+    """Whether the replica's presence surely still stands (:class:`~a2amesh.executor.presence.PresenceKeeper`);
+    a runner takes no step once it may have lapsed."""
 
 
 def make_runner(
@@ -239,6 +242,11 @@ class ExecutionRunner(Generic[StateT]):
         self.inbox.put_nowait(TimerFired(timer_id=timer_id))
 
     async def _apply(self, batch: list[BaseModel]) -> None:
+        if not self.deps.alive():
+            # this replica's presence may have lapsed: another one may be taking the execution over
+            self.log.warning("execution.presence_lapsed")
+            self.lost = True
+            return
         step = self.engine.advance(self.state, batch, time.time)
         state = step.state
         if state is self.state or (not step.commands and state == self.state):

@@ -33,6 +33,7 @@ from a2amesh.executor.catalog import Catalog
 from a2amesh.executor.context import Drivers, ExecutorContext
 from a2amesh.executor.control import ExecutionControl
 from a2amesh.executor.intake import CONTROL_TYPES, ExecutionIntake
+from a2amesh.executor.presence import PresenceKeeper
 from a2amesh.executor.resume import Resumer
 from a2amesh.executor.runner import ExecutionRunner, RunnerDeps
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
@@ -112,6 +113,7 @@ class WorkflowExecutor(Worker):
         """The replica's loops and other background work (the executions' drivers are :attr:`drivers`')."""
         self._intake_tasks = Background()
         """Requests being taken in (each holds an execution slot until it is created or refused)."""
+        self.presence = PresenceKeeper(self.store.presence, self.instance, self.drivers.runners, self.log)
         self.ctx = ExecutorContext(
             bus=bus,
             client=self.client,
@@ -121,7 +123,9 @@ class WorkflowExecutor(Worker):
             tasks=self.tasks,
             artifacts=artifacts,
             catalog=self.catalog,
-            deps=RunnerDeps(bus, self.client, self.store, self.tasks, artifacts, settings, self.instance),
+            deps=RunnerDeps(
+                bus, self.client, self.store, self.tasks, artifacts, settings, self.instance, alive=self.presence.alive
+            ),
             drivers=self.drivers,
             background=self.background,
             log=self.log,
@@ -150,6 +154,7 @@ class WorkflowExecutor(Worker):
         """Serve until :meth:`shutdown`; then stop pulling, let executions finish or hand them over."""
         await init_mesh(self.bus, self.settings)
         await self.client.start()
+        await self.presence.announce()  # present before it drives anything
         change = await asyncio.to_thread(self.catalog.scan)
         for problem in change.errors.values():
             self.log.error("workflow.invalid", error=problem)
@@ -159,7 +164,14 @@ class WorkflowExecutor(Worker):
                 try:
                     for name in sorted(self.catalog.workflows):
                         await self._serve(name)
-                    for loop in (self._heartbeat_loop, self.takeover.renew_loop, self._tick_loop, self._reload_loop):
+                    loops = (
+                        self._heartbeat_loop,
+                        self.presence.run,
+                        self.takeover.renew_loop,
+                        self._tick_loop,
+                        self._reload_loop,
+                    )
+                    for loop in loops:
                         self.background.spawn(loop(), name=f"executor-{loop.__name__}")
                     self.log.info("executor.ready", workflows=sorted(self.served), folder=str(self.folder))
                     self.ready.set()
@@ -193,6 +205,8 @@ class WorkflowExecutor(Worker):
         await self.drivers.stop(self.store, grace=self.settings.shutdown_grace)
         self.background.cancel()
         await self.background.wait(timeout=5)
+        with contextlib.suppress(Exception):
+            await self.presence.withdraw()  # what it drove is handed over: nothing left to take over
         for served in list(self.served.values()):
             await served.control.unsubscribe()
             with contextlib.suppress(Exception):
