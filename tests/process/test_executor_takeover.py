@@ -112,3 +112,34 @@ async def test_clean_stop_hands_over_at_once(
     task = await within(call.result(), 30, "the final answer")
     assert task.status.state == TaskState.COMPLETED, task.status
     assert await redis.hgetall(tkey(settings, "runs")) == {"second": "1"}
+
+
+async def test_frozen_replica_taken_over_and_stopped_when_thawed(
+    settings: Settings, client: Client, redis: Redis, processes: ProcessFactory, tmp_path: Path
+) -> None:
+    """SIGSTOP of the driving replica (10 s lease): taken over once its presence lapses, within 5 s; thawed,
+    it stops the runners that lived through the gap (they take no step) and the next node runs once."""
+    procs, _ = await two_replicas(processes, client, tmp_path, PRODUCTION_LEASE)
+    call = await client.dispatch("handover", make_message(data={}), timeout=60)
+    await eventually(lambda: redis.llen(tkey(settings, "started")), timeout=15, what="the first node to start")
+    owner = await owner_of(redis, settings, call.task_id)
+    frozen = next(p for p in procs if instance_of(p) == owner)
+    survivor = next(p for p in procs if p is not frozen)
+    stopped = time.monotonic()
+    frozen.signal(signal.SIGSTOP)
+    try:
+
+        async def taken_over() -> bool:
+            return await owner_of(redis, settings, call.task_id) == instance_of(survivor)
+
+        await eventually(taken_over, timeout=9, what="the surviving replica to take the execution over")
+        assert time.monotonic() - stopped < 5.0
+    finally:
+        frozen.signal(signal.SIGCONT)
+    await eventually(
+        lambda: "executor.presence_lapsed" in frozen.output(), timeout=10, what="the thawed replica to stop"
+    )
+    await redis.set(tkey(settings, "release"), "1")
+    task = await within(call.result(), 30, "the final answer")
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert await redis.hgetall(tkey(settings, "runs")) == {"second": "1"}

@@ -154,24 +154,17 @@ class WorkflowExecutor(Worker):
         """Serve until :meth:`shutdown`; then stop pulling, let executions finish or hand them over."""
         await init_mesh(self.bus, self.settings)
         await self.client.start()
-        await self.presence.announce()  # present before it drives anything
-        change = await asyncio.to_thread(self.catalog.scan)
-        for problem in change.errors.values():
-            self.log.error("workflow.invalid", error=problem)
         try:
+            await self.presence.start()  # present before it drives anything
+            change = await asyncio.to_thread(self.catalog.scan)
+            for problem in change.errors.values():
+                self.log.error("workflow.invalid", error=problem)
             # the control plane's CancelTask answers still waiting are awaited before the stores close
             async with self.control:
                 try:
                     for name in sorted(self.catalog.workflows):
                         await self._serve(name)
-                    loops = (
-                        self._heartbeat_loop,
-                        self.presence.run,
-                        self.takeover.renew_loop,
-                        self._tick_loop,
-                        self._reload_loop,
-                    )
-                    for loop in loops:
+                    for loop in (self._heartbeat_loop, self.takeover.renew_loop, self._tick_loop, self._reload_loop):
                         self.background.spawn(loop(), name=f"executor-{loop.__name__}")
                     self.log.info("executor.ready", workflows=sorted(self.served), folder=str(self.folder))
                     self.ready.set()
@@ -179,6 +172,8 @@ class WorkflowExecutor(Worker):
                 finally:
                     await self._shutdown_sequence()
         finally:
+            with contextlib.suppress(Exception):
+                await self.presence.withdraw()  # what it drove is handed over: nothing left to take over
             await self.client.close()
             await self.store.aclose()
             await self.tasks.aclose()
@@ -205,8 +200,6 @@ class WorkflowExecutor(Worker):
         await self.drivers.stop(self.store, grace=self.settings.shutdown_grace)
         self.background.cancel()
         await self.background.wait(timeout=5)
-        with contextlib.suppress(Exception):
-            await self.presence.withdraw()  # what it drove is handed over: nothing left to take over
         for served in list(self.served.values()):
             await served.control.unsubscribe()
             with contextlib.suppress(Exception):

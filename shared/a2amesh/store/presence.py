@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, load_script, now_ms
+from a2amesh.store.redis import Redis, dedicated_client, load_script, now_ms
 
 __all__ = ["PRESENCE_TTL", "ExecutorPresence", "presence_ttl"]
 
@@ -51,6 +51,16 @@ class ExecutorPresence:
         self.keys = keys
         self.ttl_ms = int(ttl * 1000)
         self._release = redis.register_script(load_script("lease_release"))
+
+    def on_own_connection(self) -> ExecutorPresence:
+        """A copy with a connection of its own, opened on first use by the event loop that uses it (the
+        renewal thread's); close it with :meth:`aclose` in that loop."""
+        own = dedicated_client(self.redis, connections=1)
+        return ExecutorPresence(own, own, self.keys, ttl=self.ttl_ms / 1000)
+
+    async def aclose(self) -> None:
+        """Close the connection of a copy made by :meth:`on_own_connection`."""
+        await self.redis.aclose()
 
     async def announce(self, instance: str) -> None:
         """Put (or renew) this replica's presence key and index entry."""
