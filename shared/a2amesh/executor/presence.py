@@ -9,8 +9,9 @@ lease as before. So that a replica that is merely frozen or cut off from Redis i
 it still drives, it counts itself present only until ``ttl`` minus a margin after the start of its last
 renewal that landed: past that, each runner stops at its next step (:meth:`PresenceKeeper.alive`, read by
 the runner), and when a renewal lands after such a gap every runner that lived through it is stopped
-before any takes another step. Their executions are then taken over as after a crash (maybe by this
-replica). The epoch fence still refuses any write of a runner that was too late.
+before any takes another step. Each such runner hands its lease over when it has stopped (if it still
+holds it), so its execution is taken over at once (maybe by this replica) rather than a lease later. The
+epoch fence still refuses any write of a runner that was too late.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class PresenceKeeper:
         stopped = 0
         for runner in list(self.runners.values()):
             if not runner.lost:
-                runner.lost = True
+                runner.lost = runner.fenced = True
                 runner.inbox.put_nowait(_WAKE)
                 stopped += 1
         self._gap = False

@@ -151,6 +151,8 @@ class ExecutionRunner(Generic[StateT]):
         self.inbox: Mailbox[BaseModel] = Mailbox()
         self.targets: list[str] = []
         self.lost = False
+        self.fenced = False
+        """Stopped because this replica's presence may have lapsed: its lease is handed over when it ends."""
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.final_task: Task | None = None
         self._stored_final: tuple[Task, TaskRecordView] | None = None  # written by the finishing commit
@@ -245,7 +247,7 @@ class ExecutionRunner(Generic[StateT]):
         if not self.deps.alive():
             # this replica's presence may have lapsed: another one may be taking the execution over
             self.log.warning("execution.presence_lapsed")
-            self.lost = True
+            self.lost = self.fenced = True
             return
         step = self.engine.advance(self.state, batch, time.time)
         state = step.state
