@@ -10,6 +10,12 @@ every round: one plain call (``Client.send("echo")``), one run of a 1-node and o
 and, every fifth round, one run of a 50-node chain. Alternating keeps both meshes' caches colder than a
 single mesh's, so the absolute figures are higher than ``workflows.py``'s; the pairs are what count. The
 client is this tree's on both sides.
+
+``--load SECONDS`` adds a load phase after the rounds (``--rounds 0``: the load phase alone): the two
+sides take turns, ``--load-pairs`` times each, at keeping 100 executions of the 10-node chain in flight
+for SECONDS (the throughput section's closed loop), with each side's executor and agent CPU measured
+over its own turn; ``--replicas K`` starts K echo agent processes per side. The figures: node
+executions/s and executor and agent CPU per node (the agents' summed), the median of the turns.
 """
 
 from __future__ import annotations
@@ -22,8 +28,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/ab.py` from anywhere
 
 from a2amesh.client import Client
-from bench.common import BenchContext, Figure, Section, main, ms_since
-from bench.wfkit import ECHO, chain_workflow, prepare_namespace, start_agents, start_executor, write_workflows
+from bench.common import BenchContext, Child, Figure, Section, main, ms_since
+from bench.throughput import closed_loop
+from bench.wfkit import (
+    ECHO,
+    CpuMeter,
+    chain_workflow,
+    prepare_namespace,
+    start_agents,
+    start_executor,
+    write_workflows,
+)
 from bench.workflows import run_chain
 
 SIDES = ("before", "after")
@@ -35,19 +50,61 @@ MEASURES = {
 }
 
 
-def section(before: Path, rounds: int) -> Section:
+LOAD = {
+    "rate": ("node executions/s under load", "nodes/s"),
+    "executor_cpu": ("executor CPU per node under load", "ms"),
+    "agent_cpu": ("agent CPU per node under load (all replicas)", "ms"),
+}
+IN_FLIGHT = 100
+
+
+async def load_phase(
+    ctx: BenchContext, clients: dict[str, Client], procs: dict[str, dict[str, list[Child]]], seconds: float, pairs: int
+) -> list[Figure]:
+    """The sides take turns at the closed loop; rate and CPU per node of each turn (see the module docstring)."""
+    samples: dict[str, dict[str, list[float]]] = {s: {m: [] for m in LOAD} for s in SIDES}
+    for side in SIDES:  # warm-up under load
+        await closed_loop(clients[side], "chain10", IN_FLIGHT, min(seconds, 2.0))
+    order = list(SIDES)
+    for _ in range(pairs):
+        order.reverse()
+        for side in order:
+            pids = {f"{role}{i}": c.pid for role, children in procs[side].items() for i, c in enumerate(children)}
+            meter = CpuMeter(pids)
+            meter.start()
+            done, elapsed, _ = await closed_loop(clients[side], "chain10", IN_FLIGHT, seconds)
+            cpu = meter.stop()
+            nodes = done * 10
+            samples[side]["rate"].append(nodes / elapsed)
+            samples[side]["executor_cpu"].append(
+                sum(v for k, v in cpu.items() if k.startswith("executor")) * 1000 / nodes
+            )
+            samples[side]["agent_cpu"].append(sum(v for k, v in cpu.items() if k.startswith("agent")) * 1000 / nodes)
+    figures = []
+    for measure, (label, unit) in LOAD.items():
+        for side in SIDES:
+            values = samples[side][measure]
+            note = "turns: " + ", ".join(f"{v:.3g}" for v in values)
+            figures.append(Figure.from_samples(f"ab.load.{measure}.{side}", f"{label}: {side}", values, unit, note))
+    return figures
+
+
+def section(before: Path, rounds: int, load: float = 0.0, pairs: int = 3, replicas: int = 1) -> Section:
     """The A/B section for the package folder ``before``."""
 
     async def run(ctx: BenchContext) -> list[Figure]:
         clients: dict[str, Client] = {}
+        procs: dict[str, dict[str, list[Child]]] = {}
+        extra: list[Figure] = []
         try:
             for side in SIDES:
                 ns = ctx.new_namespace(side)
                 env = {"PYTHONPATH": str(before)} if side == "before" else {}
                 folder = write_workflows(ctx.tmp / f"wf-{ns}", [chain_workflow(f"chain{n}", n) for n in (1, 10, 50)])
                 await prepare_namespace(ctx, ns)
-                await start_agents(ctx, ECHO, ns, env=env)
-                await start_executor(ctx, folder, ns, env=env)
+                agents = await start_agents(ctx, ECHO, ns, replicas, env=env)
+                executor, _ = await start_executor(ctx, folder, ns, env=env)
+                procs[side] = {"executor": [executor], "agent": agents}
                 clients[side] = await Client.connect(ctx.settings(ns), name=f"bench-ab-{side}")
                 for name in ("echo", "chain1", "chain10", "chain50"):
                     await clients[side].registry.wait_for(name, 30)
@@ -70,6 +127,8 @@ def section(before: Path, rounds: int) -> Section:
                 if i % 5 == 0:
                     for side in order:
                         samples[side]["chain50"].append(await run_chain(clients[side], "chain50", i) / 50)
+            if load > 0:
+                extra = await load_phase(ctx, clients, procs, 1.0 if ctx.quick else load, pairs)
         finally:
             for client in clients.values():
                 await client.close()
@@ -77,7 +136,8 @@ def section(before: Path, rounds: int) -> Section:
             Figure.from_samples(f"ab.{measure}.{side}", f"{label}: {side}", samples[side][measure])
             for measure, label in MEASURES.items()
             for side in SIDES
-        ]
+            if samples[side][measure]
+        ] + extra
 
     return Section("ab", f"A/B: {before} (before) against this tree (after)", run, latency=True)
 
@@ -88,8 +148,12 @@ if __name__ == "__main__":
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--before", type=Path, required=True, help="folder holding the `a2amesh` package to compare")
     pre.add_argument("--rounds", type=int, default=300, help="rounds of the comparison (default 300)")
+    pre.add_argument("--load", type=float, default=0.0, help="seconds of each closed-loop turn (default 0: none)")
+    pre.add_argument("--load-pairs", type=int, default=3, help="turns of each side in the load phase (default 3)")
+    pre.add_argument("--replicas", type=int, default=1, help="echo agent processes per side (default 1)")
     known, rest = pre.parse_known_args()
     package = known.before.resolve()
     if not (package / "a2amesh" / "__init__.py").is_file():
         raise SystemExit(f"--before: {package} holds no a2amesh package (give a checkout's shared/ folder)")
-    raise SystemExit(main([floors.SECTION, section(package, known.rounds)], "ab", __doc__ or "", rest))
+    ab = section(package, known.rounds, known.load, known.load_pairs, known.replicas)
+    raise SystemExit(main([floors.SECTION, ab], "ab", __doc__ or "", rest))

@@ -12,14 +12,19 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 TASK_NAMESPACE = uuid.UUID("8f6b2d4e-3a1c-5e7f-9b0d-a2a3e5b0c1d2")
 
 
+_USABLE = 62 * 4
+"""Random bytes below this map to a character without bias (byte % 62); the others are dropped."""
+_TO_CHAR = bytes(ord(_ALPHABET[b % 62]) for b in range(_USABLE)) + bytes(256 - _USABLE)
+_DROPPED = bytes(range(_USABLE, 256))
+
+
 def nuid() -> str:
-    """A fresh 22-character random id that is safe as a NATS subject token."""
-    n = secrets.randbits(128)
-    out = []
-    for _ in range(22):
-        n, r = divmod(n, 62)
-        out.append(_ALPHABET[r])
-    return "".join(out)
+    """A fresh 22-character random id that is safe as a NATS subject token: 22 characters drawn uniformly
+    from 62 by the system's CSPRNG (about 131 bits), mapped in C (``bytes.translate``)."""
+    out = secrets.token_bytes(32).translate(_TO_CHAR, _DROPPED)
+    while len(out) < 22:  # 32 bytes give fewer than 22 characters about once in 3·10^8 ids
+        out += secrets.token_bytes(32).translate(_TO_CHAR, _DROPPED)
+    return out[:22].decode()
 
 
 _NAMESPACE_BYTES = TASK_NAMESPACE.bytes

@@ -648,3 +648,23 @@ def test_error_info_metadata_must_be_strings() -> None:
     ParseDict(item, any_pb2.Any())
     with pytest.raises(ParseError):
         ParseDict({**item, "metadata": {"retry_in_ms": 100}}, any_pb2.Any())
+
+
+@pytest.mark.parametrize(
+    ("built", "fields"),
+    [
+        (lambda: Part.of_text("hello"), {"text": "hello"}),
+        (lambda: Part.of_data({"a": [1, 2]}), {"data": {"a": [1, 2]}, "media_type": "application/json"}),
+    ],
+)
+def test_built_parts_equal_pydantic_constructed_ones(built: Any, fields: dict[str, Any]) -> None:
+    """Part.of_text / of_data skip pydantic's per-field default lookup: the part is the same in every respect."""
+    part, reference = built(), Part.model_construct(**fields)
+    assert part == reference
+    assert part.model_fields_set == reference.model_fields_set == set(fields)
+    assert part.model_dump_json() == reference.model_dump_json()
+    assert part.to_json_dict() == reference.to_json_dict()
+    assert repr(part) == repr(reference)
+    assert Part.model_validate_json(part.model_dump_json()) == part
+    assert part.model_copy(update={"filename": "f"}).filename == "f"
+    assert part.filename is None

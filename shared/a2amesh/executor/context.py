@@ -80,6 +80,10 @@ class Drivers:
                 # whose retries are bounded (Takeover.retry_final)
                 self._log.warning("execution.driver_failed", execution_id=execution_id, error=str(e) or repr(e))
             finally:
+                if runner.fenced and not runner.state.finished:
+                    # stopped for a lapsed presence: hand over at once (a no-op if another replica took it)
+                    with contextlib.suppress(Exception):
+                        await runner.deps.store.release(execution_id, runner.token, handover=True)
                 if self.runners.get(execution_id) is runner:
                     del self.runners[execution_id]
                 self.tasks.pop(execution_id, None)

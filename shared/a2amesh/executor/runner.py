@@ -14,7 +14,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -100,6 +100,9 @@ class RunnerDeps:
     instance: str
     handlers: Mapping[type[BaseModel], CommandHandler[Any]] = field(default_factory=lambda: HANDLERS)
     """How the commands engines leave to the executor (``io_commands``) are carried out, by type."""
+    alive: Callable[[], bool] = field(default=lambda: True)
+    """Whether the replica's presence surely still stands (:class:`~a2amesh.executor.presence.PresenceKeeper`);
+    a runner takes no step once it may have lapsed."""
 
 
 def make_runner(
@@ -148,6 +151,8 @@ class ExecutionRunner(Generic[StateT]):
         self.inbox: Mailbox[BaseModel] = Mailbox()
         self.targets: list[str] = []
         self.lost = False
+        self.fenced = False
+        """Stopped because this replica's presence may have lapsed: its lease is handed over when it ends."""
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.final_task: Task | None = None
         self._stored_final: tuple[Task, TaskRecordView] | None = None  # written by the finishing commit
@@ -239,6 +244,11 @@ class ExecutionRunner(Generic[StateT]):
         self.inbox.put_nowait(TimerFired(timer_id=timer_id))
 
     async def _apply(self, batch: list[BaseModel]) -> None:
+        if not self.deps.alive():
+            # this replica's presence may have lapsed: another one may be taking the execution over
+            self.log.warning("execution.presence_lapsed")
+            self.lost = self.fenced = True
+            return
         step = self.engine.advance(self.state, batch, time.time)
         state = step.state
         if state is self.state or (not step.commands and state == self.state):

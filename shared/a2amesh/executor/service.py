@@ -35,6 +35,7 @@ from a2amesh.executor.catalog import Catalog, CatalogChange
 from a2amesh.executor.context import Drivers, ExecutorContext
 from a2amesh.executor.control import ExecutionControl
 from a2amesh.executor.intake import CONTROL_TYPES, ExecutionIntake
+from a2amesh.executor.presence import PresenceKeeper
 from a2amesh.executor.resume import Resumer
 from a2amesh.executor.runner import ExecutionRunner, RunnerDeps
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
@@ -128,6 +129,7 @@ class WorkflowExecutor(Worker):
         """The replica's loops and other background work (the executions' drivers are :attr:`drivers`')."""
         self._intake_tasks = Background()
         """Requests being taken in (each holds an execution slot until it is created or refused)."""
+        self.presence = PresenceKeeper(self.store.presence, self.instance, self.drivers.runners, self.log)
         self.ctx = ExecutorContext(
             bus=bus,
             client=self.client,
@@ -137,7 +139,9 @@ class WorkflowExecutor(Worker):
             tasks=self.tasks,
             artifacts=artifacts,
             catalog=self.catalog,
-            deps=RunnerDeps(bus, self.client, self.store, self.tasks, artifacts, settings, self.instance),
+            deps=RunnerDeps(
+                bus, self.client, self.store, self.tasks, artifacts, settings, self.instance, alive=self.presence.alive
+            ),
             drivers=self.drivers,
             background=self.background,
             log=self.log,
@@ -169,10 +173,11 @@ class WorkflowExecutor(Worker):
         """Serve until :meth:`shutdown`; then stop pulling, let executions finish or hand them over."""
         await init_mesh(self.bus, self.settings)
         await self.client.start()
-        change = await asyncio.to_thread(self.catalog.scan)
-        for problem in change.errors.values():
-            self.log.error("workflow.invalid", error=problem)
         try:
+            await self.presence.start()  # present before it drives anything
+            change = await asyncio.to_thread(self.catalog.scan)
+            for problem in change.errors.values():
+                self.log.error("workflow.invalid", error=problem)
             # the control plane's CancelTask answers still waiting are awaited before the stores close
             async with self.control:
                 try:
@@ -189,6 +194,8 @@ class WorkflowExecutor(Worker):
                     await self._shutdown_sequence()
         finally:
             await self.stored.stop()
+            with contextlib.suppress(Exception):
+                await self.presence.withdraw()  # what it drove is handed over: nothing left to take over
             await self.client.close()
             await self.store.aclose()
             await self.tasks.aclose()

@@ -3,7 +3,9 @@
 Every running execution is owned under a lease (``owner:epoch``) that its replica renews every
 ``lease_ttl/3``; a renewal refused stops the runner before any side effect. The executor's tick
 (:meth:`Takeover.tick`) fires due timers of owned executions, brings back parked ones whose review
-timer is due, and adopts executions whose lease expired (:meth:`Takeover.adopt`). A finished execution
+timer is due, releases the leases of replicas whose presence expired (a crash, found before their leases
+expire: :mod:`a2amesh.executor.presence`), and adopts executions whose lease expired or was released
+(:meth:`Takeover.adopt`). A finished execution
 whose answer never went out is answered again, a bounded number of times (:meth:`Takeover.retry_final`).
 """
 
@@ -81,7 +83,13 @@ class Takeover:
                 await ctx.store.reindex_timers(execution_id, runner.poke())
             elif not ctx.stopping() and ctx.free_slots() > 0:
                 await self.adopt(execution_id)  # a parked (paused) execution whose review timer is due
-        if ctx.free_slots() <= 0 or ctx.stopping():
+        if ctx.stopping():
+            return
+        for instance in await ctx.store.presence.dead():
+            if instance != ctx.instance:
+                released = await ctx.store.presence.release_dead(instance)
+                ctx.log.info("executor.presence_expired", dead=instance, released=len(released))
+        if ctx.free_slots() <= 0:
             return
         for execution_id in await ctx.store.orphaned():
             if execution_id not in runners and ctx.free_slots() > 0:

@@ -31,6 +31,7 @@ from typing import Any, ClassVar, cast
 from a2amesh.jsontext import dumps_text
 from a2amesh.protocol import Task
 from a2amesh.store.keys import Keys
+from a2amesh.store.presence import ExecutorPresence, presence_ttl
 from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script, now_ms
 from a2amesh.store.tasks import TaskRecordView, record_view, task_record_json
 
@@ -242,6 +243,8 @@ class ExecutionStore:
         self._scripts = Scripts(redis, "exec_create", "exec_commit", "exec_index_finish")
         self._lease_redis = dedicated_client(redis)
         self._lease_scripts = Scripts(self._lease_redis, "claim_renew")
+        self.presence = ExecutorPresence(redis, self._lease_redis, keys, ttl=presence_ttl(lease_ttl))
+        """Which executor replicas are alive (renewed on the lease connections)."""
         self._acquire = redis.register_script(load_script("lease_acquire"))
         self._release = redis.register_script(load_script("lease_release"))
         self._mark_cancel = redis.register_script(load_script("exec_mark_cancel"))

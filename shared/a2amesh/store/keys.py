@@ -143,6 +143,14 @@ class Keys:
         """Sorted set of running executions by lease expiry (ms)."""
         return f"{self.ns}:leases"
 
+    def executor_alive(self, instance: str) -> str:
+        """Presence of an executor replica (``SET … PX``, renewed while it runs)."""
+        return f"{self.ns}:executor:{instance}:alive"
+
+    def executors_index(self) -> str:
+        """Sorted set of executor replicas by the expiry (ms) of their presence key."""
+        return f"{self.ns}:executors"
+
     def conversation_turn(self, workflow: str, context_id: str) -> str:
         """The execution id of a conversational graph workflow's latest turn on a contextId (SPEC §6)."""
         return f"{self.ns}:conv:{workflow}:{{{context_id}}}"

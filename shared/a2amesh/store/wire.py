@@ -31,9 +31,26 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 Command = Sequence[Any]
 
+_pack_command = hiredis.pack_command
+
 
 def pack(commands: Sequence[Command], out: bytearray, encoding: str = "utf-8") -> None:
-    """Append ``commands`` to ``out`` in RESP, with redis-py's argument rules (bytes, str, int, float)."""
+    """Append ``commands`` to ``out`` in RESP, with redis-py's argument rules (bytes, str, int, float).
+
+    hiredis encodes each command (in C, the same bytes); a command it refuses (a bool, None, another type)
+    is encoded here, which raises redis-py's precise :class:`DataError`.
+    """
+    if encoding != "utf-8":
+        _pack_python(commands, out, encoding)
+        return
+    for command in commands:
+        try:
+            out += _pack_command(command if type(command) is tuple else tuple(command))
+        except TypeError:
+            _pack_python((command,), out, encoding)
+
+
+def _pack_python(commands: Sequence[Command], out: bytearray, encoding: str) -> None:
     for command in commands:
         out += b"*%d\r\n" % len(command)
         for arg in command:

@@ -42,13 +42,18 @@ def initial_records(state: ExecutionState) -> dict[str, str]:
 def node_records(old: ExecutionState, new: ExecutionState, touched: Iterable[str] | None) -> dict[str, str]:
     """The node records a step changed (path → JSON), among the paths it ``touched`` (None: all of them)."""
     if touched is None:
-        return {path: node_record(run) for path, run in new.nodes.items() if old.nodes.get(path) != run}
+        return {path: node_record(run) for path, run in new.nodes.items() if _changed(old.nodes.get(path), run)}
     records: dict[str, str] = {}
     for path in touched:
         run = dict.get(new.nodes, path)  # read without copying (the engine's nodes copy on write)
-        if run is not None and dict.get(old.nodes, path) != run:
+        if run is not None and _changed(dict.get(old.nodes, path), run):
             records[path] = node_record(run)
     return records
+
+
+def _changed(before: NodeRun | None, run: NodeRun) -> bool:
+    # the same object is unchanged (copy on write): pydantic's __eq__ would compare every field to say so
+    return before is not run and before != run
 
 
 def state_write(
