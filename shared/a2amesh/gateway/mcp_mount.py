@@ -29,7 +29,8 @@ from a2amesh.client import Client
 from a2amesh.gateway.auth import Authenticator, AuthFailed, Caller, RateLimiter
 from a2amesh.gateway.settings import GatewaySettings, is_loopback
 from a2amesh.logs import get_logger
-from a2amesh.mcp_server import ACCESS_SCOPE_KEY, MeshMcpServer
+from a2amesh.mcp_server import ACCESS_SCOPE_KEY, MeshMcpServer, ToolProvider
+from a2amesh.mcp_server.management import management_of
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
@@ -130,7 +131,19 @@ class McpMount:
             keys = Keys(mesh.namespace)
             self._executions = ExecutionStore(redis, keys, retention=mesh.task_retention, lease_ttl=mesh.lease_ttl)
             artifacts = ArtifactStore(redis, keys, retention=mesh.artifact_retention, max_bytes=mesh.artifact_max_bytes)
-        self.server = MeshMcpServer(client, settings.mcp, artifacts=artifacts, executions=self._executions)
+        providers: list[ToolProvider] = []
+        details = None
+        if self._executions is not None:
+            management, details = management_of(client, self._executions)
+            providers.append(management)
+        self.server = MeshMcpServer(
+            client,
+            settings.mcp,
+            artifacts=artifacts,
+            executions=self._executions,
+            details=details,
+            providers=providers,
+        )
         self.manager = StreamableHTTPSessionManager(
             app=self.server.server,
             security_settings=transport_security(settings),

@@ -27,6 +27,7 @@ from a2amesh.bus import headers as h
 from a2amesh.client import Client
 from a2amesh.diagnostics import did_you_mean, validate
 from a2amesh.logs import get_logger
+from a2amesh.manage.executions import Executions
 from a2amesh.mcp_server.access import Access, access_of
 from a2amesh.mcp_server.calls import CallScope, MeshCaller, error_result, issues_text
 from a2amesh.mcp_server.catalog import Catalog
@@ -77,6 +78,7 @@ class MeshMcpServer:
         settings: which cards are tools, naming, call limits.
         artifacts: reads ``artifact://`` resources (None: resource links cannot be read).
         executions: finds a workflow execution's workflow for the run tools (None: they need ``agent``).
+        details: reads execution records for ``get_run`` (trail, output; None: A2A GetTask only).
         providers: more tools (the management tools plug in here).
     """
 
@@ -87,6 +89,7 @@ class MeshMcpServer:
         *,
         artifacts: ArtifactStore | None = None,
         executions: ExecutionStore | None = None,
+        details: Executions | None = None,
         providers: Sequence[ToolProvider] = (),
     ) -> None:
         self.client = client
@@ -94,7 +97,7 @@ class MeshMcpServer:
         self.resources = ResourceReader(artifacts)
         self.caller = MeshCaller(client, self.resources)
         self.provided: dict[str, ProvidedTool] = {}
-        for provider in [RunTools(client, self.caller, settings, executions), *providers]:
+        for provider in [RunTools(client, self.caller, settings, executions, details), *providers]:
             for tool in provider.tools():
                 if tool.tool.name in self.provided:
                     raise ValueError(f"two tool providers define the tool {tool.tool.name!r}")
