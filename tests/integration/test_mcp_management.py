@@ -10,6 +10,7 @@ import pytest
 
 from a2amesh.client import Client
 from a2amesh.gateway.settings import parse_api_keys
+from a2amesh.protocol import codes
 from tests.support.mcp import Sleeper, mcp_http, start_mesh
 from tests.support.waiting import eventually, within
 
@@ -187,9 +188,22 @@ async def test_a_read_key_cannot_create(url: str) -> None:
     assert denied.json()["error"]["message"] == "API key 'reader' lacks the 'admin' scope tool 'create_workflow' needs"
 
 
-async def test_mcp_export_false_hides_a_stored_workflow(url: str, client: Client) -> None:
-    """A stored workflow with mcpExport: false is served on the mesh but is no tool; true makes it one again."""
+HIDDEN = """
+name: hidden
+mcpExport: false
+nodes:
+  - {id: a, type: agent, agent_name: add, input: {x: 1, y: 1}}
+"""
+
+
+async def test_mcp_export_false_hides_a_workflow(url: str, client: Client, executor: Any) -> None:
+    """A folder or stored workflow with mcpExport: false is served on the mesh but is no tool; true makes a
+    stored one a tool again."""
+    await executor({"hidden": HIDDEN})
+    card = await client.registry.wait_for("hidden", 10)
+    assert card.extension(codes.EXT_MCP) == {"export": False}
     async with mcp_http(url, "adm1n-secret") as mcp:
+        assert "hidden" not in {t.name for t in (await mcp.list_tools()).tools}
         created = await mcp.call_tool("create_workflow", {"definition": {**PLUS, "mcpExport": False}})
         assert not created.is_error, created.content
         await client.registry.wait_for("plus", 10)
