@@ -24,7 +24,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def _routers() -> list[APIRouter]:
-    from a2amesh.gateway.api import events, executions, llm_agents, schedules, workflows
+    from a2amesh.gateway.api import events, executions, llm_agents, mcp_servers, schedules, workflows
 
     routers: list[APIRouter] = [
         workflows.router,
@@ -32,6 +32,7 @@ def _routers() -> list[APIRouter]:
         executions.router,
         schedules.router,
         events.router,
+        mcp_servers.router,
     ]
     return routers
 
