@@ -128,14 +128,18 @@ class WorkflowServers:
         return changed
 
     def all(self) -> list[WorkflowServer]:
-        """Every per-workflow server, by id (regenerated first if the mesh changed)."""
-        self.refresh()
+        """Every per-workflow server, by id, as last generated."""
         return list(self._servers.values())
 
     def get(self, workflow: str) -> WorkflowServer | None:
-        """The server of ``workflow`` (None: no such exported workflow is live)."""
-        self.refresh()
-        return self._servers.get(workflow)
+        """The server of ``workflow`` as last generated (generated now if it never was); None: no such exported
+        workflow is live.
+
+        Only :meth:`refresh` (the server's registry watch) regenerates a known server, so that the watch sees
+        every change and tells the sessions.
+        """
+        server = self._servers.get(workflow)
+        return server if server is not None else self.regenerate(workflow)
 
     def regenerate(self, workflow: str) -> WorkflowServer | None:
         """Generate the server of ``workflow`` again now, whether or not anything changed."""
