@@ -130,3 +130,41 @@ async def test_review_by_elicitation_over_stdio(sleeper: Sleeper, stdio: Any, mo
     (asked,) = answer.asked
     assert isinstance(asked, types.ElicitRequestFormParams)
     assert asked.message.startswith("Refund 12?")
+
+
+PLUS_YAML = """
+name: plus_one
+description: Adds one through the add agent
+nodes:
+  - {id: a, type: agent, agent_name: add, input: {x: "{{workflow.input.x}}", y: 1}}
+output_mapping: {total: "{{a.output.sum}}"}
+"""
+
+
+async def test_management_tools_over_stdio(sleeper: Sleeper, stdio: Any, client: Client) -> None:
+    """Over stdio (every scope: a local mesh client) create_workflow stores a workflow, execute_workflow runs
+    it, get_run and list_runs show the execution record; an invalid definition is a tool error with paths."""
+    async with stdio(mode="legacy") as mcp:
+        created = await within(mcp.call_tool("create_workflow", {"definition": PLUS_YAML}), 20, "create_workflow")
+        assert not created.is_error, created.content
+        assert created.structured_content is not None
+        assert created.structured_content["id"] == "plus_one"
+        await client.registry.wait_for("plus_one", 10)
+        ran = await within(mcp.call_tool("execute_workflow", {"workflow": "plus_one", "input": {"x": 41}}), 20, "run")
+        assert not ran.is_error, ran.content
+        assert ran.structured_content is not None
+        assert ran.structured_content["output"] == {"total": 42}
+        run_id = ran.structured_content["execution_id"]
+        got = await mcp.call_tool("get_run", {"run_id": run_id})
+        assert got.structured_content is not None
+        assert got.structured_content["status"] == "completed"
+        assert got.structured_content["output"] == {"total": 42}
+        assert any(e["event"] == "node.completed" for e in got.structured_content["trail"])
+        runs = await mcp.call_tool("list_runs", {"workflow": "plus_one"})
+        assert runs.structured_content is not None
+        assert [r["id"] for r in runs.structured_content["items"]] == [run_id]
+        invalid = await mcp.call_tool("create_workflow", {"definition": {"name": "bad", "nodes": [{"id": "a"}]}})
+        assert invalid.is_error
+        text = invalid.content[0].text  # type: ignore[union-attr]
+        assert text.startswith("invalid workflow definition")
+        assert "nodes[a]" in text

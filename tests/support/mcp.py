@@ -127,9 +127,9 @@ def approve_with(content: dict[str, Any]) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def mcp_http(url: str, key: str | None = None, **options: Any) -> AsyncIterator[McpClient]:
-    """An MCP client of the gateway's ``/mcp`` with an API key."""
+async def mcp_http(url: str, key: str | None = None, *, path: str = "/mcp", **options: Any) -> AsyncIterator[McpClient]:
+    """An MCP client of the gateway's ``/mcp`` (or another ``path``) with an API key."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
-        async with McpClient(streamable_http_client(f"{url}/mcp", http_client=http), **options) as client:
+        async with McpClient(streamable_http_client(f"{url}{path}", http_client=http), **options) as client:
             yield client

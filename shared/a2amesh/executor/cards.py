@@ -10,12 +10,18 @@ __all__ = ["workflow_card"]
 
 
 def workflow_card(
-    name: str, definition: WorkflowDefinition | GraphDefinition, namespace: str, *, digest: str
+    name: str,
+    definition: WorkflowDefinition | GraphDefinition,
+    namespace: str,
+    *,
+    digest: str,
+    mcp_export: bool = True,
 ) -> AgentCard:
     """The card of one loaded workflow.
 
-    Extensions: agent type ``workflow``, the input/output schemas, and the definition as JSON (with its
-    digest) for visualisation. Skills come from the definition; one default skill otherwise.
+    Extensions: agent type ``workflow``, the input/output schemas, the definition as JSON (with its
+    digest) for visualisation, and whether MCP servers expose it (``mcpExport``). Skills come from the
+    definition; one default skill otherwise.
     """
     description = (definition.description or f"Workflow {name}").strip()
     skills = [
@@ -37,6 +43,7 @@ def workflow_card(
             params={"input_schema": definition.input_schema, "output_schema": definition.output_schema},
         ),
         AgentExtension(uri=codes.EXT_WORKFLOW, params={**definition.to_data(), "digest": digest}),
+        AgentExtension(uri=codes.EXT_MCP, params={"export": mcp_export}),
     ]
     return AgentCard(
         name=name,

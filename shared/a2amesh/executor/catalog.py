@@ -31,7 +31,8 @@ SUFFIXES = (".yaml", ".yml", ".json")
 
 @dataclass
 class CatalogChange:
-    """What one scan changed: workflow names added, changed (new digest) and removed; files that failed."""
+    """What one scan changed: workflow names added, changed (new digest or ``mcpExport``) and removed; files
+    that failed."""
 
     added: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
@@ -130,7 +131,7 @@ class Catalog:
             old = before.get(name)
             if old is None:
                 change.added.append(name)
-            elif old.digest != workflow.digest:
+            elif old.digest != workflow.digest or old.mcp_export != workflow.mcp_export:
                 change.changed.append(name)
         self.workflows = merged
         return change
@@ -170,7 +171,7 @@ class Catalog:
             self.engine_for(workflow)
             if before is None:
                 change.added.append(workflow.name)
-            elif before.digest != workflow.digest:
+            elif before.digest != workflow.digest or before.mcp_export != workflow.mcp_export:
                 change.changed.append(workflow.name)
             for warning in workflow.warnings:
                 log.warning("workflow.warning", workflow=workflow.name, warning=str(warning))

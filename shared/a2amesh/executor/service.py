@@ -232,7 +232,9 @@ class WorkflowExecutor(Worker):
 
     async def _serve(self, name: str) -> None:
         workflow = self.catalog.workflows[name]
-        card = workflow_card(name, workflow.definition, self.settings.namespace, digest=workflow.digest)
+        card = workflow_card(
+            name, workflow.definition, self.settings.namespace, digest=workflow.digest, mcp_export=workflow.mcp_export
+        )
         publisher = CardPublisher(self.bus, card, instance=self.instance, card_ttl=self.settings.card_ttl)
         try:
             await publisher.publish()
@@ -302,7 +304,11 @@ class WorkflowExecutor(Worker):
                 continue
             served.digest = workflow.digest
             served.publisher.card = workflow_card(
-                name, workflow.definition, self.settings.namespace, digest=workflow.digest
+                name,
+                workflow.definition,
+                self.settings.namespace,
+                digest=workflow.digest,
+                mcp_export=workflow.mcp_export,
             )
             await served.publisher.refresh()
             self.log.info("workflow.reloaded", workflow=name, digest=workflow.digest[:12])

@@ -110,7 +110,9 @@ class StoredWorkflows:
         document = await self.store.document(head.id, head.version)
         try:
             found = await asyncio.to_thread(load_data, definition_body(document), name=head.id, source=head.id)
-            workflow = dataclasses.replace(next(w for w in found if w.name == head.id), version=head.version)
+            workflow = dataclasses.replace(
+                next(w for w in found if w.name == head.id), version=head.version, mcp_export=head.mcp_export
+            )
         except (ConfigError, ValueError, StopIteration) as e:
             self._failed[head.id] = head.etag
             self.log.error("workflow.stored_invalid", workflow=head.id, version=head.version, error=str(e))

@@ -38,7 +38,7 @@ from a2amesh.gateway.auth import Authenticator, AuthFailed, RateLimiter
 from a2amesh.gateway.bodies import read_body, replay
 from a2amesh.gateway.conversion import card_to_proto
 from a2amesh.gateway.handler import CALL_STATE_KEY, CallInfo, MeshRequestHandler
-from a2amesh.gateway.mcp_mount import MCP_PATH, McpMount
+from a2amesh.gateway.mcp_mount import MCP_PATH, WORKFLOW_MCP_PATH, McpMount
 from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.ids import NAME_RE
 from a2amesh.logs import get_logger
@@ -362,6 +362,7 @@ def create_app(
     ]
     mcp = McpMount(client, settings, auth=auth, redis=redis)
     routes.append(Route(MCP_PATH, endpoint=mcp))  # MCP over streamable HTTP (docs/mcp.md)
+    routes.append(Route(WORKFLOW_MCP_PATH, endpoint=mcp))  # one workflow's own MCP server
     if redis is not None:
         from a2amesh.gateway.api import ApiMesh, create_api
         from a2amesh.gateway.dashboard import dashboard_routes
@@ -374,6 +375,7 @@ def create_app(
             auth=auth,
             closing=closing or asyncio.Event(),
         )
+        mesh.extras["mcp_servers"] = mcp.server.workflows
         routes[:0] = dashboard_routes(mesh, directory=list_agents)  # its /agents answers JSON unless asked for HTML
         routes.append(Mount("", app=create_api(mesh)))  # last: /api/…, /openapi.json, /docs
     return Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})

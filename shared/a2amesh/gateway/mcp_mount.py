@@ -1,7 +1,8 @@
 """``/mcp``: the mesh's MCP server over streamable HTTP, behind the gateway's API keys.
 
 :class:`McpMount` is a thin ASGI wrapper: it authenticates the key (401 without a valid one), refuses a
-``tools/call`` from a key without the tool's scope (403; ``run`` for agents and workflows), puts the caller in
+``tools/call`` from a key without the tool's scope (403; ``run`` for agents and workflows), names the workflow of
+a per-workflow server (``/mcp/{workflow}``, 404 for one without a server), puts the caller in
 the request scope for the tool handlers (per-agent allow-lists, ``A2A-User``) and in the SDK's ``user`` (a
 session is bound to the key that opened it), applies the gateway's per-key rate limit (429), then hands the
 request to the SDK's session manager. The SDK's DNS-rebinding protection (421 for an unknown ``Host``) is
@@ -29,7 +30,9 @@ from a2amesh.client import Client
 from a2amesh.gateway.auth import Authenticator, AuthFailed, Caller, RateLimiter
 from a2amesh.gateway.settings import GatewaySettings, is_loopback
 from a2amesh.logs import get_logger
-from a2amesh.mcp_server import ACCESS_SCOPE_KEY, MeshMcpServer
+from a2amesh.mcp_server import ACCESS_SCOPE_KEY, MeshMcpServer, ToolProvider
+from a2amesh.mcp_server.access import WORKFLOW_SCOPE_KEY
+from a2amesh.mcp_server.management import management_of
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
@@ -38,6 +41,8 @@ from a2amesh.store.redis import Redis
 log = get_logger("gateway")
 
 MCP_PATH = "/mcp"
+WORKFLOW_MCP_PATH = "/mcp/{workflow}"
+"""A workflow's own server (seed 004 §6): the workflow, the agents and sub-workflows it calls."""
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -85,7 +90,7 @@ def _problem(status: int, message: str, headers: dict[str, str] | None = None) -
     """A JSON-RPC error answered before the MCP server (the ids of the request are unknown here)."""
     if status == 401:
         headers = {"WWW-Authenticate": 'Bearer realm="a2amesh"'}
-    code = {401: -32001, 403: -32003, 413: -32004, 429: -32005}.get(status, -32000)
+    code = {401: -32001, 403: -32003, 404: -32002, 413: -32004, 429: -32005}.get(status, -32000)
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers)
 
@@ -130,7 +135,19 @@ class McpMount:
             keys = Keys(mesh.namespace)
             self._executions = ExecutionStore(redis, keys, retention=mesh.task_retention, lease_ttl=mesh.lease_ttl)
             artifacts = ArtifactStore(redis, keys, retention=mesh.artifact_retention, max_bytes=mesh.artifact_max_bytes)
-        self.server = MeshMcpServer(client, settings.mcp, artifacts=artifacts, executions=self._executions)
+        providers: list[ToolProvider] = []
+        details = None
+        if self._executions is not None:
+            management, details = management_of(client, self._executions)
+            providers.append(management)
+        self.server = MeshMcpServer(
+            client,
+            settings.mcp,
+            artifacts=artifacts,
+            executions=self._executions,
+            details=details,
+            providers=providers,
+        )
         self.manager = StreamableHTTPSessionManager(
             app=self.server.server,
             security_settings=transport_security(settings),
@@ -171,6 +188,13 @@ class McpMount:
                 retry = {"Retry-After": str(max(1, round(wait)))}
                 await _problem(429, message, retry)(scope, receive, send_logged)
                 return
+            workflow = scope.get("path_params", {}).get("workflow")
+            if workflow is not None:
+                if self.server.workflows.get(str(workflow)) is None:
+                    message = f"no MCP server for workflow {workflow!r} (not live, or mcpExport: false)"
+                    await _problem(404, message)(scope, receive, send_logged)
+                    return
+                scope[WORKFLOW_SCOPE_KEY] = str(workflow)
             if request.method == "POST" and caller.key is not None and caller.key.scopes is not None:
                 body = await _read_body(request, self.settings.max_body_bytes)
                 if body is None:

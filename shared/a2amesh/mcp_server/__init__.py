@@ -2,8 +2,9 @@
 
 ``server`` (the SDK server, tool list and list_changed), ``catalog`` (cards → tools and schemas), ``calls`` (a
 tool call as an A2A call: progress, cancel, review), ``review`` (reviews as elicitation forms), ``runs`` (the
-run tools), ``providers`` (the seam for more tools), ``resources`` (artifacts), ``access`` (who calls),
-``settings``, ``stdio`` (``a2amesh mcp``).
+run tools), ``management`` (the management tools over ``manage/``), ``providers`` (the seam for more tools),
+``workflow_servers`` (per-workflow servers), ``resources`` (artifacts), ``access`` (who calls), ``settings``,
+``stdio`` (``a2amesh mcp``).
 """
 
 from a2amesh.mcp_server.access import ACCESS_SCOPE_KEY, Access

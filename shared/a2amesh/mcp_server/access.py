@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 ACCESS_SCOPE_KEY = "a2amesh.mcp.access"
 """The ASGI scope key under which an HTTP mount puts the request's :class:`Access`."""
+WORKFLOW_SCOPE_KEY = "a2amesh.mcp.workflow"
+"""The ASGI scope key naming the workflow whose own server (``/mcp/{workflow}``) a request is for."""
 
 
 class Access(Protocol):
@@ -72,3 +74,12 @@ def access_of(request: Any) -> Access:
         found = scope.get(ACCESS_SCOPE_KEY)
         return NOBODY if found is None else found
     return LOCAL
+
+
+def workflow_of(request: Any) -> str | None:
+    """The workflow whose own server an HTTP request is for (None: the whole mesh's server)."""
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        found = scope.get(WORKFLOW_SCOPE_KEY)
+        return str(found) if found is not None else None
+    return None

@@ -3,9 +3,9 @@
 The server lists a provider's tools beside the mesh tools, validates arguments against each tool's
 ``inputSchema``, checks the caller holds the tool's scope, then calls its handler. ``runs.py`` provides the
 run tools that need only the mesh (``list_agents``, ``get_agent``, ``get_run``, ``cancel_run``,
-``resume_run``); the management tools over ``manage/`` (``list_workflows``, ``get_workflow``,
-``create_workflow``, ``update_workflow``, ``execute_workflow``, ``list_runs``) plug in as one more provider
-(see :data:`MANAGEMENT_TOOLS`).
+``resume_run``); ``management.py`` provides the management tools over ``manage/`` (``list_workflows``,
+``get_workflow``, ``create_workflow``, ``update_workflow``, ``execute_workflow``, ``list_runs``; see
+:data:`MANAGEMENT_TOOLS`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,12 @@ MANAGEMENT_TOOLS: tuple[tuple[str, str], ...] = (
     ("update_workflow", "admin"),
     ("execute_workflow", "run"),
     ("list_runs", "read"),
+    ("get_run", "read"),
+    ("cancel_run", "run"),
+    ("resume_run", "review"),
+    ("list_agents", "read"),
+    ("get_agent", "read"),
 )
-"""The management tools (seed 003) still to be provided over ``manage/definitions.py`` and
-``manage/executions.py``, with the scope each needs: a ``ToolProvider`` whose handlers call the same library
-functions as the management API, passed in ``providers=`` by ``a2amesh mcp`` and the gateway's mount."""
+"""The management tools (seed 003) with the key scope each needs: the first six are provided over
+``manage/`` by :class:`~a2amesh.mcp_server.management.ManagementTools`, the run tools by
+:class:`~a2amesh.mcp_server.runs.RunTools` (``get_run`` reads the execution record through ``manage/`` too)."""

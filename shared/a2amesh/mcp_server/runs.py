@@ -16,6 +16,8 @@ import mcp_types as types
 
 from a2amesh.client import Client, make_message
 from a2amesh.errors import A2AMeshError
+from a2amesh.manage.executions import ExecutionDetail, Executions
+from a2amesh.manage.failures import NotFound
 from a2amesh.mcp_server.calls import CANCEL_TIMEOUT, MeshCaller, error_result
 from a2amesh.mcp_server.catalog import exported
 from a2amesh.mcp_server.providers import ProvidedTool, ToolOutcome, ToolRequest
@@ -41,6 +43,8 @@ RUN_SCHEMA: dict[str, Any] = {
         "output": {"description": "The output, once completed."},
         "error": {"type": ["string", "null"]},
         "review": {"type": ["object", "null"], "description": "The review waited for, when paused for one."},
+        "trail": {"type": "array", "items": {"type": "object"}, "description": "A workflow run's event log."},
+        "execution": {"type": "object", "description": "A workflow run's execution record (docs/api.md)."},
     },
     "required": ["run_id", "agent", "status"],
 }
@@ -55,6 +59,9 @@ _STATUS = {
     TaskState.WORKING: "working",
     TaskState.SUBMITTED: "submitted",
 }
+
+
+_SHOWN = {"running": "working", "cancelled": "canceled"}
 
 
 def summary(agent: str, task: Task) -> dict[str, Any]:
@@ -89,15 +96,22 @@ class RunTools:
         caller: follows resumed runs (progress, cancellation).
         settings: which cards are exposed as tools (``list_agents`` says so).
         executions: finds the workflow of an execution when ``agent`` is left out (None: ``agent`` is required).
+        details: reads a workflow run's execution record for ``get_run`` (trail, output, error), None: A2A only.
     """
 
     def __init__(
-        self, client: Client, caller: MeshCaller, settings: McpSettings, executions: ExecutionStore | None
+        self,
+        client: Client,
+        caller: MeshCaller,
+        settings: McpSettings,
+        executions: ExecutionStore | None,
+        details: Executions | None = None,
     ) -> None:
         self.client = client
         self.caller = caller
         self.settings = settings
         self.executions = executions
+        self.details = details
 
     def tools(self) -> Sequence[ProvidedTool]:
         return [
@@ -132,7 +146,8 @@ class RunTools:
             ProvidedTool(
                 types.Tool(
                     name="get_run",
-                    description="A run's status, output or error, and the review it waits for (A2A GetTask).",
+                    description="A run's status, output or error, and the review it waits for (A2A GetTask); "
+                    "for a workflow's run also its execution record and event trail.",
                     input_schema=_RUN_ARGS,
                     output_schema=RUN_SCHEMA,
                     annotations=types.ToolAnnotations(read_only_hint=True),
@@ -219,13 +234,39 @@ class RunTools:
             raise PermissionError(f"API key {request.access.key_id!r} may not use {agent!r}")
         return str(agent)
 
-    async def get_run(self, args: dict[str, Any], request: ToolRequest) -> ToolOutcome:
+    async def _detail(self, run_id: str) -> ExecutionDetail | None:
+        if self.details is None:
+            return None
         try:
+            return await self.details.get(run_id)
+        except NotFound:
+            return None
+
+    async def get_run(self, args: dict[str, Any], request: ToolRequest) -> ToolOutcome:
+        run_id = str(args["run_id"])
+        try:
+            detail = await self._detail(run_id)
+            if detail is not None and not args.get("agent"):
+                args = {**args, "agent": detail.workflow}
             agent = await self._agent_of(args, request)
-            task = await self.client.get_task(agent, str(args["run_id"]), history_length=0, headers=request.headers)
         except (A2AMeshError, LookupError, PermissionError) as e:
             return error_result(str(e))
-        return _result(summary(agent, task))
+        try:
+            task = await self.client.get_task(agent, run_id, history_length=0, headers=request.headers)
+            out = summary(agent, task)
+        except A2AMeshError as e:
+            if detail is None:
+                return error_result(str(e))
+            # the workflow's executor is gone: the record still tells how the run went
+            out = {"run_id": run_id, "agent": agent, "status": _SHOWN.get(detail.status, detail.status)}
+        if detail is not None:
+            if detail.status == "completed":
+                out.setdefault("output", detail.output)
+            if detail.error:
+                out["error"] = detail.error
+            out["trail"] = detail.trail
+            out["execution"] = detail.model_dump(mode="json", exclude={"trail"})
+        return _result(out)
 
     async def cancel_run(self, args: dict[str, Any], request: ToolRequest) -> ToolOutcome:
         try:

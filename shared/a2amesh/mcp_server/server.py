@@ -27,13 +27,15 @@ from a2amesh.bus import headers as h
 from a2amesh.client import Client
 from a2amesh.diagnostics import did_you_mean, validate
 from a2amesh.logs import get_logger
-from a2amesh.mcp_server.access import Access, access_of
+from a2amesh.manage.executions import Executions
+from a2amesh.mcp_server.access import Access, access_of, workflow_of
 from a2amesh.mcp_server.calls import CallScope, MeshCaller, error_result, issues_text
 from a2amesh.mcp_server.catalog import Catalog
 from a2amesh.mcp_server.providers import ProvidedTool, ToolOutcome, ToolProvider, ToolRequest
 from a2amesh.mcp_server.resources import ResourceError, ResourceReader
 from a2amesh.mcp_server.runs import RunTools
 from a2amesh.mcp_server.settings import McpSettings
+from a2amesh.mcp_server.workflow_servers import WorkflowServers
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
 
@@ -43,7 +45,9 @@ SERVER_NAME = "a2amesh"
 INSTRUCTIONS = (
     "Each agent and workflow of the a2amesh mesh is a tool named after it; its input and output schemas are "
     "the tool's. Long calls report progress; a run paused for a human review asks you through elicitation, "
-    "or returns its id so that resume_run can answer it later. get_run, cancel_run and list_agents manage runs."
+    "or returns its id so that resume_run can answer it later. get_run, cancel_run and list_agents manage runs; "
+    "list_workflows, get_workflow, create_workflow, update_workflow, execute_workflow and list_runs manage "
+    "stored workflows and their executions."
 )
 RESOURCE_NOT_FOUND = -32002
 WATCH_POLL = 1.0
@@ -77,6 +81,7 @@ class MeshMcpServer:
         settings: which cards are tools, naming, call limits.
         artifacts: reads ``artifact://`` resources (None: resource links cannot be read).
         executions: finds a workflow execution's workflow for the run tools (None: they need ``agent``).
+        details: reads execution records for ``get_run`` (trail, output; None: A2A GetTask only).
         providers: more tools (the management tools plug in here).
     """
 
@@ -87,6 +92,7 @@ class MeshMcpServer:
         *,
         artifacts: ArtifactStore | None = None,
         executions: ExecutionStore | None = None,
+        details: Executions | None = None,
         providers: Sequence[ToolProvider] = (),
     ) -> None:
         self.client = client
@@ -94,11 +100,12 @@ class MeshMcpServer:
         self.resources = ResourceReader(artifacts)
         self.caller = MeshCaller(client, self.resources)
         self.provided: dict[str, ProvidedTool] = {}
-        for provider in [RunTools(client, self.caller, settings, executions), *providers]:
+        for provider in [RunTools(client, self.caller, settings, executions, details), *providers]:
             for tool in provider.tools():
                 if tool.tool.name in self.provided:
                     raise ValueError(f"two tool providers define the tool {tool.tool.name!r}")
                 self.provided[tool.tool.name] = tool
+        self.workflows = WorkflowServers(self.catalog, lambda: {card.name: card for card in client.cards()})
         self.subscriptions = InMemorySubscriptionBus()
         self._listen = ListenHandler(self.subscriptions)
         self._sessions: dict[int, ServerSession] = {}
@@ -130,10 +137,21 @@ class MeshMcpServer:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         access = access_of(ctx.request)
+        workflow = workflow_of(ctx.request)
+        if workflow is not None:
+            return types.ListToolsResult(tools=self._workflow_tools(workflow, access))
         tools = [p.tool for p in self.provided.values() if access.has_scope(p.scope)]
         if access.has_scope(RUN_SCOPE):
             tools += [t.tool for t in self.catalog().tools.values() if access.allows(t.agent)]
         return types.ListToolsResult(tools=tools)
+
+    def _workflow_tools(self, workflow: str, access: Access) -> list[types.Tool]:
+        """The tools of ``workflow``'s own server the caller may see."""
+        server = self.workflows.get(workflow)
+        if server is None or not access.has_scope(RUN_SCOPE):
+            return []
+        catalog = self.catalog()
+        return [t for t in server.tools if t.name in catalog.tools and access.allows(catalog.tools[t.name].agent)]
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -149,6 +167,16 @@ class MeshMcpServer:
             may_review=access.has_scope(REVIEW_SCOPE),
         )
         try:
+            workflow = workflow_of(ctx.request)
+            if workflow is not None:
+                server = self.workflows.get(workflow)
+                if server is None or params.name not in server.names:
+                    known = sorted(server.names) if server is not None else []
+                    return error_result(
+                        f"unknown tool {params.name!r} at /mcp/{workflow}{did_you_mean(params.name, known)}; "
+                        f"its tools: {', '.join(known) or 'none'}"
+                    )
+                return await self._call_mesh(params, arguments, access, scope)
             provided = self.provided.get(params.name)
             if provided is not None:
                 return await self._call_provided(provided, arguments, access, scope)
@@ -227,16 +255,21 @@ class MeshMcpServer:
                 self._sessions.pop(key, None)
 
     async def watch(self) -> None:
-        """Compare the tool list with the last one whenever a card changes (and every second, for expiries)."""
+        """Compare the tool list with the last one whenever a card changes (and every second, for expiries),
+        and regenerate the per-workflow servers whose tools changed."""
         registry = self.client.registry
         last = self.catalog().fingerprint
+        self.workflows.refresh()
         while True:
             async with registry.changed:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(WATCH_POLL):
                         await registry.changed.wait()
             now = self.catalog().fingerprint
-            if now != last:
+            regenerated = self.workflows.refresh()
+            if regenerated:
+                log.info("mcp.workflow_servers_regenerated", workflows=regenerated)
+            if now != last or regenerated:
                 last = now
                 await self.tools_changed()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.logs import get_logger
+from a2amesh.mcp_server.management import management_of
 from a2amesh.mcp_server.server import MeshMcpServer
 from a2amesh.mcp_server.settings import McpSettings
 from a2amesh.store.artifacts import ArtifactStore
@@ -29,7 +30,10 @@ async def serve_stdio(settings: Settings, mcp: McpSettings) -> None:
             redis, keys, retention=settings.artifact_retention, max_bytes=settings.artifact_max_bytes
         )
         try:
-            server = MeshMcpServer(client, mcp, artifacts=artifacts, executions=executions)
+            management, details = management_of(client, executions)
+            server = MeshMcpServer(
+                client, mcp, artifacts=artifacts, executions=executions, details=details, providers=[management]
+            )
             log.info("mcp.stdio_serving", namespace=settings.namespace, tools=len(server.catalog().tools))
             await server.serve_stdio()
         finally:

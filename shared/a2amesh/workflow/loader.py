@@ -53,6 +53,8 @@ __all__ = [
     "read_document",
 ]
 
+MCP_EXPORT = "mcpExport"
+"""A document's top-level setting: whether MCP servers expose its workflows as tools (default true)."""
 _INCLUDE_LINE = re.compile(r"^([ \t]*)!include[ \t]+(.+?)[ \t]*$", re.MULTILINE)
 _MAX_INCLUDE_DEPTH = 10
 _SAM_DEFAULTS = (
@@ -76,6 +78,7 @@ class _Loaded(Generic[DefinitionT]):
         warnings: what validation and the file reader warned about.
         source: the file it came from, or ``None`` for data.
         version: its version in the definitions store, when it was read from there.
+        mcp_export: whether MCP servers expose it as a tool (the document's ``mcpExport``, seed 004 §6).
     """
 
     name: str
@@ -83,6 +86,7 @@ class _Loaded(Generic[DefinitionT]):
     warnings: tuple[Issue, ...]
     source: Path | None
     version: int | None = None
+    mcp_export: bool = True
 
     @functools.cached_property
     def digest(self) -> str:
@@ -110,12 +114,14 @@ class CheckedWorkflow:
             is too broken to build.
         report: every error and warning.
         source: the file it came from, or ``None`` for data.
+        mcp_export: the document's top-level ``mcpExport`` (default true).
     """
 
     name: str
     definition: WorkflowDefinition | GraphDefinition | None
     report: ValidationReport
     source: Path | None
+    mcp_export: bool = True
 
 
 # --- reading files ---------------------------------------------------------------------------
@@ -371,20 +377,26 @@ def check_source(
         path: the file, recorded in the results.
 
     Raises:
-        ConfigError: no workflow can be found in the data.
+        ConfigError: no workflow can be found in the data, or its ``mcpExport`` is not a boolean.
     """
+    export = True
+    if isinstance(data, Mapping) and MCP_EXPORT in data:
+        export = data[MCP_EXPORT]
+        if not isinstance(export, bool):
+            raise ConfigError(source, MCP_EXPORT, f"{MCP_EXPORT} must be true or false")
+        data = {k: v for k, v in data.items() if k != MCP_EXPORT}
     if is_graph_document(data):
         given = next((data[k] for k in ("name", "id") if isinstance(data.get(k), str) and data[k]), None)
         graph_name = _name_of(source, name or given or default_name, "name")
         graph, report = check_graph({**data, "name": graph_name}, known_agents=known_agents)
-        return [CheckedWorkflow(graph_name, graph, ValidationReport(report.issues + file_warnings), path)]
+        return [CheckedWorkflow(graph_name, graph, ValidationReport(report.issues + file_warnings), path, export)]
     checked: list[CheckedWorkflow] = []
     for workflow_name, block in _workflow_blocks(data, source, name, default_name):
         if isinstance(block, Mapping):
             block = {**block, "name": workflow_name}
         definition, report = validate_data(block, known_agents=known_agents)
         report = ValidationReport(report.issues + file_warnings)
-        checked.append(CheckedWorkflow(workflow_name, definition, report, path))
+        checked.append(CheckedWorkflow(workflow_name, definition, report, path, export))
     return checked
 
 
@@ -415,9 +427,15 @@ def _loaded(checked: list[CheckedWorkflow], source: str) -> list[LoadedWorkflow 
         item.report.raise_for_errors(source if len(checked) == 1 else f"{source} ({item.name})")
         assert item.definition is not None
         if isinstance(item.definition, GraphDefinition):
-            loaded.append(LoadedGraph(item.name, item.definition, item.report.warnings, item.source))
+            loaded.append(
+                LoadedGraph(item.name, item.definition, item.report.warnings, item.source, mcp_export=item.mcp_export)
+            )
         else:
-            loaded.append(LoadedWorkflow(item.name, item.definition, item.report.warnings, item.source))
+            loaded.append(
+                LoadedWorkflow(
+                    item.name, item.definition, item.report.warnings, item.source, mcp_export=item.mcp_export
+                )
+            )
     return loaded
 
 

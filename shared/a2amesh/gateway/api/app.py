@@ -25,7 +25,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def _routers() -> list[APIRouter]:
-    from a2amesh.gateway.api import events, executions, llm_agents, memory, schedules, workflows
+    from a2amesh.gateway.api import events, executions, llm_agents, mcp_servers, memory, schedules, workflows
 
     routers: list[APIRouter] = [
         workflows.router,
@@ -34,6 +34,7 @@ def _routers() -> list[APIRouter]:
         schedules.router,
         events.router,
         memory.router,
+        mcp_servers.router,
     ]
     return routers
 
