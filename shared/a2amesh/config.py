@@ -29,6 +29,7 @@ ENV_FIELDS: dict[str, str] = {
     "NATS_TLS_CA": "nats_tls_ca",
     "NATS_TLS_CERT": "nats_tls_cert",
     "NATS_TLS_KEY": "nats_tls_key",
+    "A2AMESH_REPLICAS": "replicas",
     "REDIS_URL": "redis_url",
     "REDIS_PASSWORD": "redis_password",
     "A2AMESH_PROFILE": "profile",
@@ -79,6 +80,9 @@ class Settings(BaseModel):
     nats_tls_ca: str | None = None
     nats_tls_cert: str | None = None
     nats_tls_key: str | None = None
+    replicas: int = Field(
+        default=1, ge=1, le=5, description="Replicas of every stream and KV bucket `init` creates (3 on a cluster)."
+    )
     redis_url: SecretStr | None = Field(default=None, description="redis:// or rediss:// URL; None = embedded.")
     redis_password: SecretStr | None = None
     profile: Literal["default", "test"] = "default"

@@ -22,7 +22,7 @@ from a2amesh.gateway.server import bind
 from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.logs import get_logger
 from a2amesh.registry import Registry
-from a2amesh.servers import NatsServer, ValkeyServer
+from a2amesh.servers import NatsCluster, NatsServer, ValkeyServer
 
 log = get_logger("mesh")
 
@@ -47,6 +47,7 @@ class Mesh:
         state_dir: where embedded servers keep their data (persistent across runs).
         log_file: children's output goes here (None: inherit the terminal).
         gateway: settings of the HTTP gateway process to start (None: no gateway); port 0 takes a free one.
+        cluster: embedded NATS as a 3-node JetStream cluster, streams and buckets with 3 replicas.
     """
 
     settings: Settings
@@ -60,10 +61,14 @@ class Mesh:
     definitions: list[tuple[Path, AgentDefinition]] = field(default_factory=list)
     gateway: GatewaySettings | None = None
     gateway_url: str = ""
+    cluster: bool = False
+    nats_cluster: NatsCluster | None = None
 
     @property
     def nats_url(self) -> str:
         """The NATS URL the mesh uses."""
+        if self.nats_cluster:
+            return self.nats_cluster.url
         return self.nats.url if self.nats else (self.settings.nats_url or "")
 
     @property
@@ -75,7 +80,10 @@ class Mesh:
 
     def effective_settings(self) -> Settings:
         """The settings with the URLs of the servers in use."""
-        return self.settings.model_copy(update={"nats_url": self.nats_url, "redis_url": _secret(self.redis_url)})
+        update: dict[str, object] = {"nats_url": self.nats_url, "redis_url": _secret(self.redis_url)}
+        if self.nats_cluster:
+            update["replicas"] = max(self.settings.replicas, len(self.nats_cluster.nodes))
+        return self.settings.model_copy(update=update)
 
     async def start(self) -> None:
         """Start servers, initialise the namespace, start every agent (and the executor), wait for their cards,
@@ -85,7 +93,14 @@ class Mesh:
         if self.agents_dir is not None:
             for path in sorted(self.agents_dir.glob("*.yaml")) + sorted(self.agents_dir.glob("*.yml")):
                 self.definitions.append((path, load_agent_file(path)))
-        if not self.settings.nats_url:
+        if not self.settings.nats_url and self.cluster:
+            self.nats_cluster = NatsCluster(data_dir=self.state_dir / "nats-cluster")
+            await self.nats_cluster.start()
+            (self.state_dir / "nats.port").unlink(missing_ok=True)
+            (self.state_dir / "nats.urls").write_text(self.nats_cluster.url)
+            log.info("mesh.nats_cluster_started", url=self.nats_cluster.url)
+        elif not self.settings.nats_url:
+            (self.state_dir / "nats.urls").unlink(missing_ok=True)
             self.nats = NatsServer(port=_saved_port(self.state_dir / "nats.port"), data_dir=self.state_dir / "nats")
             await self.nats.start()
             (self.state_dir / "nats.port").write_text(str(self.nats.port))
@@ -162,6 +177,7 @@ class Mesh:
         env = {**os.environ, "NATS_URL": self.nats_url, "REDIS_URL": self.redis_url}
         env["A2AMESH_NAMESPACE"] = self.settings.namespace
         env["A2AMESH_PROFILE"] = self.settings.profile
+        env["A2AMESH_REPLICAS"] = str(self.effective_settings().replicas)
         out = await asyncio.to_thread(open, self.log_file, "ab") if self.log_file else None
         try:
             child.proc = await asyncio.create_subprocess_exec(
@@ -210,6 +226,8 @@ class Mesh:
             await self.valkey.stop()
         if self.nats:
             await self.nats.stop()
+        if self.nats_cluster:
+            await self.nats_cluster.stop()
 
     def crashed(self) -> list[str]:
         """Labels of children that exited on their own."""

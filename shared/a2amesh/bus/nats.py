@@ -22,9 +22,11 @@ from nats.aio.msg import Msg as NatsMsg
 from nats.js import api as js_api
 from nats.js.kv import KeyValue
 
+from a2amesh.bus import headers as h
 from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
 from a2amesh.errors import TransportError
+from a2amesh.ids import nuid
 from a2amesh.jsontext import loads
 from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
@@ -46,6 +48,23 @@ class Received:
     data: bytes
     headers: Headers
     reply: str
+
+
+PUBLISH_TIMEOUT = 30.0
+"""Seconds a JetStream publish keeps trying: longer than a stream leader election on a cluster."""
+ATTEMPT_TIMEOUT = 2.0
+"""Seconds one publish attempt waits for its ack before it is sent again (same ``Nats-Msg-Id``)."""
+RETRY_PAUSE = 0.1
+RETRY_PAUSE_MAX = 1.0
+
+
+class _Retryable(Exception):
+    """A publish attempt that failed in a way another attempt can get past (no ack, no leader, reconnecting)."""
+
+    def __init__(self, error: TransportError, *, maybe_stored: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.maybe_stored = maybe_stored
 
 
 @dataclass(frozen=True)
@@ -210,6 +229,8 @@ class PullConsumer:
                             await self._request(unfilled)
                 elif status == "409":
                     self.reset()
+            elif status == "503":  # no consumer leader right now (an election): ask again at the next poll
+                self.reset()
             return
         self._outstanding = max(0, self._outstanding - 1)
         if self._handle is not None:
@@ -493,7 +514,7 @@ class Bus:
         Raises:
             TransportError: ``UNAVAILABLE`` when no server answers.
         """
-        servers = (url or settings.nats_url or "nats://127.0.0.1:4222").split(",")
+        servers = [u.strip() for u in (url or settings.nats_url or "nats://127.0.0.1:4222").split(",") if u.strip()]
         blog = log.bind(conn=name)
 
         async def on_error(e: Exception) -> None:
@@ -605,29 +626,78 @@ class Bus:
         return Received(msg.subject, msg.data, dict(msg.headers or {}), msg.reply or "")
 
     # JetStream
-    async def js_publish(self, subject: str, data: bytes, headers: Headers | None = None, timeout: float = 5) -> PubAck:
-        """Publish to a stream and wait for its ack.
+    async def js_publish(
+        self, subject: str, data: bytes, headers: Headers | None = None, timeout: float = PUBLISH_TIMEOUT
+    ) -> PubAck:
+        """Publish to a stream and wait for its ack, riding out a stream leader election.
+
+        An attempt that gets no ack within :data:`ATTEMPT_TIMEOUT` (the leader died with it), finds no
+        stream leader on a cluster (``503``) or meets a reconnecting connection is sent again, with the
+        same ``Nats-Msg-Id`` (one is added when the caller gave none), until ``timeout``: the stream's
+        de-duplication keeps one copy. A duplicate reported after an attempt that may have been stored is
+        that attempt's own copy, so it is reported as not duplicate.
 
         Raises:
-            TransportError: ``UNAVAILABLE`` when no stream acknowledged it in time.
+            TransportError: ``UNAVAILABLE`` when no stream acknowledged it within ``timeout``, no stream
+                captures the subject, the stream refused it, or the connection is closed.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        pause = RETRY_PAUSE
+        uncertain = False  # an earlier attempt may have been stored
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                ack = await self._publish_once(subject, data, headers, min(ATTEMPT_TIMEOUT, remaining), timeout)
+                if uncertain and ack.duplicate:
+                    return PubAck(ack.stream, ack.seq, False)
+                return ack
+            except _Retryable as e:
+                uncertain = uncertain or e.maybe_stored
+                if deadline - loop.time() <= 0:
+                    raise e.error from e.error.__cause__
+                if headers is None or h.MSG_ID not in headers:
+                    headers = {**(headers or {}), h.MSG_ID: f"pub:{nuid()}"}
+                log.info("js_publish.retry", subject=subject, reason=str(e.error))
+                await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+                pause = min(pause * 2, RETRY_PAUSE_MAX)
+
+    async def _publish_once(
+        self, subject: str, data: bytes, headers: Headers | None, timeout: float, total: float
+    ) -> PubAck:
         try:
             msg = await self._acks.publish(subject, data, headers, timeout)
         except TimeoutError as e:
-            raise TransportError(codes.UNAVAILABLE, f"JetStream did not acknowledge {subject} in {timeout:g}s") from e
-        except nats.errors.Error as e:  # reconnecting, connection closed, buffer full
+            error = TransportError(codes.UNAVAILABLE, f"JetStream did not acknowledge {subject} in {total:g}s")
+            error.__cause__ = e
+            raise _Retryable(error, maybe_stored=True) from e
+        except nats.errors.ConnectionClosedError as e:
             raise TransportError(codes.UNAVAILABLE, f"cannot publish {subject}: {e}") from e
+        except nats.errors.Error as e:  # reconnecting, buffer full
+            error = TransportError(codes.UNAVAILABLE, f"cannot publish {subject}: {e}")
+            error.__cause__ = e
+            raise _Retryable(error, maybe_stored=True) from e
         if msg.headers and msg.headers.get("Status") == "503":
-            raise TransportError(codes.UNAVAILABLE, f"no stream captures {subject} (run `a2amesh init`)")
+            error = TransportError(codes.UNAVAILABLE, f"no stream captures {subject} (run `a2amesh init`)")
+            if self.clustered:  # a replicated stream without a leader for a moment answers the same
+                raise _Retryable(error, maybe_stored=False)
+            raise error
         try:
             ack = loads(msg.data)
             if "error" in ack:
-                raise TransportError(
-                    codes.UNAVAILABLE, f"JetStream refused {subject}: {ack['error'].get('description', ack['error'])}"
-                )
+                err = ack["error"]
+                error = TransportError(codes.UNAVAILABLE, f"JetStream refused {subject}: {err.get('description', err)}")
+                if err.get("code") == 503:  # JetStream or the stream is unavailable for a moment
+                    raise _Retryable(error, maybe_stored=False)
+                raise error
             return PubAck(str(ack["stream"]), int(ack["seq"]), bool(ack.get("duplicate", False)))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise TransportError(codes.UNAVAILABLE, f"JetStream answered {subject} with {msg.data[:200]!r}") from e
+
+    @property
+    def clustered(self) -> bool:
+        """Whether the server this connection is on is part of a cluster."""
+        return bool(self._nc._server_info.get("cluster"))
 
     async def direct_get_last(self, stream: str, subject: str) -> StoredMsg | None:
         """The last message stored on ``subject`` (direct get), or None."""

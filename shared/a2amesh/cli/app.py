@@ -49,6 +49,9 @@ def _add_mesh_verbs(sub: Any) -> None:
     s.add_argument("--state-dir", help="data folder of the embedded servers (default .a2amesh)")
     gateway.add_gateway_options(s, prefix="http-")
     s.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
+    s.add_argument(
+        "--cluster", action="store_true", help="run NATS as a 3-node JetStream cluster (streams with 3 replicas)"
+    )
     s.set_defaults(func=mesh.cmd_up)
 
     s = sub.add_parser("demo", help="start the mesh, call the examples, print the results, stop")
@@ -61,6 +64,11 @@ def _add_mesh_verbs(sub: Any) -> None:
     s.set_defaults(func=gateway.cmd_gateway)
 
     s = sub.add_parser("init", help="create or update the namespace's streams and buckets")
+    s.add_argument(
+        "--replicas",
+        type=int,
+        help="replicas of every stream and bucket (3 on a 3-node cluster; also A2AMESH_REPLICAS)",
+    )
     s.set_defaults(func=mesh.cmd_init)
 
     s = sub.add_parser("agent", help="run one agent process from its YAML file")
