@@ -80,8 +80,12 @@ class Settings(BaseModel):
     nats_tls_ca: str | None = None
     nats_tls_cert: str | None = None
     nats_tls_key: str | None = None
-    replicas: int = Field(
-        default=1, ge=1, le=5, description="Replicas of every stream and KV bucket `init` creates (3 on a cluster)."
+    replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=5,
+        description="Replicas of every stream and KV bucket (3 on a 3-node cluster); None: 1 for new ones, "
+        "existing ones keep theirs.",
     )
     redis_url: SecretStr | None = Field(default=None, description="redis:// or rediss:// URL; None = embedded.")
     redis_password: SecretStr | None = None

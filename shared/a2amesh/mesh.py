@@ -82,7 +82,7 @@ class Mesh:
         """The settings with the URLs of the servers in use."""
         update: dict[str, object] = {"nats_url": self.nats_url, "redis_url": _secret(self.redis_url)}
         if self.nats_cluster:
-            update["replicas"] = max(self.settings.replicas, len(self.nats_cluster.nodes))
+            update["replicas"] = self.settings.replicas or len(self.nats_cluster.nodes)
         return self.settings.model_copy(update=update)
 
     async def start(self) -> None:
@@ -177,7 +177,9 @@ class Mesh:
         env = {**os.environ, "NATS_URL": self.nats_url, "REDIS_URL": self.redis_url}
         env["A2AMESH_NAMESPACE"] = self.settings.namespace
         env["A2AMESH_PROFILE"] = self.settings.profile
-        env["A2AMESH_REPLICAS"] = str(self.effective_settings().replicas)
+        replicas = self.effective_settings().replicas
+        if replicas is not None:
+            env["A2AMESH_REPLICAS"] = str(replicas)
         out = await asyncio.to_thread(open, self.log_file, "ab") if self.log_file else None
         try:
             child.proc = await asyncio.create_subprocess_exec(

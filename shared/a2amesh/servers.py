@@ -339,7 +339,7 @@ class ValkeyServer(_Server):
 
 
 JS_CLUSTER_READY = re.compile(r"JetStream cluster (?:new )?metadata leader")
-"""The line one node of a JetStream cluster logs once the nodes have elected their meta leader."""
+"""The line each node of a JetStream cluster logs once it knows the meta leader the nodes elected."""
 
 
 class NatsCluster:
@@ -379,7 +379,7 @@ class NatsCluster:
         raise ServerError(f"no node {server_name!r} in NATS cluster {self.name}")
 
     def start_sync(self) -> None:
-        """Start every node (at once: each waits for its routes) and block until JetStream has a meta leader."""
+        """Start every node (at once: each waits for its routes) until each knows the JetStream meta leader."""
         errors: list[BaseException] = []
 
         def start(node: NatsServer) -> None:
@@ -397,7 +397,8 @@ class NatsCluster:
             self.stop_sync()
             raise errors[0]
         deadline = time.monotonic() + START_TIMEOUT
-        while not any(JS_CLUSTER_READY.search(line) for n in self.nodes for line in list(n._output)):
+        # every node has heard of the meta leader: it knows them all as peers, so R3 placement can succeed
+        while not all(any(JS_CLUSTER_READY.search(line) for line in list(n._output)) for n in self.nodes):
             if time.monotonic() > deadline:
                 tails = "; ".join(f"{n.url}: {n._tail()}" for n in self.nodes)
                 self.stop_sync()

@@ -51,6 +51,10 @@ async def test_init_replicas_3_makes_r3_streams_and_buckets(
             assert info.cluster is not None, stream
             assert info.cluster.leader, stream
             assert len(info.cluster.replicas or []) == 2, (stream, info.cluster.replicas)
+        # a service starting without A2AMESH_REPLICAS (verify mode) keeps the replicas it finds
+        await init_mesh(bus, settings.model_copy(update={"replicas": None}))
+        for stream in (s.tasks_stream, f"KV_{s.cards_bucket}"):
+            assert (await bus.jsm.stream_info(stream)).config.num_replicas == 3, stream
     finally:
         await bus.close()
 

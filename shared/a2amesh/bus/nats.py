@@ -54,6 +54,8 @@ PUBLISH_TIMEOUT = 30.0
 """Seconds a JetStream publish keeps trying: longer than a stream leader election on a cluster."""
 ATTEMPT_TIMEOUT = 2.0
 """Seconds one publish attempt waits for its ack before it is sent again (same ``Nats-Msg-Id``)."""
+PING_INTERVAL = 5
+MAX_OUTSTANDING_PINGS = 2
 RETRY_PAUSE = 0.1
 RETRY_PAUSE_MAX = 1.0
 
@@ -541,6 +543,10 @@ class Bus:
             "reconnected_cb": on_reconnected,
             "max_reconnect_attempts": -1,
             "reconnect_time_wait": 0.5,
+            # a server that stops answering without closing the connection (paused, partitioned) is left
+            # after PING_INTERVAL * MAX_OUTSTANDING_PINGS seconds for another one of the URLs
+            "ping_interval": PING_INTERVAL,
+            "max_outstanding_pings": MAX_OUTSTANDING_PINGS,
             "connect_timeout": 5,
             "allow_reconnect": True,
         }

@@ -36,7 +36,7 @@ def stream_configs(bus: Bus, settings: Settings) -> list[api.StreamConfig]:
             max_age=settings.tasks_max_age,
             duplicate_window=DUPLICATE_WINDOW,
             discard=api.DiscardPolicy.OLD,
-            num_replicas=settings.replicas,
+            num_replicas=settings.replicas or 1,
         ),
         api.StreamConfig(
             name=s.replies_stream,
@@ -49,7 +49,7 @@ def stream_configs(bus: Bus, settings: Settings) -> list[api.StreamConfig]:
             allow_direct=True,
             allow_msg_ttl=True,
             discard=api.DiscardPolicy.OLD,
-            num_replicas=settings.replicas,
+            num_replicas=settings.replicas or 1,
         ),
         api.StreamConfig(
             name=s.events_stream,
@@ -60,7 +60,7 @@ def stream_configs(bus: Bus, settings: Settings) -> list[api.StreamConfig]:
             max_age=EVENTS_MAX_AGE,
             duplicate_window=DUPLICATE_WINDOW,
             discard=api.DiscardPolicy.OLD,
-            num_replicas=settings.replicas,
+            num_replicas=settings.replicas or 1,
         ),
     ]
 
@@ -94,6 +94,8 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
             log.info("stream.created", stream=cfg.name, replicas=settings.replicas)
             continue
         have = info.config
+        if settings.replicas is None:
+            cfg.num_replicas = have.num_replicas
         for field in _IMMUTABLE:
             if getattr(have, field) != getattr(cfg, field):
                 raise ConfigError(
@@ -112,7 +114,7 @@ async def _admin(name: str | None, request: Awaitable[Any], settings: Settings) 
     try:
         await request
     except nats.js.errors.APIError as e:
-        if settings.replicas > 1 and ("replicas" in str(e.description) or "peers" in str(e.description)):
+        if (settings.replicas or 1) > 1 and ("replicas" in str(e.description) or "peers" in str(e.description)):
             raise ConfigError(
                 f"stream {name}",
                 "replicas",
@@ -146,7 +148,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
                 ttl=settings.card_ttl,
                 storage=api.StorageType.FILE,
                 direct=True,
-                replicas=settings.replicas,
+                replicas=settings.replicas or 1,
             )
             await _admin(stream, js.create_key_value(config), settings)
             log.info("bucket.created", bucket=bucket, replicas=settings.replicas)
@@ -155,11 +157,11 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
         if (
             round(have.max_age or 0, 3) != round(settings.card_ttl, 3)
             or not have.allow_direct
-            or (have.num_replicas or 1) != settings.replicas
+            or (settings.replicas is not None and (have.num_replicas or 1) != settings.replicas)
         ):
             have.max_age = settings.card_ttl
             have.allow_direct = True
-            have.num_replicas = settings.replicas
+            have.num_replicas = settings.replicas or have.num_replicas
             await _admin(stream, js.update_stream(have), settings)
             log.info("bucket.updated", bucket=bucket, ttl=settings.card_ttl, replicas=settings.replicas)
 

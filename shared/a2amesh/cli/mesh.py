@@ -54,7 +54,7 @@ async def cmd_init(args: argparse.Namespace) -> int:
         await init_mesh(bus, settings)
     finally:
         await bus.close()
-    print(f"namespace {settings.namespace}: streams and buckets are in place ({settings.replicas} replica(s))")
+    print(f"namespace {settings.namespace}: streams and buckets are in place ({settings.replicas or 1} replica(s))")
     return EXIT_OK
 
 
