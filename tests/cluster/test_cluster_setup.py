@@ -32,6 +32,7 @@ async def test_init_replicas_3_makes_r3_streams_and_buckets(
 ) -> None:
     monkeypatch.setenv("NATS_URL", cluster_servers.nats_url)
     monkeypatch.setenv("A2AMESH_NAMESPACE", namespace)
+    monkeypatch.setenv("A2AMESH_PROFILE", "test")
     code = await asyncio.to_thread(main, ["init", "--replicas", "3"])
     assert code == 0, capsys.readouterr().err
     assert "(3 replica(s))" in capsys.readouterr().out
