@@ -157,6 +157,10 @@ class _Server:
                 if self.ready_pattern.search(text):
                     ready.set()
 
+    def output(self) -> list[str]:
+        """The last lines the server wrote (up to 200)."""
+        return list(self._output)
+
     def _tail(self) -> str:
         return " | ".join(self._output[-8:]) or "(no output)"
 

@@ -550,6 +550,8 @@ class Bus:
             "connect_timeout": 5,
             "allow_reconnect": True,
         }
+        if settings.reply_scope:  # inboxes a server can restrict this user to (docs/scaling.md)
+            opts["inbox_prefix"] = f"_INBOX.{settings.reply_scope}"
         if settings.nats_user:
             opts["user"] = settings.nats_user
         if settings.nats_password:

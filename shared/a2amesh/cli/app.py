@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from a2amesh import eventloop, logs
-from a2amesh.cli import gateway, mesh, runs, schedules, workflows
+from a2amesh.cli import deploy, gateway, mesh, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
 
 __all__ = ["EXTRA_VERBS", "build_parser", "main"]
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     _add_mesh_verbs(sub)
     _add_run_verbs(sub)
+    deploy.add_deploy_verbs(sub)
     for extra in EXTRA_VERBS:
         extra(sub)
     return p

@@ -38,7 +38,7 @@ from a2amesh.executor.runner import ExecutionRunner, RunnerDeps
 from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_graphs
 from a2amesh.executor.starts import starters
 from a2amesh.executor.takeover import Takeover
-from a2amesh.ids import nuid
+from a2amesh.ids import instance_id
 from a2amesh.lifecycle import STOP_LIMIT, Background, Worker, cancel_and_wait
 from a2amesh.logs import get_logger
 from a2amesh.registry import CardPublisher
@@ -94,7 +94,7 @@ class WorkflowExecutor(Worker):
         self.folder = folder
         self.bus = bus
         self.settings = settings
-        self.instance = instance or nuid()
+        self.instance = instance or instance_id(settings.reply_scope)
         self.reload_interval = reload_interval
         self.catalog = Catalog(folder)
         keys = Keys(settings.namespace)
