@@ -227,3 +227,55 @@ def server_config(access: NatsAccess, *, listen: str, store_dir: str, http_port:
         lines.append(f"http_port: {http_port}")
     lines += ["jetstream {", f'  store_dir: "{store_dir}"', "  sync_interval: always", "}"]
     return "\n".join(lines) + "\n" + accounts_config(access)
+
+
+# --- Valkey ACL users ----------------------------------------------------------------------------------
+
+REDIS_COMMANDS = "-@all +@read +@write +@scripting +@transaction +@connection +@fast -@dangerous +info +config|get"
+"""What every mesh user may run: data, Lua scripts and transactions; no KEYS, FLUSH*, CONFIG SET, DEBUG,
+MONITOR or other administration (``CONFIG GET`` stays: the startup check reads ``maxmemory-policy``)."""
+
+
+def redis_password_variable(user: str) -> str:
+    """The environment variable ``deploy valkey-acl`` reads a Redis user's password from."""
+    return f"A2AMESH_REDIS_PASSWORD_{user.upper().replace('-', '_')}"
+
+
+def redis_key_patterns(namespace: str, role: str) -> list[str]:
+    """The key patterns of a role (``admin``, ``executor``, ``gateway`` or an agent name), from store/keys.py's layout.
+
+    An agent gets the task records, claims and subscriber sets (keyed by task id), artifacts, its own task
+    index, conversation locks and histories, and ``{ns}:app:{agent}:*`` for its handler's own data. The
+    executor and the gateway get the namespace: they read and write executions, schedules and task records of
+    every workflow.
+    """
+    ns = namespace
+    if role in (ADMIN, EXECUTOR, GATEWAY):
+        return [f"{ns}:*"]
+    return [
+        f"{ns}:task:*",
+        f"{ns}:claim:*",
+        f"{ns}:subs:*",
+        f"{ns}:tasks:{role}",
+        f"{ns}:ctxlock:{role}:*",
+        f"{ns}:history:{role}:*",
+        f"{ns}:artifact:*",
+        f"{ns}:artifacts:*",
+        f"{ns}:app:{role}:*",
+    ]
+
+
+def valkey_acl(namespace: str, agents: Iterable[str], password_hashes: dict[str, str]) -> str:
+    """A Valkey ACL file: one user per role, each with its key patterns and :data:`REDIS_COMMANDS`.
+
+    ``password_hashes`` maps each user to the SHA-256 hex digest of its password (the file holds no password).
+    """
+    lines = ["user default off"]  # an ACL file has no comments
+    for user in (ADMIN, EXECUTOR, GATEWAY, *agents):
+        digest = password_hashes[user]
+        if user == ADMIN:
+            lines.append(f"user {user} on #{digest} ~* &* +@all")
+            continue
+        keys = " ".join(f"~{p}" for p in redis_key_patterns(namespace, user))
+        lines.append(f"user {user} on #{digest} resetchannels {keys} {REDIS_COMMANDS}")
+    return "\n".join(lines) + "\n"

@@ -307,13 +307,19 @@ class ValkeyServer(_Server):
     name = "valkey-server"
     ready_pattern = re.compile(r"Ready to accept connections")
 
-    def __init__(self, *, port: int = 0, data_dir: str | Path, appendfsync: str = "everysec") -> None:
+    def __init__(
+        self, *, port: int = 0, data_dir: str | Path, appendfsync: str = "everysec", aclfile: str | Path | None = None
+    ) -> None:
         super().__init__(port=port, data_dir=data_dir)
         self.appendfsync = appendfsync
+        self.aclfile = aclfile
+        """An ACL file of users (``a2amesh deploy valkey-acl``); None: the default user, no password."""
 
     def _argv(self) -> list[str]:
+        acl = ["--aclfile", str(Path(self.aclfile).resolve())] if self.aclfile else []
         return [
             valkey_server_binary(),
+            *acl,
             "--port",
             str(self.port),
             "--bind",

@@ -7,6 +7,7 @@ permissions (an agent call, a workflow with a sub-workflow), with no permission 
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -238,11 +239,12 @@ async def test_the_mesh_works_under_these_permissions(secured_server: Secured, a
             await factory.cleanup()
 
 
-def test_the_cli_writes_the_config_with_secrets_left_to_the_environment(
+async def test_the_cli_writes_the_config_with_secrets_left_to_the_environment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "nats.conf"
-    code = main(
+    code = await asyncio.to_thread(
+        main,
         [
             "deploy",
             "nats-config",
@@ -253,7 +255,7 @@ def test_the_cli_writes_the_config_with_secrets_left_to_the_environment(
             "/tls/cert.pem",
             "--tls-key",
             "/tls/key.pem",
-        ]
+        ],
     )
     assert code == 0, capsys.readouterr().err
     text = out.read_text()
@@ -261,7 +263,7 @@ def test_the_cli_writes_the_config_with_secrets_left_to_the_environment(
     assert '"$JS.API.CONSUMER.MSG.NEXT.A2AMESH_TASKS.order_validator"' in text
     assert 'cert_file: "/tls/cert.pem"' in text
     assert "listen: 127.0.0.1:4222" in text
-    code = main(["deploy", "nats-config", str(tmp_path / "missing")])
+    code = await asyncio.to_thread(main, ["deploy", "nats-config", str(tmp_path / "missing")])
     assert code == 2
     assert "not a folder of agent YAML files" in capsys.readouterr().err
     assert "secret" not in text

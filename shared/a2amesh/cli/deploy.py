@@ -15,7 +15,7 @@ from a2amesh.cli.exits import EXIT_OK
 from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import UsageError
 
-__all__ = ["add_deploy_verbs", "cmd_nats_config"]
+__all__ = ["add_deploy_verbs", "cmd_nats_config", "cmd_valkey_acl"]
 
 
 def add_deploy_verbs(sub: Any) -> None:
@@ -36,6 +36,10 @@ def add_deploy_verbs(sub: Any) -> None:
     n.add_argument("--tls-verify", action="store_true", help="require client certificates")
     n.add_argument("--accounts-only", action="store_true", help="only the accounts (and tls) blocks, to include")
     n.set_defaults(func=cmd_nats_config)
+    v = what.add_parser("valkey-acl", help="a Valkey ACL file with one least-privilege user per agent and role")
+    v.add_argument("agents", help="folder of agent YAML files (one Redis user each)")
+    v.add_argument("-o", "--output", help="file to write (default: standard output)")
+    v.set_defaults(func=cmd_valkey_acl)
 
 
 async def cmd_nats_config(args: argparse.Namespace) -> int:
@@ -82,3 +86,27 @@ def _agent_names(folder: Path, load: Callable[[Path], Any]) -> list[str]:
     if not files:
         raise UsageError(f"{folder}: no agent YAML files (*.yaml, *.yml)")
     return [str(load(path).name) for path in files]
+
+
+async def cmd_valkey_acl(args: argparse.Namespace) -> int:
+    """Write the ACL file; each password is read from ``$A2AMESH_REDIS_PASSWORD_<USER>`` and written hashed."""
+    import hashlib
+    import os
+
+    from a2amesh.access import ADMIN, EXECUTOR, GATEWAY, redis_password_variable, valkey_acl
+    from a2amesh.agent.definition import load_agent_file
+
+    agents = await asyncio.to_thread(_agent_names, Path(args.agents), load_agent_file)
+    settings = verb_settings(args)
+    users = [ADMIN, EXECUTOR, GATEWAY, *agents]
+    missing = [redis_password_variable(u) for u in users if not os.environ.get(redis_password_variable(u))]
+    if missing:
+        raise UsageError(f"set the password of every Redis user in the environment; missing: {', '.join(missing)}")
+    hashes = {u: hashlib.sha256(os.environ[redis_password_variable(u)].encode()).hexdigest() for u in users}
+    text = valkey_acl(settings.namespace, agents, hashes)
+    if args.output:
+        await asyncio.to_thread(Path(args.output).write_text, text)
+        print(f"wrote {args.output}: users {', '.join(users)} (passwords hashed)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
