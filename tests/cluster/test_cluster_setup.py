@@ -4,14 +4,17 @@ comma-separated NATS_URL connects, and a JetStream publish rides out the loss of
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.cli.app import main
+from a2amesh.cli.settings import adopt_local_mesh
 from a2amesh.config import Settings
 from a2amesh.errors import ConfigError
+from a2amesh.mesh import Mesh
 from tests.support.servers import ClusterServers
 from tests.support.waiting import eventually, within
 
@@ -103,3 +106,21 @@ async def test_publishes_ride_out_a_sigkilled_stream_leader(cluster_servers: Clu
         await eventually(caught_up, timeout=30, what="the restarted node to catch up as a replica")
     finally:
         await bus.close()
+
+
+async def test_up_cluster_starts_three_nodes_with_r3_streams(tmp_path: Path, namespace: str) -> None:
+    """`a2amesh up --cluster`'s supervisor: three nodes, R3 streams, the URLs saved for the other verbs."""
+    settings = Settings.load(environ={}, profile="test", namespace=namespace)
+    state = tmp_path / "state"
+    async with Mesh(settings, agents_dir=None, state_dir=state, cluster=True) as mesh:
+        urls = mesh.nats_url.split(",")
+        assert len(urls) == 3
+        assert (state / "nats.urls").read_text() == mesh.nats_url
+        adopted = adopt_local_mesh(settings.model_copy(update={"state_dir": str(state)}))
+        assert adopted.nats_url == mesh.nats_url
+        bus = await Bus.connect(mesh.effective_settings(), name="check-up")
+        try:
+            info = await bus.jsm.stream_info(bus.subjects.tasks_stream)
+            assert info.config.num_replicas == 3
+        finally:
+            await bus.close()
