@@ -8,16 +8,18 @@ permissions (an agent call, a workflow with a sub-workflow), with no permission 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import nats
+import nkeys
 import pytest
 from pydantic import SecretStr
 
-from a2amesh.access import EXECUTOR, GATEWAY, NatsAccess, accounts_config, password_variable
+from a2amesh.access import EXECUTOR, GATEWAY, NatsAccess, accounts_config, nkey_variable, password_variable
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.cli.app import main
@@ -267,3 +269,58 @@ async def test_the_cli_writes_the_config_with_secrets_left_to_the_environment(
     assert code == 2
     assert "not a folder of agent YAML files" in capsys.readouterr().err
     assert "secret" not in text
+
+
+async def test_nkey_users_with_their_scopes(
+    tmp_path: Path, namespace: str, servers: MeshServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``--auth nkey`` the server reads each user's public nkey from its environment; processes sign in
+    with their seed file and name their scope with A2AMESH_SCOPE: an agent call completes, no violation."""
+    seeds: dict[str, Path] = {}
+    for user in USERS:
+        seed = nkeys.encode_seed(secrets.token_bytes(32), nkeys.PREFIX_BYTE_USER)
+        monkeypatch.setenv(nkey_variable(user), nkeys.from_seed(seed).public_key.decode())
+        seeds[user] = tmp_path / f"{user}.nk"
+        seeds[user].write_bytes(seed)
+    config = accounts_config(NatsAccess(namespace=namespace, agents=list(AGENTS), auth="nkey"))
+    server = NatsServer(data_dir=tmp_path / "nkey-nats", config=config)
+    await server.start()
+
+    def settings(user: str) -> Settings:
+        return Settings.load(
+            environ={},
+            profile="test",
+            nats_url=server.url,
+            redis_url=servers.redis_url,
+            namespace=namespace,
+            nats_nkey_seed=str(seeds[user]),
+            scope=user,
+        )
+
+    factory = ProcessFactory(settings("alpha"), tmp_path)
+    admin = await Bus.connect(settings("admin"), name="admin")
+    bus = await Bus.connect(settings(GATEWAY), name="gateway")
+    client = Client(bus, settings(GATEWAY))
+    try:
+        await init_mesh(admin, settings("admin"))
+        proc = await factory.start(
+            "agent",
+            str(write_agent(tmp_path, "alpha", "count")),
+            env={"NATS_NKEY_SEED": str(seeds["alpha"]), "A2AMESH_SCOPE": "alpha"},
+        )
+        await client.start()
+
+        async def ready() -> bool:
+            assert proc.returncode is None, proc.output()[-3000:]
+            return client.registry.get("alpha") is not None
+
+        await eventually(ready, timeout=30, what="alpha's card")
+        task = await within(client.send("alpha", make_message(data={"sleep": 0.01})), 30, "the agent call")
+        assert task.status.state == TaskState.COMPLETED, task.status
+        assert not [line for line in server.output() if " Violation - " in line]
+    finally:
+        await client.close()
+        await bus.close()
+        await admin.close()
+        await factory.cleanup()
+        await server.stop()
