@@ -8,7 +8,10 @@ permissions (an agent call, a workflow with a sub-workflow), with no permission 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import ipaddress
 import secrets
+import ssl
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -17,6 +20,10 @@ from pathlib import Path
 import nats
 import nkeys
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from pydantic import SecretStr
 
 from a2amesh.access import EXECUTOR, GATEWAY, NatsAccess, accounts_config, nkey_variable, password_variable
@@ -323,4 +330,69 @@ async def test_nkey_users_with_their_scopes(
         await bus.close()
         await admin.close()
         await factory.cleanup()
+        await server.stop()
+
+
+def _certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA and a server certificate for 127.0.0.1 signed by it: (ca, cert, key) files."""
+    now = dt.datetime.now(dt.UTC)
+
+    def build(
+        subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, signer: ec.EllipticCurvePrivateKey, ca: bool
+    ) -> x509.Certificate:
+        b = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            b = b.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        return b.sign(signer, hashes.SHA256())
+
+    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = build("a2amesh test CA", ca_key, "a2amesh test CA", ca_key, True)
+    cert = build("127.0.0.1", server_key, "a2amesh test CA", ca_key, False)
+    paths = folder / "ca.pem", folder / "server.pem", folder / "server-key.pem"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        server_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return paths
+
+
+async def test_tls_settings_of_the_generated_config(
+    tmp_path: Path, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The generated ``tls`` block: a client trusting the CA (``NATS_TLS_CA``) connects as its user,
+    initialises the namespace and publishes to a stream; one that does not trust it cannot connect."""
+    ca, cert, key = await asyncio.to_thread(_certificates, tmp_path)
+    for user in USERS:
+        monkeypatch.setenv(password_variable(user), password(user))
+    access = NatsAccess(namespace=namespace, agents=list(AGENTS), tls_cert=str(cert), tls_key=str(key))
+    server = NatsServer(data_dir=tmp_path / "tls-nats", config=accounts_config(access))
+    await server.start()
+    base = {"environ": {}, "profile": "test", "nats_url": server.url, "namespace": namespace}
+    try:
+        admin = Settings.load(**base, nats_user="admin", nats_password=password("admin"), nats_tls_ca=str(ca))
+        bus = await Bus.connect(admin, name="tls")
+        try:
+            await init_mesh(bus, admin)
+            ack = await bus.js_publish(bus.subjects.request("alpha"), b"{}", {"Nats-Msg-Id": "tls-1"})
+            assert ack.seq == 1
+        finally:
+            await bus.close()
+        # a client that does not trust the CA (system CAs only) does not get in
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await nats.connect(
+                server.url, user="admin", password=password("admin"), allow_reconnect=False, connect_timeout=5
+            )
+    finally:
         await server.stop()
