@@ -53,7 +53,10 @@ class Received:
 PUBLISH_TIMEOUT = 30.0
 """Seconds a JetStream publish keeps trying: longer than a stream leader election on a cluster."""
 ATTEMPT_TIMEOUT = 2.0
-"""Seconds one publish attempt waits for its ack before it is sent again (same ``Nats-Msg-Id``)."""
+"""Seconds the first publish attempt waits for its ack before it is sent again (same ``Nats-Msg-Id``); each
+later attempt waits 1.5 times longer, up to ``ATTEMPT_TIMEOUT_MAX``, so an overloaded server that is only
+slow to ack is not sent every publish again every 2 s."""
+ATTEMPT_TIMEOUT_MAX = 8.0
 PING_INTERVAL = 5
 MAX_OUTSTANDING_PINGS = 2
 RETRY_PAUSE = 0.1
@@ -639,33 +642,32 @@ class Bus:
     ) -> PubAck:
         """Publish to a stream and wait for its ack, riding out a stream leader election.
 
-        An attempt that gets no ack within :data:`ATTEMPT_TIMEOUT` (the leader died with it), finds no
-        stream leader on a cluster (``503``) or meets a reconnecting connection is sent again, with the
+        An attempt that gets no ack in time (:data:`ATTEMPT_TIMEOUT`, growing; the leader died with it), finds
+        no stream leader on a cluster (``503``) or meets a reconnecting connection is sent again, with the
         same ``Nats-Msg-Id`` (one is added when the caller gave none), until ``timeout``: the stream's
-        de-duplication keeps one copy. A duplicate reported after an attempt that may have been stored is
-        that attempt's own copy, so it is reported as not duplicate.
+        de-duplication keeps one copy. The ack of a later attempt may then say ``duplicate`` for the
+        caller's own first copy: a caller that follows a duplicate's task (as the client does) must be fine
+        following its own.
 
         Raises:
             TransportError: ``UNAVAILABLE`` when no stream acknowledged it within ``timeout``, no stream
                 captures the subject, the stream refused it, or the connection is closed.
         """
+        if headers is None or h.MSG_ID not in headers:  # every attempt must carry the same id
+            headers = {**(headers or {}), h.MSG_ID: f"pub:{nuid()}"}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         pause = RETRY_PAUSE
-        uncertain = False  # an earlier attempt may have been stored
+        wait = ATTEMPT_TIMEOUT
         while True:
             remaining = deadline - loop.time()
             try:
-                ack = await self._publish_once(subject, data, headers, min(ATTEMPT_TIMEOUT, remaining), timeout)
-                if uncertain and ack.duplicate:
-                    return PubAck(ack.stream, ack.seq, False)
-                return ack
+                return await self._publish_once(subject, data, headers, min(wait, remaining), timeout)
             except _Retryable as e:
-                uncertain = uncertain or e.maybe_stored
+                if e.maybe_stored:
+                    wait = min(wait * 1.5, ATTEMPT_TIMEOUT_MAX)
                 if deadline - loop.time() <= 0:
                     raise e.error from e.error.__cause__
-                if headers is None or h.MSG_ID not in headers:
-                    headers = {**(headers or {}), h.MSG_ID: f"pub:{nuid()}"}
                 log.info("js_publish.retry", subject=subject, reason=str(e.error))
                 await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
                 pause = min(pause * 2, RETRY_PAUSE_MAX)
