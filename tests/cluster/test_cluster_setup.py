@@ -10,11 +10,11 @@ import pytest
 
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
-from a2amesh.cli.app import main
 from a2amesh.cli.settings import adopt_local_mesh
 from a2amesh.config import Settings
 from a2amesh.errors import ConfigError
 from a2amesh.mesh import Mesh
+from tests.support.cli import run_cli
 from tests.support.servers import ClusterServers
 from tests.support.waiting import eventually, within
 
@@ -30,15 +30,11 @@ async def leader(bus: Bus, stream: str) -> str:
     return str(info.cluster.leader or "")
 
 
-async def test_init_replicas_3_makes_r3_streams_and_buckets(
-    cluster_servers: ClusterServers, namespace: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("NATS_URL", cluster_servers.nats_url)
-    monkeypatch.setenv("A2AMESH_NAMESPACE", namespace)
-    monkeypatch.setenv("A2AMESH_PROFILE", "test")
-    code = await asyncio.to_thread(main, ["init", "--replicas", "3"])
-    assert code == 0, capsys.readouterr().err
-    assert "(3 replica(s))" in capsys.readouterr().out
+async def test_init_replicas_3_makes_r3_streams_and_buckets(cluster_servers: ClusterServers, namespace: str) -> None:
+    env = {"NATS_URL": cluster_servers.nats_url, "A2AMESH_NAMESPACE": namespace, "A2AMESH_PROFILE": "test"}
+    code, out, err = await run_cli("init", "--replicas", "3", env=env)
+    assert code == 0, err
+    assert "(3 replica(s))" in out
     settings = cluster_settings(cluster_servers, namespace)
     bus = await Bus.connect(settings, name="check")
     try:

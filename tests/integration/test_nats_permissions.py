@@ -29,11 +29,11 @@ from pydantic import SecretStr
 from a2amesh.access import EXECUTOR, GATEWAY, NatsAccess, accounts_config, nkey_variable, password_variable
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
-from a2amesh.cli.app import main
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.protocol import TaskState
 from a2amesh.servers import NatsServer
+from tests.support.cli import run_cli
 from tests.support.processes import ProcessFactory, write_agent
 from tests.support.servers import MeshServers
 from tests.support.waiting import eventually, within
@@ -248,33 +248,20 @@ async def test_the_mesh_works_under_these_permissions(secured_server: Secured, a
             await factory.cleanup()
 
 
-async def test_the_cli_writes_the_config_with_secrets_left_to_the_environment(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+async def test_the_cli_writes_the_config_with_secrets_left_to_the_environment(tmp_path: Path) -> None:
     out = tmp_path / "nats.conf"
-    code = await asyncio.to_thread(
-        main,
-        [
-            "deploy",
-            "nats-config",
-            "agent_cards",
-            "-o",
-            str(out),
-            "--tls-cert",
-            "/tls/cert.pem",
-            "--tls-key",
-            "/tls/key.pem",
-        ],
-    )
-    assert code == 0, capsys.readouterr().err
+    args = ["-o", str(out), "--tls-cert", "/tls/cert.pem", "--tls-key", "/tls/key.pem"]
+    code, _, err = await run_cli("deploy", "nats-config", "agent_cards", *args)
+    assert code == 0, err
     text = out.read_text()
     assert "{user: order_validator, password: $A2AMESH_NATS_PASSWORD_ORDER_VALIDATOR" in text
     assert '"$JS.API.CONSUMER.MSG.NEXT.A2AMESH_TASKS.order_validator"' in text
     assert 'cert_file: "/tls/cert.pem"' in text
     assert "listen: 127.0.0.1:4222" in text
-    code = await asyncio.to_thread(main, ["deploy", "nats-config", str(tmp_path / "missing")])
+    code, _, err = await run_cli("deploy", "nats-config", str(tmp_path / "missing"))
     assert code == 2
-    assert "not a folder of agent YAML files" in capsys.readouterr().err
+    assert "not a folder of agent YAML files" in err
+    assert "Traceback" not in err
     assert "secret" not in text
 
 

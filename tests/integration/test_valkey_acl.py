@@ -7,7 +7,6 @@ each as its own Redis user, still run an agent call and a workflow with a sub-wo
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import shutil
 import textwrap
@@ -22,12 +21,12 @@ from redis.exceptions import NoPermissionError
 from a2amesh.access import ADMIN, EXECUTOR, GATEWAY, redis_password_variable, valkey_acl
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
-from a2amesh.cli.app import main
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.protocol import TaskState
 from a2amesh.servers import ValkeyServer
 from a2amesh.store.redis import Redis, connect_redis
+from tests.support.cli import run_cli
 from tests.support.processes import REPO, ProcessFactory
 from tests.support.servers import MeshServers
 from tests.support.waiting import eventually, within
@@ -105,12 +104,12 @@ async def test_an_agent_reaches_only_its_keys(guarded: Guarded, alpha_redis: Red
             await command
 
 
-async def test_the_cli_hashes_passwords_from_the_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = await asyncio.to_thread(main, ["deploy", "valkey-acl", "agent_cards"])
+async def test_the_cli_hashes_passwords_from_the_environment(tmp_path: Path) -> None:
+    code, _, err = await run_cli("deploy", "valkey-acl", "agent_cards")
     assert code == 2
-    assert "missing: A2AMESH_REDIS_PASSWORD_ADMIN" in capsys.readouterr().err
+    assert "missing: A2AMESH_REDIS_PASSWORD_ADMIN" in err
+    assert "Traceback" not in err
+    env = {}
     for user in (
         ADMIN,
         EXECUTOR,
@@ -122,9 +121,10 @@ async def test_the_cli_hashes_passwords_from_the_environment(
         "pricing",
         "text_stats",
     ):
-        monkeypatch.setenv(redis_password_variable(user), password(user))
+        env[redis_password_variable(user)] = password(user)
     out = tmp_path / "users.acl"
-    assert await asyncio.to_thread(main, ["deploy", "valkey-acl", "agent_cards", "-o", str(out)]) == 0
+    code, _, err = await run_cli("deploy", "valkey-acl", "agent_cards", "-o", str(out), env=env)
+    assert code == 0, err
     text = out.read_text()
     assert "pw" not in text.replace("#", "")  # only hashes
     assert f"user echo on #{hashlib.sha256(password('echo').encode()).hexdigest()} resetchannels" in text
