@@ -24,7 +24,15 @@ from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.store.redis import Redis, connect_redis
 from tests.support.processes import ProcessFactory
-from tests.support.servers import MeshServers, own_servers, start_servers, stop_servers
+from tests.support.servers import (
+    ClusterServers,
+    MeshServers,
+    own_cluster,
+    own_servers,
+    start_servers,
+    stop_cluster,
+    stop_servers,
+)
 
 pytest_plugins = [
     *(["tests.fakes.fixtures"] if _ilu.find_spec("tests.fakes.fixtures") else []),
@@ -47,6 +55,14 @@ def fault_servers(tmp_path: Path) -> Iterator[MeshServers]:
     s = own_servers(tmp_path)
     yield s
     stop_servers(s)
+
+
+@pytest.fixture
+def cluster_servers(tmp_path: Path) -> Iterator[ClusterServers]:
+    """A 3-node NATS JetStream cluster and a Valkey server of this test alone (nodes may be killed or paused)."""
+    s = own_cluster(tmp_path)
+    yield s
+    stop_cluster(s)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, Received
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_error
-from a2amesh.ids import nuid, task_id_for
+from a2amesh.ids import instance_id, nuid, task_id_for
 from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.mailbox import Mailbox
@@ -210,7 +210,7 @@ class Client:
     ) -> None:
         self.bus = bus
         self.settings = settings
-        self.instance = instance or nuid()
+        self.instance = instance or instance_id(settings.reply_scope)
         self._registry = registry
         self._owns_registry = registry is None
         self._owns_bus = False

@@ -29,6 +29,8 @@ ENV_FIELDS: dict[str, str] = {
     "NATS_TLS_CA": "nats_tls_ca",
     "NATS_TLS_CERT": "nats_tls_cert",
     "NATS_TLS_KEY": "nats_tls_key",
+    "A2AMESH_SCOPE": "scope",
+    "A2AMESH_REPLICAS": "replicas",
     "REDIS_URL": "redis_url",
     "REDIS_PASSWORD": "redis_password",
     "A2AMESH_PROFILE": "profile",
@@ -79,6 +81,18 @@ class Settings(BaseModel):
     nats_tls_ca: str | None = None
     nats_tls_cert: str | None = None
     nats_tls_key: str | None = None
+    scope: str | None = Field(
+        default=None,
+        description="This process's token in its reply subjects and inboxes (reply.{scope}.…, _INBOX.{scope}.…) "
+        "that NATS permissions restrict a user to; None: the NATS user name when it is a valid token.",
+    )
+    replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=5,
+        description="Replicas of every stream and KV bucket (3 on a 3-node cluster); None: 1 for new ones, "
+        "existing ones keep theirs.",
+    )
     redis_url: SecretStr | None = Field(default=None, description="redis:// or rediss:// URL; None = embedded.")
     redis_password: SecretStr | None = None
     profile: Literal["default", "test"] = "default"
@@ -119,6 +133,22 @@ class Settings(BaseModel):
         if not NAME_RE.match(v):
             raise ValueError("must match [A-Za-z0-9_-]+")
         return v
+
+    @field_validator("scope")
+    @classmethod
+    def _valid_scope(cls, v: str | None) -> str | None:
+        if v is not None and not NAME_RE.match(v):
+            raise ValueError("must match [A-Za-z0-9_-]+ (it is one subject token)")
+        return v
+
+    @property
+    def reply_scope(self) -> str | None:
+        """The scope of this process's reply subjects and inboxes: ``scope``, else a token-safe NATS user name."""
+        if self.scope:
+            return self.scope
+        if self.nats_user and NAME_RE.match(self.nats_user):
+            return self.nats_user
+        return None
 
     @classmethod
     def load(

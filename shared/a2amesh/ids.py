@@ -27,6 +27,15 @@ def nuid() -> str:
     return out[:22].decode()
 
 
+def instance_id(scope: str | None = None) -> str:
+    """A process's instance id: a nuid, after ``{scope}.`` when the process has a reply scope.
+
+    The scope is a token of its own in every reply subject (``reply.{scope}.{nuid}.{call_id}``), so a NATS
+    server can let a user read only ``reply.{scope}.>`` (docs/scaling.md, permissions).
+    """
+    return f"{scope}.{nuid()}" if scope else nuid()
+
+
 _NAMESPACE_BYTES = TASK_NAMESPACE.bytes
 
 

@@ -22,7 +22,7 @@ from a2amesh.gateway.server import bind
 from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.logs import get_logger
 from a2amesh.registry import Registry
-from a2amesh.servers import NatsServer, ValkeyServer
+from a2amesh.servers import NatsCluster, NatsServer, ValkeyServer
 from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS
 
 log = get_logger("mesh")
@@ -50,6 +50,7 @@ class Mesh:
         gateway: settings of the HTTP gateway process to start (None: no gateway); port 0 takes a free one.
         llm_host: start ``a2amesh llm-host`` (the LLM agents defined through the API).
         builtins: start the built-in agents (``a2amesh builtins``: the llm, tools and tool_loop nodes).
+        cluster: embedded NATS as a 3-node JetStream cluster, streams and buckets with 3 replicas.
     """
 
     settings: Settings
@@ -65,10 +66,14 @@ class Mesh:
     gateway_url: str = ""
     llm_host: bool = False
     builtins: bool = True
+    cluster: bool = False
+    nats_cluster: NatsCluster | None = None
 
     @property
     def nats_url(self) -> str:
         """The NATS URL the mesh uses."""
+        if self.nats_cluster:
+            return self.nats_cluster.url
         return self.nats.url if self.nats else (self.settings.nats_url or "")
 
     @property
@@ -80,7 +85,10 @@ class Mesh:
 
     def effective_settings(self) -> Settings:
         """The settings with the URLs of the servers in use."""
-        return self.settings.model_copy(update={"nats_url": self.nats_url, "redis_url": _secret(self.redis_url)})
+        update: dict[str, object] = {"nats_url": self.nats_url, "redis_url": _secret(self.redis_url)}
+        if self.nats_cluster:
+            update["replicas"] = self.settings.replicas or len(self.nats_cluster.nodes)
+        return self.settings.model_copy(update=update)
 
     async def start(self) -> None:
         """Start servers, initialise the namespace, start every agent (and the executor), wait for their cards,
@@ -90,7 +98,14 @@ class Mesh:
         if self.agents_dir is not None:
             for path in sorted(self.agents_dir.glob("*.yaml")) + sorted(self.agents_dir.glob("*.yml")):
                 self.definitions.append((path, load_agent_file(path)))
-        if not self.settings.nats_url:
+        if not self.settings.nats_url and self.cluster:
+            self.nats_cluster = NatsCluster(data_dir=self.state_dir / "nats-cluster")
+            await self.nats_cluster.start()
+            (self.state_dir / "nats.port").unlink(missing_ok=True)
+            (self.state_dir / "nats.urls").write_text(self.nats_cluster.url)
+            log.info("mesh.nats_cluster_started", url=self.nats_cluster.url)
+        elif not self.settings.nats_url:
+            (self.state_dir / "nats.urls").unlink(missing_ok=True)
             self.nats = NatsServer(port=_saved_port(self.state_dir / "nats.port"), data_dir=self.state_dir / "nats")
             await self.nats.start()
             (self.state_dir / "nats.port").write_text(str(self.nats.port))
@@ -171,6 +186,9 @@ class Mesh:
         env = {**os.environ, "NATS_URL": self.nats_url, "REDIS_URL": self.redis_url}
         env["A2AMESH_NAMESPACE"] = self.settings.namespace
         env["A2AMESH_PROFILE"] = self.settings.profile
+        replicas = self.effective_settings().replicas
+        if replicas is not None:
+            env["A2AMESH_REPLICAS"] = str(replicas)
         out = await asyncio.to_thread(open, self.log_file, "ab") if self.log_file else None
         try:
             child.proc = await asyncio.create_subprocess_exec(
@@ -222,6 +240,8 @@ class Mesh:
             await self.valkey.stop()
         if self.nats:
             await self.nats.stop()
+        if self.nats_cluster:
+            await self.nats_cluster.stop()
 
     def crashed(self) -> list[str]:
         """Labels of children that exited on their own."""

@@ -19,6 +19,7 @@ import sys
 import sysconfig
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -156,6 +157,10 @@ class _Server:
                 if self.ready_pattern.search(text):
                     ready.set()
 
+    def output(self) -> list[str]:
+        """The last lines the server wrote (up to 200)."""
+        return list(self._output)
+
     def _tail(self) -> str:
         return " | ".join(self._output[-8:]) or "(no output)"
 
@@ -230,15 +235,47 @@ class _Server:
         await self.stop()
 
 
+@dataclass(frozen=True)
+class ClusterRoute:
+    """One node's place in a NATS cluster: its name, its route port and every node's route port."""
+
+    cluster: str
+    server_name: str
+    port: int
+    route_ports: tuple[int, ...]
+
+    def config_lines(self) -> list[str]:
+        routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.route_ports if p != self.port)
+        return [
+            f"server_name: {self.server_name}",
+            "cluster {",
+            f"  name: {self.cluster}",
+            f"  listen: 127.0.0.1:{self.port}",
+            f"  routes: [{routes}]",
+            "}",
+        ]
+
+
 class NatsServer(_Server):
     """nats-server with JetStream, its file store under ``data_dir``."""
 
     name = "nats-server"
     ready_pattern = re.compile(r"Server is ready")
 
-    def __init__(self, *, port: int = 0, data_dir: str | Path, sync_interval: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        data_dir: str | Path,
+        sync_interval: str | None = None,
+        config: str = "",
+        cluster: ClusterRoute | None = None,
+    ) -> None:
         super().__init__(port=port, data_dir=data_dir)
         self.sync_interval = sync_interval
+        self.config = config
+        """Extra configuration text appended to the generated file (accounts, authorization, TLS)."""
+        self.cluster = cluster
 
     def _argv(self) -> list[str]:
         conf = self.data_dir / "nats.conf"
@@ -251,6 +288,10 @@ class NatsServer(_Server):
         if self.sync_interval:
             lines.append(f"  sync_interval: {self.sync_interval}")
         lines.append("}")
+        if self.cluster is not None:
+            lines += self.cluster.config_lines()
+        if self.config:
+            lines.append(self.config)
         conf.write_text("\n".join(lines) + "\n")
         return [nats_server_binary(), "-c", str(conf)]
 
@@ -266,13 +307,19 @@ class ValkeyServer(_Server):
     name = "valkey-server"
     ready_pattern = re.compile(r"Ready to accept connections")
 
-    def __init__(self, *, port: int = 0, data_dir: str | Path, appendfsync: str = "everysec") -> None:
+    def __init__(
+        self, *, port: int = 0, data_dir: str | Path, appendfsync: str = "everysec", aclfile: str | Path | None = None
+    ) -> None:
         super().__init__(port=port, data_dir=data_dir)
         self.appendfsync = appendfsync
+        self.aclfile = aclfile
+        """An ACL file of users (``a2amesh deploy valkey-acl``); None: the default user, no password."""
 
     def _argv(self) -> list[str]:
+        acl = ["--aclfile", str(Path(self.aclfile).resolve())] if self.aclfile else []
         return [
             valkey_server_binary(),
+            *acl,
             "--port",
             str(self.port),
             "--bind",
@@ -299,3 +346,95 @@ class ValkeyServer(_Server):
     def url(self) -> str:
         """``redis://127.0.0.1:PORT/0``."""
         return f"redis://127.0.0.1:{self.port}/0"
+
+
+JS_CLUSTER_READY = re.compile(r"JetStream cluster (?:new )?metadata leader")
+"""The line each node of a JetStream cluster logs once it knows the meta leader the nodes elected."""
+
+
+class NatsCluster:
+    """A JetStream cluster of ``size`` nats-server nodes on loopback ports (``a2amesh up --cluster``, tests).
+
+    Node ``i`` is named ``{name}-{i}`` (the ``server_name`` JetStream reports as a stream's leader); each
+    keeps its ports and data across :meth:`NatsServer.kill` / ``start`` so it rejoins as the same peer.
+    """
+
+    def __init__(self, *, data_dir: str | Path, size: int = 3, name: str = "a2amesh", config: str = "") -> None:
+        if size < 1:
+            raise ServerError(f"a NATS cluster needs at least one node, not {size}")
+        data = Path(data_dir)
+        client_ports = [free_port() for _ in range(size)]
+        route_ports = tuple(free_port() for _ in range(size))
+        self.name = name
+        self.nodes = [
+            NatsServer(
+                port=client_ports[i],
+                data_dir=data / f"node{i + 1}",
+                config=config,
+                cluster=ClusterRoute(name, f"{name}-{i + 1}", route_ports[i], route_ports),
+            )
+            for i in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        """Every node's URL, comma separated (what ``NATS_URL`` takes)."""
+        return ",".join(n.url for n in self.nodes)
+
+    def node(self, server_name: str) -> NatsServer:
+        """The node JetStream knows as ``server_name``."""
+        for n in self.nodes:
+            if n.cluster is not None and n.cluster.server_name == server_name:
+                return n
+        raise ServerError(f"no node {server_name!r} in NATS cluster {self.name}")
+
+    def start_sync(self) -> None:
+        """Start every node (at once: each waits for its routes) until each knows the JetStream meta leader."""
+        errors: list[BaseException] = []
+
+        def start(node: NatsServer) -> None:
+            try:
+                node.start_sync()
+            except BaseException as e:  # reported below, after every node's thread ended
+                errors.append(e)
+
+        threads = [threading.Thread(target=start, args=(n,), daemon=True) for n in self.nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            self.stop_sync()
+            raise errors[0]
+        deadline = time.monotonic() + START_TIMEOUT
+        # every node has heard of the meta leader: it knows them all as peers, so R3 placement can succeed
+        while not all(any(JS_CLUSTER_READY.search(line) for line in list(n._output)) for n in self.nodes):
+            if time.monotonic() > deadline:
+                tails = "; ".join(f"{n.url}: {n._tail()}" for n in self.nodes)
+                self.stop_sync()
+                raise ServerError(
+                    f"NATS cluster {self.name}: no JetStream meta leader within {START_TIMEOUT:.0f}s: {tails}"
+                )
+            time.sleep(0.05)
+
+    def stop_sync(self) -> None:
+        """Stop every node."""
+        for n in self.nodes:
+            n.stop_sync()
+
+    async def start(self) -> None:
+        """Start every node (in a thread) and wait for the cluster to be ready."""
+        await asyncio.to_thread(self.start_sync)
+
+    async def stop(self) -> None:
+        """Stop every node."""
+        await asyncio.to_thread(self.stop_sync)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

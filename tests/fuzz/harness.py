@@ -329,11 +329,12 @@ class Caller:
 
 
 def valid_reply_grammar(subject: str, prefix: str) -> bool:
-    """``{ns}.a2a.v1.reply.{instance}.{call_id}`` with both tokens of ``[A-Za-z0-9_-]+``."""
+    """``{ns}.a2a.v1.reply.{instance}.{call_id}`` (an instance being ``nuid`` or ``scope.nuid``), every token of
+    ``[A-Za-z0-9_-]+``."""
     if not subject.startswith(prefix):
         return False
     tokens = subject[len(prefix) :].split(".")
-    return len(tokens) == 2 and all(SUBJECT_TOKEN.match(t) for t in tokens)
+    return len(tokens) in (2, 3) and all(SUBJECT_TOKEN.match(t) for t in tokens)
 
 
 def interleave(hostile_specs: list[Spec], valid: list[Spec]) -> list[Spec]:

@@ -293,7 +293,7 @@ BAD_REPLY_TO = [
     ("wildcard * instance", "@prefix@*.@inst@"),
     ("only >", "@prefix@>"),
     ("wrong namespace", "zz@inst@.a2a.v1.reply.@inst@.call"),
-    ("extra token", "@prefix@@inst@.call.extra"),
+    ("extra token", "@prefix@scope.@inst@.call.extra"),
     ("missing call id", "@prefix@@inst@"),
     ("double dot", "@prefix@@inst@..call"),
     ("blank", "   "),

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from a2amesh.servers import NatsServer, ValkeyServer
+from a2amesh.servers import NatsCluster, NatsServer, ValkeyServer
 
 
 @dataclass
@@ -82,3 +82,38 @@ def own_servers(tmp: Path) -> MeshServers:
         nats.stop_sync()
         raise
     return MeshServers(nats.url, valkey.url, nats, valkey)
+
+
+@dataclass
+class ClusterServers:
+    """A 3-node NATS JetStream cluster and a Valkey server of one test (it may kill, restart or pause nodes)."""
+
+    nats: NatsCluster
+    valkey: ValkeyServer
+
+    @property
+    def nats_url(self) -> str:
+        return self.nats.url
+
+    @property
+    def redis_url(self) -> str:
+        return self.valkey.url
+
+
+def own_cluster(tmp: Path) -> ClusterServers:
+    """Start a 3-node NATS cluster and a Valkey server for one test."""
+    cluster = NatsCluster(data_dir=tmp / "nats-cluster")
+    valkey = ValkeyServer(data_dir=tmp / "cluster-valkey")
+    cluster.start_sync()
+    try:
+        valkey.start_sync()
+    except BaseException:
+        cluster.stop_sync()
+        raise
+    return ClusterServers(cluster, valkey)
+
+
+def stop_cluster(s: ClusterServers) -> None:
+    """Stop the servers :func:`own_cluster` started."""
+    s.nats.stop_sync()
+    s.valkey.stop_sync()

@@ -29,7 +29,7 @@ from a2amesh.errors import (
     TransportError,
     transport_rpc_error,
 )
-from a2amesh.ids import nuid, task_id_for
+from a2amesh.ids import instance_id, nuid, task_id_for
 from a2amesh.lifecycle import STOP_LIMIT, Worker, cancel_and_wait
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
@@ -129,7 +129,7 @@ class AgentHost(Worker):
         self.bus = bus
         self.settings = settings
         self.name = runtime.definition.name
-        self.instance = instance or nuid()
+        self.instance = instance or instance_id(settings.reply_scope)
         self.concurrency = runtime.definition.max_concurrency or settings.max_concurrency
         self.tasks = TaskStore(
             redis, Keys(settings.namespace), retention=settings.task_retention, queued_ttl=settings.tasks_max_age

@@ -22,9 +22,11 @@ from nats.aio.msg import Msg as NatsMsg
 from nats.js import api as js_api
 from nats.js.kv import KeyValue
 
+from a2amesh.bus import headers as h
 from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
 from a2amesh.errors import TransportError
+from a2amesh.ids import nuid
 from a2amesh.jsontext import loads
 from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
@@ -46,6 +48,28 @@ class Received:
     data: bytes
     headers: Headers
     reply: str
+
+
+PUBLISH_TIMEOUT = 30.0
+"""Seconds a JetStream publish keeps trying: longer than a stream leader election on a cluster."""
+ATTEMPT_TIMEOUT = 2.0
+"""Seconds the first publish attempt waits for its ack before it is sent again (same ``Nats-Msg-Id``); each
+later attempt waits 1.5 times longer, up to ``ATTEMPT_TIMEOUT_MAX``, so an overloaded server that is only
+slow to ack is not sent every publish again every 2 s."""
+ATTEMPT_TIMEOUT_MAX = 8.0
+PING_INTERVAL = 5
+MAX_OUTSTANDING_PINGS = 2
+RETRY_PAUSE = 0.1
+RETRY_PAUSE_MAX = 1.0
+
+
+class _Retryable(Exception):
+    """A publish attempt that failed in a way another attempt can get past (no ack, no leader, reconnecting)."""
+
+    def __init__(self, error: TransportError, *, maybe_stored: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.maybe_stored = maybe_stored
 
 
 @dataclass(frozen=True)
@@ -210,6 +234,8 @@ class PullConsumer:
                             await self._request(unfilled)
                 elif status == "409":
                     self.reset()
+            elif status == "503":  # no consumer leader right now (an election): ask again at the next poll
+                self.reset()
             return
         self._outstanding = max(0, self._outstanding - 1)
         if self._handle is not None:
@@ -493,7 +519,7 @@ class Bus:
         Raises:
             TransportError: ``UNAVAILABLE`` when no server answers.
         """
-        servers = (url or settings.nats_url or "nats://127.0.0.1:4222").split(",")
+        servers = [u.strip() for u in (url or settings.nats_url or "nats://127.0.0.1:4222").split(",") if u.strip()]
         blog = log.bind(conn=name)
 
         async def on_error(e: Exception) -> None:
@@ -520,9 +546,15 @@ class Bus:
             "reconnected_cb": on_reconnected,
             "max_reconnect_attempts": -1,
             "reconnect_time_wait": 0.5,
+            # a server that stops answering without closing the connection (paused, partitioned) is left
+            # after PING_INTERVAL * MAX_OUTSTANDING_PINGS seconds for another one of the URLs
+            "ping_interval": PING_INTERVAL,
+            "max_outstanding_pings": MAX_OUTSTANDING_PINGS,
             "connect_timeout": 5,
             "allow_reconnect": True,
         }
+        if settings.reply_scope:  # inboxes a server can restrict this user to (docs/scaling.md)
+            opts["inbox_prefix"] = f"_INBOX.{settings.reply_scope}"
         if settings.nats_user:
             opts["user"] = settings.nats_user
         if settings.nats_password:
@@ -605,29 +637,77 @@ class Bus:
         return Received(msg.subject, msg.data, dict(msg.headers or {}), msg.reply or "")
 
     # JetStream
-    async def js_publish(self, subject: str, data: bytes, headers: Headers | None = None, timeout: float = 5) -> PubAck:
-        """Publish to a stream and wait for its ack.
+    async def js_publish(
+        self, subject: str, data: bytes, headers: Headers | None = None, timeout: float = PUBLISH_TIMEOUT
+    ) -> PubAck:
+        """Publish to a stream and wait for its ack, riding out a stream leader election.
+
+        An attempt that gets no ack in time (:data:`ATTEMPT_TIMEOUT`, growing; the leader died with it), finds
+        no stream leader on a cluster (``503``) or meets a reconnecting connection is sent again, with the
+        same ``Nats-Msg-Id`` (one is added when the caller gave none), until ``timeout``: the stream's
+        de-duplication keeps one copy. The ack of a later attempt may then say ``duplicate`` for the
+        caller's own first copy: a caller that follows a duplicate's task (as the client does) must be fine
+        following its own.
 
         Raises:
-            TransportError: ``UNAVAILABLE`` when no stream acknowledged it in time.
+            TransportError: ``UNAVAILABLE`` when no stream acknowledged it within ``timeout``, no stream
+                captures the subject, the stream refused it, or the connection is closed.
         """
+        if headers is None or h.MSG_ID not in headers:  # every attempt must carry the same id
+            headers = {**(headers or {}), h.MSG_ID: f"pub:{nuid()}"}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        pause = RETRY_PAUSE
+        wait = ATTEMPT_TIMEOUT
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                return await self._publish_once(subject, data, headers, min(wait, remaining), timeout)
+            except _Retryable as e:
+                if e.maybe_stored:
+                    wait = min(wait * 1.5, ATTEMPT_TIMEOUT_MAX)
+                if deadline - loop.time() <= 0:
+                    raise e.error from e.error.__cause__
+                log.info("js_publish.retry", subject=subject, reason=str(e.error))
+                await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+                pause = min(pause * 2, RETRY_PAUSE_MAX)
+
+    async def _publish_once(
+        self, subject: str, data: bytes, headers: Headers | None, timeout: float, total: float
+    ) -> PubAck:
         try:
             msg = await self._acks.publish(subject, data, headers, timeout)
         except TimeoutError as e:
-            raise TransportError(codes.UNAVAILABLE, f"JetStream did not acknowledge {subject} in {timeout:g}s") from e
-        except nats.errors.Error as e:  # reconnecting, connection closed, buffer full
+            error = TransportError(codes.UNAVAILABLE, f"JetStream did not acknowledge {subject} in {total:g}s")
+            error.__cause__ = e
+            raise _Retryable(error, maybe_stored=True) from e
+        except nats.errors.ConnectionClosedError as e:
             raise TransportError(codes.UNAVAILABLE, f"cannot publish {subject}: {e}") from e
+        except nats.errors.Error as e:  # reconnecting, buffer full
+            error = TransportError(codes.UNAVAILABLE, f"cannot publish {subject}: {e}")
+            error.__cause__ = e
+            raise _Retryable(error, maybe_stored=True) from e
         if msg.headers and msg.headers.get("Status") == "503":
-            raise TransportError(codes.UNAVAILABLE, f"no stream captures {subject} (run `a2amesh init`)")
+            error = TransportError(codes.UNAVAILABLE, f"no stream captures {subject} (run `a2amesh init`)")
+            if self.clustered:  # a replicated stream without a leader for a moment answers the same
+                raise _Retryable(error, maybe_stored=False)
+            raise error
         try:
             ack = loads(msg.data)
             if "error" in ack:
-                raise TransportError(
-                    codes.UNAVAILABLE, f"JetStream refused {subject}: {ack['error'].get('description', ack['error'])}"
-                )
+                err = ack["error"]
+                error = TransportError(codes.UNAVAILABLE, f"JetStream refused {subject}: {err.get('description', err)}")
+                if err.get("code") == 503:  # JetStream or the stream is unavailable for a moment
+                    raise _Retryable(error, maybe_stored=False)
+                raise error
             return PubAck(str(ack["stream"]), int(ack["seq"]), bool(ack.get("duplicate", False)))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise TransportError(codes.UNAVAILABLE, f"JetStream answered {subject} with {msg.data[:200]!r}") from e
+
+    @property
+    def clustered(self) -> bool:
+        """Whether the server this connection is on is part of a cluster."""
+        return bool(self._nc._server_info.get("cluster"))
 
     async def direct_get_last(self, stream: str, subject: str) -> StoredMsg | None:
         """The last message stored on ``subject`` (direct get), or None."""

@@ -6,6 +6,7 @@ a difference that JetStream cannot update in place (e.g. a stream's retention) i
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import nats.js.errors
@@ -35,6 +36,7 @@ def stream_configs(bus: Bus, settings: Settings) -> list[api.StreamConfig]:
             max_age=settings.tasks_max_age,
             duplicate_window=DUPLICATE_WINDOW,
             discard=api.DiscardPolicy.OLD,
+            num_replicas=settings.replicas or 1,
         ),
         api.StreamConfig(
             name=s.replies_stream,
@@ -47,6 +49,7 @@ def stream_configs(bus: Bus, settings: Settings) -> list[api.StreamConfig]:
             allow_direct=True,
             allow_msg_ttl=True,
             discard=api.DiscardPolicy.OLD,
+            num_replicas=settings.replicas or 1,
         ),
         api.StreamConfig(
             name=s.events_stream,
@@ -57,13 +60,23 @@ def stream_configs(bus: Bus, settings: Settings) -> list[api.StreamConfig]:
             max_age=EVENTS_MAX_AGE,
             duplicate_window=DUPLICATE_WINDOW,
             discard=api.DiscardPolicy.OLD,
+            num_replicas=settings.replicas or 1,
         ),
     ]
 
 
 # Stream fields whose change needs a new stream (JetStream refuses to update them).
 _IMMUTABLE = ("retention", "storage")
-_COMPARED = ("subjects", "max_age", "duplicate_window", "allow_direct", "allow_msg_ttl", "retention", "storage")
+_COMPARED = (
+    "subjects",
+    "max_age",
+    "duplicate_window",
+    "allow_direct",
+    "allow_msg_ttl",
+    "retention",
+    "storage",
+    "num_replicas",
+)
 
 
 async def ensure_streams(bus: Bus, settings: Settings) -> None:
@@ -77,10 +90,12 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
         try:
             info = await js.stream_info(cfg.name)
         except nats.js.errors.NotFoundError:
-            await js.add_stream(cfg)
-            log.info("stream.created", stream=cfg.name)
+            await _admin(cfg.name, js.add_stream(cfg), settings)
+            log.info("stream.created", stream=cfg.name, replicas=settings.replicas)
             continue
         have = info.config
+        if settings.replicas is None:
+            cfg.num_replicas = have.num_replicas
         for field in _IMMUTABLE:
             if getattr(have, field) != getattr(cfg, field):
                 raise ConfigError(
@@ -90,8 +105,23 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
                     "delete the stream (nats stream rm) and run `a2amesh init`",
                 )
         if any(_norm(getattr(have, f)) != _norm(getattr(cfg, f)) for f in _COMPARED):
-            await js.update_stream(cfg)
-            log.info("stream.updated", stream=cfg.name)
+            await _admin(cfg.name, js.update_stream(cfg), settings)
+            log.info("stream.updated", stream=cfg.name, replicas=settings.replicas)
+
+
+async def _admin(name: str | None, request: Awaitable[Any], settings: Settings) -> None:
+    """Run a stream or bucket creation/update; a server that cannot hold the replicas asked for is a ConfigError."""
+    try:
+        await request
+    except nats.js.errors.APIError as e:
+        if (settings.replicas or 1) > 1 and ("replicas" in str(e.description) or "peers" in str(e.description)):
+            raise ConfigError(
+                f"stream {name}",
+                "replicas",
+                f"{settings.replicas} replicas need a JetStream cluster of at least {settings.replicas} nodes; "
+                f"the server says: {e.description}",
+            ) from e
+        raise
 
 
 def _norm(v: Any) -> Any:
@@ -112,18 +142,28 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
         try:
             info = await js.stream_info(stream)
         except nats.js.errors.NotFoundError:
-            await js.create_key_value(
-                api.KeyValueConfig(
-                    bucket=bucket, history=1, ttl=settings.card_ttl, storage=api.StorageType.FILE, direct=True
-                )
+            config = api.KeyValueConfig(
+                bucket=bucket,
+                history=1,
+                ttl=settings.card_ttl,
+                storage=api.StorageType.FILE,
+                direct=True,
+                replicas=settings.replicas or 1,
             )
-            log.info("bucket.created", bucket=bucket)
+            await _admin(stream, js.create_key_value(config), settings)
+            log.info("bucket.created", bucket=bucket, replicas=settings.replicas)
             continue
-        if round(info.config.max_age or 0, 3) != round(settings.card_ttl, 3) or not info.config.allow_direct:
-            info.config.max_age = settings.card_ttl
-            info.config.allow_direct = True
-            await js.update_stream(info.config)
-            log.info("bucket.updated", bucket=bucket, ttl=settings.card_ttl)
+        have = info.config
+        if (
+            round(have.max_age or 0, 3) != round(settings.card_ttl, 3)
+            or not have.allow_direct
+            or (settings.replicas is not None and (have.num_replicas or 1) != settings.replicas)
+        ):
+            have.max_age = settings.card_ttl
+            have.allow_direct = True
+            have.num_replicas = settings.replicas or have.num_replicas
+            await _admin(stream, js.update_stream(have), settings)
+            log.info("bucket.updated", bucket=bucket, ttl=settings.card_ttl, replicas=settings.replicas)
 
 
 def consumer_config(bus: Bus, settings: Settings, agent: str, *, max_ack_pending: int) -> api.ConsumerConfig:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from a2amesh import eventloop, logs
-from a2amesh.cli import gateway, mcp, mesh, rag, runs, schedules, workflows
+from a2amesh.cli import deploy, gateway, mcp, mesh, rag, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
 
 __all__ = ["EXTRA_VERBS", "build_parser", "main"]
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     _add_mesh_verbs(sub)
     _add_run_verbs(sub)
+    deploy.add_deploy_verbs(sub)
     for extra in EXTRA_VERBS:
         extra(sub)
     return p
@@ -50,6 +51,9 @@ def _add_mesh_verbs(sub: Any) -> None:
     gateway.add_gateway_options(s, prefix="http-")
     s.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
     s.add_argument("--no-llm-host", action="store_true", help="do not start the host of the stored LLM agents")
+    s.add_argument(
+        "--cluster", action="store_true", help="run NATS as a 3-node JetStream cluster (streams with 3 replicas)"
+    )
     s.set_defaults(func=mesh.cmd_up)
 
     s = sub.add_parser("demo", help="start the mesh, call the examples, print the results, stop")
@@ -64,6 +68,11 @@ def _add_mesh_verbs(sub: Any) -> None:
     mcp.add_mcp_verb(sub)
 
     s = sub.add_parser("init", help="create or update the namespace's streams and buckets")
+    s.add_argument(
+        "--replicas",
+        type=int,
+        help="replicas of every stream and bucket (3 on a 3-node cluster; also A2AMESH_REPLICAS)",
+    )
     s.set_defaults(func=mesh.cmd_init)
 
     s = sub.add_parser("agent", help="run one agent process from its YAML file")

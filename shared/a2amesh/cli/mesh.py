@@ -66,12 +66,16 @@ async def cmd_init(args: argparse.Namespace) -> int:
     from a2amesh.bus.setup import init_mesh
 
     settings = verb_settings(args)
+    if args.replicas is not None:
+        if not 1 <= args.replicas <= 5:
+            raise UsageError(f"--replicas {args.replicas}: JetStream keeps 1 to 5 replicas of a stream")
+        settings = settings.model_copy(update={"replicas": args.replicas})
     bus = await Bus.connect(settings, name="a2amesh-init")
     try:
         await init_mesh(bus, settings)
     finally:
         await bus.close()
-    print(f"namespace {settings.namespace}: streams and buckets are in place")
+    print(f"namespace {settings.namespace}: streams and buckets are in place ({settings.replicas or 1} replica(s))")
     return EXIT_OK
 
 
@@ -158,6 +162,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         state_dir=Path(args.state_dir or settings.state_dir or ".a2amesh"),
         gateway=None if args.no_gateway else gateway_settings(args, prefix="http-"),
         llm_host=not args.no_llm_host,
+        cluster=args.cluster,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -165,6 +170,9 @@ async def cmd_up(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     async with mesh:
         print(f"a2amesh is up: NATS {mesh.nats_url}  Redis {mesh.redis_url}  namespace {settings.namespace}")
+        if mesh.nats_cluster:
+            replicas = mesh.effective_settings().replicas
+            print(f"NATS cluster of {len(mesh.nats_cluster.nodes)} nodes; streams and buckets have {replicas} replicas")
         if mesh.gateway_url:
             print(f"HTTP gateway: {mesh.gateway_url}/agents (A2A JSON-RPC, HTTP+JSON, SSE)")
             print(f"dashboard:    {mesh.gateway_url}/ (open it in a browser)")

@@ -26,7 +26,9 @@ def adopt_local_mesh(settings: Settings) -> Settings:
     """Without NATS_URL / REDIS_URL, talk to the mesh `a2amesh up` runs from this folder, if any."""
     state = Path(settings.state_dir or ".a2amesh")
     updates: dict[str, Any] = {}
-    if not settings.nats_url and (state / "nats.port").is_file():
+    if not settings.nats_url and (state / "nats.urls").is_file():
+        updates["nats_url"] = (state / "nats.urls").read_text().strip()
+    elif not settings.nats_url and (state / "nats.port").is_file():
         updates["nats_url"] = f"nats://127.0.0.1:{(state / 'nats.port').read_text().strip()}"
     if not settings.redis_url and (state / "valkey.port").is_file():
         updates["redis_url"] = SecretStr(f"redis://127.0.0.1:{(state / 'valkey.port').read_text().strip()}/0")

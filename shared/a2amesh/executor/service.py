@@ -42,7 +42,7 @@ from a2amesh.executor.scheduler import ScheduledGraph, Scheduler, scheduled_grap
 from a2amesh.executor.starts import starters
 from a2amesh.executor.stored import StoredWorkflows
 from a2amesh.executor.takeover import Takeover
-from a2amesh.ids import nuid
+from a2amesh.ids import instance_id
 from a2amesh.lifecycle import STOP_LIMIT, Background, Worker, cancel_and_wait
 from a2amesh.logs import get_logger
 from a2amesh.registry import CardPublisher
@@ -108,7 +108,7 @@ class WorkflowExecutor(Worker):
         self.folder = folder
         self.bus = bus
         self.settings = settings
-        self.instance = instance or nuid()
+        self.instance = instance or instance_id(settings.reply_scope)
         self.reload_interval = reload_interval
         self.catalog = Catalog(folder, serve_folder=serve_folder)
         self.on_folder_change = on_folder_change

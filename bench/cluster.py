@@ -1,0 +1,105 @@
+"""JetStream on one server (R1) beside a 3-node cluster (R3), in the same run, through a2amesh's ``Bus``.
+
+For each: the ack latency of one request-sized publish at a time, the throughput of ``--concurrency``
+publishes in flight, and the latency of a publish through each node of the cluster (the node a client is
+connected to forwards to the stream's leader, which waits for one follower before it acks).
+
+    python bench/cluster.py [--count 2000] [--concurrency 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from a2amesh.bus.nats import Bus
+from a2amesh.bus.setup import init_mesh
+from a2amesh.config import Settings
+from a2amesh.servers import NatsCluster, NatsServer
+from bench.common import Figure, Stats, format_table, ms_since, write_results
+
+PAYLOAD = b'{"jsonrpc":"2.0","id":"x","method":"SendMessage","params":{"message":{"data":{"n":1}}}}'.ljust(400, b" ")
+
+
+async def measure(url: str, replicas: int, label: str, count: int, concurrency: int) -> list[Figure]:
+    settings = Settings.load(environ={}, nats_url=url, namespace=f"bench{replicas}", replicas=replicas)
+    bus = await Bus.connect(settings, name="bench-cluster")
+    try:
+        await init_mesh(bus, settings)
+        subject = bus.subjects.request("bench")
+        serial: list[float] = []
+        for i in range(count // 4):
+            t0 = time.perf_counter()
+            await bus.js_publish(subject, PAYLOAD, {"Nats-Msg-Id": f"s{i}"})
+            serial.append(ms_since(t0))
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(i: int) -> None:
+            async with sem:
+                await bus.js_publish(subject, PAYLOAD, {"Nats-Msg-Id": f"c{i}"})
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(count)))
+        rate = count / (time.perf_counter() - t0)
+        key = f"cluster.r{replicas}"
+        return [
+            Figure.from_samples(f"{key}.publish_ack", f"{label}: publish → ack, one at a time", serial),
+            Figure(f"{key}.publish_rate", f"{label}: publishes/s, {concurrency} in flight", rate, "/s", n=count),
+        ]
+    finally:
+        await bus.close()
+
+
+async def per_node(cluster: NatsCluster, count: int) -> list[Figure]:
+    out = []
+    for node in cluster.nodes:
+        settings = Settings.load(environ={}, nats_url=node.url, namespace="bench3")
+        bus = await Bus.connect(settings, name="bench-node")
+        try:
+            info = await bus.jsm.stream_info(bus.subjects.tasks_stream)
+            role = "leader" if info.cluster.leader == (node.cluster.server_name if node.cluster else "") else "follower"
+            samples = []
+            for i in range(count):
+                t0 = time.perf_counter()
+                await bus.js_publish(bus.subjects.request("bench"), PAYLOAD, {"Nats-Msg-Id": f"n{node.port}-{i}"})
+                samples.append(ms_since(t0))
+            name = node.cluster.server_name if node.cluster else node.url
+            out.append(Figure.from_samples(f"cluster.node.{name}", f"R3 via {name} ({role})", samples))
+        finally:
+            await bus.close()
+    return out
+
+
+async def run(count: int, concurrency: int) -> list[Figure]:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with NatsServer(data_dir=Path(tmp) / "single") as single:
+            figures = await measure(single.url, 1, "1 server, R1", count, concurrency)
+        async with NatsCluster(data_dir=Path(tmp) / "cluster") as cluster:
+            figures += await measure(cluster.url, 3, "3-node cluster, R3", count, concurrency)
+            figures += await per_node(cluster, count // 8)
+    return figures
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--count", type=int, default=2000)
+    p.add_argument("--concurrency", type=int, default=64)
+    args = p.parse_args()
+    figures = asyncio.run(run(args.count, args.concurrency))
+    print(format_table(figures))
+    payload: dict[str, Any] = {
+        "args": vars(args),
+        "figures": [{**f.__dict__, "stats": Stats.of([]) if f.stats is None else f.stats} for f in figures],
+    }
+    print(f"results: {write_results('cluster', payload)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,281 @@
+"""Least-privilege NATS server configuration, generated from the agent definitions (``a2amesh deploy nats-config``).
+
+One user per agent (named after it), one for the executor, one for the gateway and one ``admin`` (``a2amesh
+init``, operators). Secrets are never written: the file names environment variables the server reads at
+start (``$A2AMESH_NATS_PASSWORD_<USER>`` or ``$A2AMESH_NATS_NKEY_<USER>``). docs/scaling.md explains the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from a2amesh.bus.subjects import Subjects
+from a2amesh.ids import NAME_RE
+
+ADMIN = "admin"
+EXECUTOR = "executor"
+GATEWAY = "gateway"
+ROLES = (ADMIN, EXECUTOR, GATEWAY)
+"""Users that are not agents; an agent may not take one of these names."""
+
+
+class NatsAccess(BaseModel):
+    """What the generated configuration is for.
+
+    Args:
+        namespace: the mesh's namespace.
+        agents: agent names, each a NATS user.
+        workflows: workflow names the executor serves; None lets it serve every name that is not an agent's.
+        auth: ``password`` (user/password) or ``nkey`` (public nkeys; each process sets ``A2AMESH_SCOPE``).
+        account: the NATS account holding the mesh's JetStream.
+        tls_cert, tls_key, tls_ca: the server's TLS files; ``tls_verify`` also requires client certificates.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str = "a2amesh"
+    agents: list[str]
+    workflows: list[str] | None = None
+    auth: Literal["password", "nkey"] = "password"
+    account: str = Field(default="A2AMESH", pattern=r"^[A-Za-z0-9_-]+$")
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    tls_verify: bool = False
+
+    @field_validator("namespace")
+    @classmethod
+    def _token(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("must match [A-Za-z0-9_-]+")
+        return v
+
+    @field_validator("agents", "workflows")
+    @classmethod
+    def _names(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or []:
+            if not NAME_RE.match(name):
+                raise ValueError(f"{name!r} must match [A-Za-z0-9_-]+")
+            if name in ROLES:
+                raise ValueError(f"{name!r} is the name of the {name} user; rename the agent")
+        return v
+
+
+@dataclass
+class Permissions:
+    """One user's subject permissions."""
+
+    publish: list[str] = field(default_factory=list)
+    publish_deny: list[str] = field(default_factory=list)
+    subscribe: list[str] = field(default_factory=list)
+    subscribe_deny: list[str] = field(default_factory=list)
+    allow_responses: bool = False
+
+    def add(self, other: Permissions) -> Permissions:
+        return Permissions(
+            publish=_unique(self.publish + other.publish),
+            publish_deny=_unique(self.publish_deny + other.publish_deny),
+            subscribe=_unique(self.subscribe + other.subscribe),
+            subscribe_deny=_unique(self.subscribe_deny + other.subscribe_deny),
+            allow_responses=self.allow_responses or other.allow_responses,
+        )
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def password_variable(user: str) -> str:
+    """The environment variable the server reads a user's password from."""
+    return f"A2AMESH_NATS_PASSWORD_{user.upper().replace('-', '_')}"
+
+
+def nkey_variable(user: str) -> str:
+    """The environment variable the server reads a user's public nkey from."""
+    return f"A2AMESH_NATS_NKEY_{user.upper().replace('-', '_')}"
+
+
+def caller(s: Subjects, scope: str) -> Permissions:
+    """Calling agents and reading the card registry; replies, deltas and inboxes under ``scope`` only."""
+    kv = [s.cards_bucket, s.presence_bucket]
+    api = "$JS.API"
+    return Permissions(
+        publish=[
+            s.request_all,
+            f"{s.ns}.a2a.v1.agent.control.*",
+            f"{api}.INFO",
+            f"{api}.STREAM.INFO.*",
+            f"{api}.DIRECT.GET.{s.replies_stream}.{s.reply_prefix()}{scope}.>",
+            *[f"{api}.DIRECT.GET.KV_{b}.>" for b in kv],
+            *[f"{api}.CONSUMER.CREATE.KV_{b}" for b in kv],
+            *[f"{api}.CONSUMER.CREATE.KV_{b}.>" for b in kv],
+            *[f"{api}.CONSUMER.INFO.KV_{b}.*" for b in kv],
+            *[f"{api}.CONSUMER.DELETE.KV_{b}.*" for b in kv],
+            *[f"$JS.FC.KV_{b}.>" for b in kv],
+        ],
+        subscribe=[f"{s.reply_prefix()}{scope}.>", f"{s.ns}.a2a.v1.delta.{scope}.>", f"_INBOX.{scope}.>"],
+    )
+
+
+def worker(s: Subjects, name: str) -> Permissions:
+    """Serving ``name`` (an agent or a workflow, or ``*``): its queue, its control subject, its card and presence,
+    and replies to the calls it is given."""
+    return Permissions(
+        publish=[*own_subjects(s, name), s.reply_all, f"{s.ns}.a2a.v1.delta.>"],
+        subscribe=[s.control(name)],
+        allow_responses=True,
+    )
+
+
+def own_subjects(s: Subjects, name: str) -> list[str]:
+    """What only the user serving ``name`` may publish to: its consumer's API and acks, its card and presence."""
+    api = "$JS.API"
+    tasks = s.tasks_stream
+    return [
+        f"{api}.CONSUMER.MSG.NEXT.{tasks}.{name}",
+        f"{api}.CONSUMER.INFO.{tasks}.{name}",
+        f"{api}.CONSUMER.CREATE.{tasks}.{name}",
+        f"{api}.CONSUMER.CREATE.{tasks}.{name}.>",
+        f"$JS.ACK.{tasks}.{name}.>",
+        f"$KV.{s.cards_bucket}.{name}",
+        f"$KV.{s.presence_bucket}.{name}.>",
+    ]
+
+
+def permissions(access: NatsAccess) -> dict[str, Permissions | None]:
+    """Every user's permissions (None: everything, the admin)."""
+    s = Subjects(access.namespace)
+    users: dict[str, Permissions | None] = {ADMIN: None}
+    executor = caller(s, EXECUTOR).add(Permissions(publish=list(s.events_all)))
+    if access.workflows is None:
+        executor = executor.add(worker(s, "*"))
+        for agent in access.agents:  # everything an agent's worker permissions give, denied to the executor
+            executor.publish_deny += own_subjects(s, agent)
+            executor.subscribe_deny.append(s.control(agent))
+    else:
+        for workflow in access.workflows:
+            executor = executor.add(worker(s, workflow))
+    users[EXECUTOR] = executor
+    users[GATEWAY] = caller(s, GATEWAY)
+    for agent in access.agents:
+        users[agent] = caller(s, agent).add(worker(s, agent))
+    return users
+
+
+def _list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def _user(access: NatsAccess, name: str, perms: Permissions | None) -> list[str]:
+    if access.auth == "nkey":
+        lines = [f"      {{nkey: ${nkey_variable(name)}"]
+    else:
+        lines = [f"      {{user: {name}, password: ${password_variable(name)}"]
+    if perms is not None:
+        lines.append("        permissions: {")
+        lines.append("          publish: {")
+        lines.append(f"            allow: {_list(perms.publish)}")
+        if perms.publish_deny:
+            lines.append(f"            deny: {_list(perms.publish_deny)}")
+        lines.append("          }")
+        lines.append("          subscribe: {")
+        lines.append(f"            allow: {_list(perms.subscribe)}")
+        if perms.subscribe_deny:
+            lines.append(f"            deny: {_list(perms.subscribe_deny)}")
+        lines.append("          }")
+        if perms.allow_responses:
+            lines.append("          allow_responses: true")
+        lines.append("        }")
+    lines.append("      }")
+    return lines
+
+
+def accounts_config(access: NatsAccess) -> str:
+    """The ``accounts`` block (and the ``tls`` block when TLS files are given) of the server configuration."""
+    lines = [
+        f"# a2amesh least-privilege users for namespace {access.namespace} (a2amesh deploy nats-config)",
+        "accounts {",
+        f"  {access.account} {{",
+        "    jetstream: enabled",
+        "    users: [",
+    ]
+    for name, perms in permissions(access).items():
+        lines += _user(access, name, perms)
+    lines += ["    ]", "  }", "}"]
+    if access.tls_cert or access.tls_key or access.tls_ca:
+        lines.append("tls {")
+        if access.tls_cert:
+            lines.append(f'  cert_file: "{access.tls_cert}"')
+        if access.tls_key:
+            lines.append(f'  key_file: "{access.tls_key}"')
+        if access.tls_ca:
+            lines.append(f'  ca_file: "{access.tls_ca}"')
+        if access.tls_verify:
+            lines.append("  verify: true")
+        lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def server_config(access: NatsAccess, *, listen: str, store_dir: str, http_port: int | None = None) -> str:
+    """A whole nats-server configuration: listener, JetStream and the users of :func:`accounts_config`."""
+    lines = [f"listen: {listen}", "max_payload: 8MB"]
+    if http_port is not None:
+        lines.append(f"http_port: {http_port}")
+    lines += ["jetstream {", f'  store_dir: "{store_dir}"', "  sync_interval: always", "}"]
+    return "\n".join(lines) + "\n" + accounts_config(access)
+
+
+# --- Valkey ACL users ----------------------------------------------------------------------------------
+
+REDIS_COMMANDS = "-@all +@read +@write +@scripting +@transaction +@connection +@fast -@dangerous +info +config|get"
+"""What every mesh user may run: data, Lua scripts and transactions; no KEYS, FLUSH*, CONFIG SET, DEBUG,
+MONITOR or other administration (``CONFIG GET`` stays: the startup check reads ``maxmemory-policy``)."""
+
+
+def redis_password_variable(user: str) -> str:
+    """The environment variable ``deploy valkey-acl`` reads a Redis user's password from."""
+    return f"A2AMESH_REDIS_PASSWORD_{user.upper().replace('-', '_')}"
+
+
+def redis_key_patterns(namespace: str, role: str) -> list[str]:
+    """The key patterns of a role (``admin``, ``executor``, ``gateway`` or an agent name), from store/keys.py's layout.
+
+    An agent gets the task records, claims and subscriber sets (keyed by task id), artifacts, its own task
+    index, conversation locks and histories, and ``{ns}:app:{agent}:*`` for its handler's own data. The
+    executor and the gateway get the namespace: they read and write executions, schedules and task records of
+    every workflow.
+    """
+    ns = namespace
+    if role in (ADMIN, EXECUTOR, GATEWAY):
+        return [f"{ns}:*"]
+    return [
+        f"{ns}:task:*",
+        f"{ns}:claim:*",
+        f"{ns}:subs:*",
+        f"{ns}:tasks:{role}",
+        f"{ns}:ctxlock:{role}:*",
+        f"{ns}:history:{role}:*",
+        f"{ns}:artifact:*",
+        f"{ns}:artifacts:*",
+        f"{ns}:app:{role}:*",
+    ]
+
+
+def valkey_acl(namespace: str, agents: Iterable[str], password_hashes: dict[str, str]) -> str:
+    """A Valkey ACL file: one user per role, each with its key patterns and :data:`REDIS_COMMANDS`.
+
+    ``password_hashes`` maps each user to the SHA-256 hex digest of its password (the file holds no password).
+    """
+    lines = ["user default off"]  # an ACL file has no comments
+    for user in (ADMIN, EXECUTOR, GATEWAY, *agents):
+        digest = password_hashes[user]
+        if user == ADMIN:
+            lines.append(f"user {user} on #{digest} ~* &* +@all")
+            continue
+        keys = " ".join(f"~{p}" for p in redis_key_patterns(namespace, user))
+        lines.append(f"user {user} on #{digest} resetchannels {keys} {REDIS_COMMANDS}")
+    return "\n".join(lines) + "\n"

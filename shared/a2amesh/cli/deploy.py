@@ -1,0 +1,112 @@
+"""``a2amesh deploy nats-config AGENTS_DIR``: a least-privilege NATS server configuration for a mesh."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from a2amesh.cli.exits import EXIT_OK
+from a2amesh.cli.settings import verb_settings
+from a2amesh.errors import UsageError
+
+__all__ = ["add_deploy_verbs", "cmd_nats_config", "cmd_valkey_acl"]
+
+
+def add_deploy_verbs(sub: Any) -> None:
+    """The ``deploy`` verb and its ``nats-config`` sub-verb."""
+    s = sub.add_parser("deploy", help="generate deployment configuration")
+    what = s.add_subparsers(dest="what", required=True, metavar="WHAT")
+    n = what.add_parser("nats-config", help="a NATS server config with one least-privilege user per agent")
+    n.add_argument("agents", help="folder of agent YAML files (one NATS user each)")
+    n.add_argument("-o", "--output", help="file to write (default: standard output)")
+    n.add_argument("--auth", choices=["password", "nkey"], default="password", help="how users authenticate")
+    n.add_argument("--workflow", action="append", help="a workflow the executor serves (default: every non-agent)")
+    n.add_argument("--listen", default="127.0.0.1:4222", help="client listener (default loopback)")
+    n.add_argument("--store-dir", default="/data/jetstream", help="JetStream store folder")
+    n.add_argument("--http-port", type=int, help="monitoring port")
+    n.add_argument("--tls-cert", help="server certificate file")
+    n.add_argument("--tls-key", help="server key file")
+    n.add_argument("--tls-ca", help="CA file for client certificates")
+    n.add_argument("--tls-verify", action="store_true", help="require client certificates")
+    n.add_argument("--accounts-only", action="store_true", help="only the accounts (and tls) blocks, to include")
+    n.set_defaults(func=cmd_nats_config)
+    v = what.add_parser("valkey-acl", help="a Valkey ACL file with one least-privilege user per agent and role")
+    v.add_argument("agents", help="folder of agent YAML files (one Redis user each)")
+    v.add_argument("-o", "--output", help="file to write (default: standard output)")
+    v.set_defaults(func=cmd_valkey_acl)
+
+
+async def cmd_nats_config(args: argparse.Namespace) -> int:
+    """Write the configuration; secrets stay in the server's environment (``$A2AMESH_NATS_PASSWORD_<USER>``)."""
+    from a2amesh.access import NatsAccess, accounts_config, password_variable, server_config
+    from a2amesh.agent.definition import load_agent_file
+
+    agents = await asyncio.to_thread(_agent_names, Path(args.agents), load_agent_file)
+    settings = verb_settings(args)
+    if args.auth == "nkey":
+        print("note: nkey users carry no user name: set A2AMESH_SCOPE=<user> for each process", file=sys.stderr)
+    try:
+        access = NatsAccess(
+            namespace=settings.namespace,
+            agents=agents,
+            workflows=args.workflow,
+            auth=args.auth,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_ca=args.tls_ca,
+            tls_verify=args.tls_verify,
+        )
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise UsageError(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from e
+    if args.accounts_only:
+        text = accounts_config(access)
+    else:
+        text = server_config(access, listen=args.listen, store_dir=args.store_dir, http_port=args.http_port)
+    if args.output:
+        await asyncio.to_thread(Path(args.output).write_text, text)
+        users = ", ".join(["admin", "executor", "gateway", *agents])
+        print(f"wrote {args.output}: users {users}; passwords from ${password_variable('<USER>')}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _agent_names(folder: Path, load: Callable[[Path], Any]) -> list[str]:
+    """The names of the agents defined in ``folder`` (each file validated)."""
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: not a folder of agent YAML files")
+    files = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
+    if not files:
+        raise UsageError(f"{folder}: no agent YAML files (*.yaml, *.yml)")
+    return [str(load(path).name) for path in files]
+
+
+async def cmd_valkey_acl(args: argparse.Namespace) -> int:
+    """Write the ACL file; each password is read from ``$A2AMESH_REDIS_PASSWORD_<USER>`` and written hashed."""
+    import hashlib
+    import os
+
+    from a2amesh.access import ADMIN, EXECUTOR, GATEWAY, redis_password_variable, valkey_acl
+    from a2amesh.agent.definition import load_agent_file
+
+    agents = await asyncio.to_thread(_agent_names, Path(args.agents), load_agent_file)
+    settings = verb_settings(args)
+    users = [ADMIN, EXECUTOR, GATEWAY, *agents]
+    missing = [redis_password_variable(u) for u in users if not os.environ.get(redis_password_variable(u))]
+    if missing:
+        raise UsageError(f"set the password of every Redis user in the environment; missing: {', '.join(missing)}")
+    hashes = {u: hashlib.sha256(os.environ[redis_password_variable(u)].encode()).hexdigest() for u in users}
+    text = valkey_acl(settings.namespace, agents, hashes)
+    if args.output:
+        await asyncio.to_thread(Path(args.output).write_text, text)
+        print(f"wrote {args.output}: users {', '.join(users)} (passwords hashed)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
