@@ -146,11 +146,34 @@ def own_subjects(s: Subjects, name: str) -> list[str]:
     ]
 
 
+DEFINITION_EVENTS = ("created", "updated", "deleted")
+
+
+def management(s: Subjects) -> Permissions:
+    """What the management API adds to the gateway: announcing definition and memory changes, and following the
+    events stream (``/api/events``) through ordered consumers of its own."""
+    api = "$JS.API"
+    events = s.events_stream
+    return Permissions(
+        publish=[
+            *s.events_all,
+            *[s.agent_events_of(e) for e in DEFINITION_EVENTS],
+            f"{api}.CONSUMER.CREATE.{events}",
+            f"{api}.CONSUMER.CREATE.{events}.>",
+            f"{api}.CONSUMER.DELETE.{events}.*",
+            f"{api}.CONSUMER.INFO.{events}.*",
+            f"$JS.FC.{events}.>",
+        ]
+    )
+
+
 def permissions(access: NatsAccess) -> dict[str, Permissions | None]:
     """Every user's permissions (None: everything, the admin)."""
     s = Subjects(access.namespace)
     users: dict[str, Permissions | None] = {ADMIN: None}
-    executor = caller(s, EXECUTOR).add(Permissions(publish=list(s.events_all)))
+    lifecycle = [s.workflow_events_of(e) for e in DEFINITION_EVENTS]
+    # it serves the stored workflows too: it hears their definitions change
+    executor = caller(s, EXECUTOR).add(Permissions(publish=list(s.events_all), subscribe=lifecycle))
     if access.workflows is None:
         executor = executor.add(worker(s, "*"))
         for agent in access.agents:  # everything an agent's worker permissions give, denied to the executor
@@ -160,7 +183,7 @@ def permissions(access: NatsAccess) -> dict[str, Permissions | None]:
         for workflow in access.workflows:
             executor = executor.add(worker(s, workflow))
     users[EXECUTOR] = executor
-    users[GATEWAY] = caller(s, GATEWAY)
+    users[GATEWAY] = caller(s, GATEWAY).add(management(s))
     for agent in access.agents:
         users[agent] = caller(s, agent).add(worker(s, agent))
     return users

@@ -8,6 +8,7 @@ permissions (an agent call, a workflow with a sub-workflow), with no permission 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import ipaddress
 import secrets
@@ -31,6 +32,7 @@ from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
+from a2amesh.manage.events import EventQuery, follow_events
 from a2amesh.protocol import TaskState
 from a2amesh.servers import NatsServer
 from tests.support.cli import run_cli
@@ -236,6 +238,19 @@ async def test_the_mesh_works_under_these_permissions(secured_server: Secured, a
         run = await within(client.send("outer", make_message(data={})), 60, "the workflow run")
         assert run.status.state == TaskState.COMPLETED, run.status
         assert set(run.output()) == {"inner", "beta"}, run.output()
+
+        async def completed_event() -> list[str]:
+            # the gateway user follows the events stream as /api/events does
+            seen: list[str] = []
+            async with contextlib.aclosing(follow_events(bus, EventQuery(after=0), idle=1.0)) as feed:
+                async for event in feed:
+                    if event is not None:
+                        seen.append(event.type)
+                        if event.type == "workflow.completed":
+                            return seen
+            return seen
+
+        assert "workflow.completed" in await within(completed_event(), 15, "the events stream as the gateway")
         # each process ran as its own user: its instance (in its presence key) is in its user's scope
         presence = await (await admin_bus.kv(admin_bus.subjects.presence_bucket)).keys()
         for name, user in (("alpha", "alpha"), ("beta", "beta"), ("outer", EXECUTOR)):
