@@ -53,7 +53,7 @@ async def mesh_client(mesh: ContainerMesh) -> tuple[Bus, Client]:
 async def wait_ready(mesh: ContainerMesh, client: Client) -> None:
     """Every agent's and the workflow's card is live and the gateway container reports healthy."""
     for name in (*AGENTS, "notify_customer"):
-        await eventually(lambda n=name: client.registry.get(n), timeout=CARD_WAIT, what=f"the card of {name}")  # type: ignore[misc]
+        await eventually(lambda n=name: client.registry.get(n), timeout=CARD_WAIT, what=f"the card of {name}")
 
     async def health() -> str:
         state = (await ainspect(f"a2amesh-{mesh.namespace}-gateway"))["State"]
