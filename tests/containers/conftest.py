@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from a2amesh.config import Settings
-from tests.support.docker import BuiltImages, build_images, docker, require_engine
+from tests.support.docker import SERVICES, BuiltImages, build_images, docker, require_engine
 from tests.support.servers import MeshServers
 
 _built: list[BuiltImages] = []
@@ -28,12 +28,15 @@ STOP_TIMEOUT = 20
 
 
 @pytest.fixture(scope="session")
-def images() -> BuiltImages:
-    """The three service images, built once per session by deploy/build-images."""
+def images() -> Iterator[BuiltImages]:
+    """The three service images, built once per session by deploy/build-images under a tag of the session's own
+    (so sessions of other checkouts on the same engine never run each other's images); the tag is removed at
+    the end, the layers stay in the build cache."""
     require_engine()
-    built = build_images()
+    built = build_images(tag=f"test-{uuid.uuid4().hex[:8]}")
     _built.append(built)
-    return built
+    yield built
+    docker("rmi", *(built.image(s) for s in SERVICES), check=False)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -77,6 +77,8 @@ def test_images_are_small_non_root_and_share_the_package_layer(images: BuiltImag
         leaked = [e for e in config["Config"]["Env"] if e.startswith(("PIP_", "A2AMESH_API_KEYS", "NATS_", "REDIS_"))]
         assert not leaked, f"{service} image carries build or deployment settings: {leaked}"
         layers.append(config["RootFS"]["Layers"])
+        history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", images.image(service)).stdout
+        assert "PIP_" not in history, f"{service} image history shows the build's pip settings:\n{history}"
     shared = [a for a, b, c in zip(*layers, strict=False) if a == b == c]
     assert len(shared) > len(base_layers), "the three images do not share the layer with the installed package"
     probe = (

@@ -83,7 +83,7 @@ class BuiltImages:
         return f"a2amesh-{service}:{self.tag}"
 
 
-def build_images(tag: str = "test") -> BuiltImages:
+def build_images(tag: str) -> BuiltImages:
     """Run ``deploy/build-images`` once: with ``A2AMESH_DOCKER_BASE`` as the base when set (e.g. python:3.11-slim
     where Docker Hub is reachable), else on the local debootstrap base with a wheelhouse (no Docker Hub here)."""
     base = os.environ.get("A2AMESH_DOCKER_BASE", "")
