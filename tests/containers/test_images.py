@@ -55,16 +55,12 @@ async def wait_ready(mesh: ContainerMesh, client: Client) -> None:
     for name in (*AGENTS, "notify_customer"):
         await eventually(lambda n=name: client.registry.get(n), timeout=CARD_WAIT, what=f"the card of {name}")
 
-    async def health() -> str:
+    async def healthy() -> bool:
         state = (await ainspect(f"a2amesh-{mesh.namespace}-gateway"))["State"]
         assert state["Running"], f"the gateway container exited: {state}"
-        return str(state.get("Health", {}).get("Status"))
+        return bool(state.get("Health", {}).get("Status") == "healthy")
 
-    await eventually(lambda: _is(health(), "healthy"), timeout=CARD_WAIT, what="the gateway's HEALTHCHECK to pass")
-
-
-async def _is(value: Any, expected: str) -> bool:
-    return bool(await value == expected)
+    await eventually(healthy, timeout=CARD_WAIT, what="the gateway's HEALTHCHECK to pass")
 
 
 def test_images_are_small_non_root_and_share_the_package_layer(images: BuiltImages) -> None:
