@@ -11,6 +11,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -116,18 +117,23 @@ class ContainerMesh:
 HARDENED = ("--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges")
 """How docs/deploy.md recommends running the images: a read-only root file system, no capabilities."""
 
+TEST_AGENTS = Path(__file__).parent / "agents"
+"""The sleeper agent's YAML and handler, mounted into its container."""
+
 AGENTS = ("echo", "notifier", "text_stats")
 """Agents the module runs: echo, and the two the shipped notify_customer workflow calls."""
 
 
 @pytest.fixture(scope="module")
 def container_mesh(images: BuiltImages, servers: MeshServers) -> Iterator[ContainerMesh]:
-    """The executor, three agents and the gateway (with an API key) as containers, started once per module."""
+    """The executor, four agents and the gateway (with an API key) as containers, started once per module."""
     mesh = ContainerMesh(images, servers)
     try:
         mesh.run("executor", "executor")
         for agent in AGENTS:
             mesh.run(agent, "agent", "-e", f"AGENT_FILE=agent_cards/{agent}.yaml")
+        # an agent of the tests' own, from a read-only bind mount (as users mount theirs)
+        mesh.run("sleeper", "agent", "-v", f"{TEST_AGENTS}:/agents:ro", "-e", "AGENT_FILE=/agents/sleeper.yaml")
         mesh.run(
             "gateway",
             "gateway",

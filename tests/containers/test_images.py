@@ -14,14 +14,18 @@ import pytest
 
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
-from a2amesh.client import Client
+from a2amesh.client import Client, make_message
+from a2amesh.errors import RpcError
+from a2amesh.protocol import TaskState
 from tests.containers.conftest import AGENTS, STOP_TIMEOUT, ContainerMesh
 from tests.support.docker import SERVICES, BuiltImages, adocker, ainspect, docker, inspect
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, within
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(1800)]
 
 V = {"A2A-Version": "1.0"}
+SLEEP = 3.0
+"""Seconds the sleeper's task still runs after docker stop's SIGTERM (below SHUTDOWN_GRACE)."""
 CARD_WAIT = 60
 """Seconds for a container to start Python, connect and publish its card (the first start after a build is slow)."""
 
@@ -52,7 +56,7 @@ async def mesh_client(mesh: ContainerMesh) -> tuple[Bus, Client]:
 
 async def wait_ready(mesh: ContainerMesh, client: Client) -> None:
     """Every agent's and the workflow's card is live and the gateway container reports healthy."""
-    for name in (*AGENTS, "notify_customer"):
+    for name in (*AGENTS, "sleeper", "notify_customer"):
         await eventually(lambda n=name: client.registry.get(n), timeout=CARD_WAIT, what=f"the card of {name}")
 
     async def healthy() -> bool:
@@ -121,11 +125,25 @@ async def test_containers_serve_agent_and_workflow_calls_through_the_gateway(con
 
 
 async def test_docker_stop_is_a_clean_shutdown(container_mesh: ContainerMesh) -> None:
-    """Guards against containers that ignore SIGTERM (killed after the grace) or exit non-zero or uncleanly."""
+    """Guards against containers that ignore SIGTERM (killed after the grace), exit non-zero or uncleanly, or drop
+    the work running when the stop comes."""
     bus, client = await mesh_client(container_mesh)
     try:
         await wait_ready(container_mesh, client)
-        stopped = {"gateway": "gateway.stopped", "executor": "executor.stopped"} | {a: "agent.stopped" for a in AGENTS}
+        call = await client.dispatch("sleeper", make_message(data={"seconds": SLEEP}))
+
+        async def working() -> bool:
+            try:
+                task = await client.get_task("sleeper", call.task_id)
+            except RpcError:
+                return False
+            return bool(task.status.state == TaskState.WORKING)
+
+        await eventually(working, timeout=CARD_WAIT, what="the sleeper to start its task")
+        result = asyncio.create_task(call.result())
+        stopped = {"gateway": "gateway.stopped", "executor": "executor.stopped"} | {
+            a: "agent.stopped" for a in (*AGENTS, "sleeper")
+        }
 
         async def stop(role: str) -> float:
             start = time.monotonic()
@@ -142,6 +160,9 @@ async def test_docker_stop_is_a_clean_shutdown(container_mesh: ContainerMesh) ->
             assert not state["OOMKilled"], role
             assert took[role] < STOP_TIMEOUT - 1, f"{role} took {took[role]:.1f}s to stop: it was SIGKILLed"
             assert event in events(logs), f"{role} logged no {event} line:\n{logs[-2000:]}"
+        task = await within(result, 10, "the sleeper's answer")
+        assert task.status.state == TaskState.COMPLETED, task.status
+        assert task.output() == {"slept": SLEEP}
         await eventually(
             lambda: client.registry.get("echo") is None, timeout=10, what="the echo card to be withdrawn on stop"
         )
