@@ -1,0 +1,104 @@
+"""The Docker CLI for container tests: checked commands (sync for fixtures, async for tests) and the image build."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = ("agent", "executor", "gateway")
+LOCAL_BASE = "a2amesh-base:bookworm"
+
+
+class DockerError(AssertionError):
+    """A docker command failed: the command, its exit code and what it printed."""
+
+
+def docker(*args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``docker ARGS`` (bounded); raise :class:`DockerError` with its output when it fails and ``check``."""
+    try:
+        done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise DockerError("the docker CLI is not installed (.ci/install-docker installs docker.io)") from None
+    except subprocess.TimeoutExpired:
+        raise DockerError(f"docker {' '.join(args)} did not finish within {timeout:g}s") from None
+    if check and done.returncode != 0:
+        raise DockerError(f"docker {' '.join(args)} exited {done.returncode}: {(done.stderr or done.stdout).strip()}")
+    return done
+
+
+async def adocker(*args: str, timeout: float = 60) -> tuple[int, str]:
+    """``docker ARGS`` from a test (bounded, off the event loop's thread); its exit code and combined output."""
+    proc = await asyncio.create_subprocess_exec(
+        "docker", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise DockerError(f"docker {' '.join(args)} did not finish within {timeout:g}s") from None
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+def inspect(name: str) -> dict[str, Any]:
+    """``docker inspect`` of one container or image."""
+    data: list[dict[str, Any]] = json.loads(docker("inspect", name).stdout)
+    return data[0]
+
+
+async def ainspect(name: str) -> dict[str, Any]:
+    code, out = await adocker("inspect", name)
+    if code != 0:
+        raise DockerError(f"docker inspect {name} exited {code}: {out.strip()}")
+    data: list[dict[str, Any]] = json.loads(out)
+    return data[0]
+
+
+def require_engine() -> None:
+    """Fail (never skip) with what to do when no Docker engine answers."""
+    done = docker("info", "--format", "{{.ServerVersion}}", timeout=30, check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise DockerError(
+            "tests/containers need a running Docker engine, and `docker info` failed: "
+            f"{(done.stderr or done.stdout).strip()[:300]} (run .ci/install-docker as root to install and start one)"
+        )
+
+
+@dataclass(frozen=True)
+class BuiltImages:
+    """The images a session built, and how long ``deploy/build-images`` took."""
+
+    tag: str
+    seconds: float
+    base: str
+
+    def image(self, service: str) -> str:
+        return f"a2amesh-{service}:{self.tag}"
+
+
+def build_images(tag: str) -> BuiltImages:
+    """Run ``deploy/build-images`` once: with ``A2AMESH_DOCKER_BASE`` as the base when set (e.g. python:3.11-slim
+    where Docker Hub is reachable), else on the local debootstrap base with a wheelhouse (no Docker Hub here)."""
+    base = os.environ.get("A2AMESH_DOCKER_BASE", "")
+    args = ["--base", base] if base else ["--local-base", "--wheelhouse"]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            [str(REPO / "deploy" / "build-images"), *args, "--tag", tag],
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise DockerError("deploy/build-images did not finish within 1500s") from None
+    if done.returncode != 0:
+        raise DockerError(f"deploy/build-images {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return BuiltImages(tag=tag, seconds=time.monotonic() - start, base=base or LOCAL_BASE)
