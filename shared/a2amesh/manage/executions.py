@@ -244,7 +244,7 @@ def execution_of(execution_id: str, row: dict[str, str]) -> Execution:
 
 def _matches(execution: Execution, query: ExecutionQuery) -> bool:
     """Whether a row read from an index also passes the filters that index does not apply (a status index
-    holds paused executions under ``running``, and may lag a record by one write)."""
+    may lag a record by one write)."""
     if query.workflow and execution.workflow != query.workflow:
         return False
     if query.status and execution.status != query.status:
@@ -319,7 +319,7 @@ class Executions:
         if query.workflow:
             return "workflow", query.workflow
         if query.status:
-            return "status", "running" if query.status == "paused" else stored_status(query.status)
+            return "status", stored_status(query.status)
         return "all", ""
 
     async def list(self, query: ExecutionQuery) -> ExecutionPage:
@@ -339,7 +339,7 @@ class Executions:
         since = None if query.since is None else int(query.since.timestamp() * 1000)
         until = None if query.until is None else int(query.until.timestamp() * 1000)
         filters = [f for f in (query.workflow, query.status, query.parent) if f]
-        exact = len(filters) <= 1 and query.status != "paused"  # the index applies every filter
+        exact = len(filters) <= 1  # the index applies every filter
         batch = query.limit + 1 if exact else max(2 * query.limit, 100)
         items: list[Execution] = []
         examined = 0
