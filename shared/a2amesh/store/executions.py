@@ -16,9 +16,9 @@ Per execution (every key carries the ``{execution_id}`` hash tag, so each script
 
 Namespace-wide indexes: ``execs`` (by start), ``execs:wf:{workflow}`` (by start), ``{execs:status}:{s}``
 (by start; a paused execution is under ``paused``, moved there and back when it pauses and resumes),
-``exec:{parent}:children`` (a parent's sub-workflow executions, by start), ``timers`` (execution → next due, polled by owners) and ``leases`` (execution → lease expiry,
-scanned for takeovers). Index writes are not part of the guarded scripts (they span slots); each is
-harmless when stale and repaired by the next write.
+``exec:{parent}:children`` (a parent's sub-workflow executions, by start), ``timers`` (execution → next
+due, polled by owners) and ``leases`` (execution → lease expiry, scanned for takeovers). Index writes are
+not part of the guarded scripts (they span slots); each is harmless when stale and repaired by the next write.
 """
 
 from __future__ import annotations
