@@ -312,15 +312,20 @@ class Executions:
         self.store = store
         self.listing = ExecutionListing(store.redis, store.keys)
 
-    def _index(self, query: ExecutionQuery) -> tuple[IndexName, str]:
-        """The most selective index for a query (the other filters are applied to the rows read)."""
+    async def _index(self, query: ExecutionQuery) -> tuple[IndexName, str]:
+        """The most selective index for a query (the other filters are applied to the rows read): the parent's,
+        else the smaller of the workflow's and the status's."""
         if query.parent:
             return "parent", query.parent
+        chosen: list[tuple[IndexName, str]] = []
         if query.workflow:
-            return "workflow", query.workflow
+            chosen.append(("workflow", query.workflow))
         if query.status:
-            return "status", stored_status(query.status)
-        return "all", ""
+            chosen.append(("status", stored_status(query.status)))
+        if len(chosen) == 2:
+            sizes = await self.listing.sizes(chosen)
+            return chosen[0] if sizes[0] <= sizes[1] else chosen[1]
+        return chosen[0] if chosen else ("all", "")
 
     async def list(self, query: ExecutionQuery) -> ExecutionPage:
         """A page of executions, newest first.
@@ -335,7 +340,7 @@ class Executions:
             message = f"must be between 1 and {MAX_LIMIT}"
             raise InvalidRequest(f"limit: {message}", [{"path": "query.limit", "message": message}])
         after = decode_cursor(query.cursor) if query.cursor else None
-        index, value = self._index(query)
+        index, value = await self._index(query)
         since = None if query.since is None else int(query.since.timestamp() * 1000)
         until = None if query.until is None else int(query.until.timestamp() * 1000)
         filters = [f for f in (query.workflow, query.status, query.parent) if f]

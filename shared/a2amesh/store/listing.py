@@ -110,6 +110,13 @@ class ExecutionListing:
             out.append(Position(int(score), str(member)))
         return out
 
+    async def sizes(self, indexes: Sequence[tuple[IndexName, str]]) -> list[int]:
+        """How many entries each index holds (ZCARD, one round trip)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for index, value in indexes:
+            pipe.zcard(self.index_key(index, value))
+        return [int(n) for n in await pipe.execute()]
+
     async def rows(self, ids: Sequence[str]) -> list[dict[str, str] | None]:
         """The listing fields of each execution (None where its record is gone), in one round trip."""
         if not ids:
