@@ -55,6 +55,7 @@ async def test_restore_a_version_makes_it_the_current_one(
     await expect(current).to_contain_text("restore of version 1")
     await expect(current.get_by_role("cell", name="yes", exact=True)).to_be_visible()
     await expect(page.get_by_role("button", name="restore v3")).to_have_count(0)
+    await screenshot(page, "restore")
     await page.get_by_label("from v2").check()
     await page.get_by_label("to v3").check()
     await page.get_by_role("button", name="Compare").click()

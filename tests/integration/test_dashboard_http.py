@@ -42,18 +42,18 @@ async def test_bad_requests_get_precise_pages(agent_host: Any, executor: Any, cl
         assert "no execution &#39;no-such-run&#39;" in r.text
         r = await http.get("/executions?status=bogus")
         assert r.status_code == 422
-        assert "status &#39;bogus&#39; is not one of running, paused, completed, failed, cancelled" in r.text
+        assert "status: &#39;bogus&#39; is not one of running, paused, completed, failed, cancelled" in r.text
         assert (await http.get("/executions?cursor=abc")).status_code == 422
         r = await http.get("/workflows/nope")
         assert r.status_code == 404
-        assert "no live workflow named &#39;nope&#39;" in r.text
+        assert "no workflow named &#39;nope&#39; is stored or served" in r.text
         r = await http.post(f"/executions/{done.id}/cancel", data={"csrf": "forged"})
         assert r.status_code == 403
         assert "reload the page" in r.text
         token = _csrf((await http.get("/")).text)
         r = await http.post(f"/executions/{done.id}/cancel", data={"csrf": token}, headers={"HX-Request": "true"})
         assert r.status_code == 409
-        assert "is completed; only a running or paused one can be cancelled" in r.text
+        assert "is completed: only a running or paused one can be cancelled" in r.text
         r = await http.post(f"/executions/{done.id}/resume", data={"csrf": token, "decision": "maybe"})
         assert r.status_code == 422
         assert "decision &#39;maybe&#39; is not approve, reject or edit" in r.text
@@ -65,6 +65,14 @@ async def test_bad_requests_get_precise_pages(agent_host: Any, executor: Any, cl
         assert "workflow &#39;echo&#39; has no known version &#39;abc&#39;" in r.text
         r = await http.post("/schedules/echo/main/explode", data={"csrf": token})
         assert r.status_code == 404
+        r = await http.post("/workflows/echo/explode", data={"csrf": token})
+        assert r.status_code == 404
+        assert "workflows have no action &#39;explode&#39;: enable or disable" in r.text
+        r = await http.post("/workflows/echo/versions/1/restore", data={"csrf": token})
+        assert r.status_code == 404
+        r = await http.get("/dashboard/events", headers={"Last-Event-ID": "yesterday"})
+        assert r.status_code == 422
+        assert "is not an id this stream sent" in r.text
         r = await http.post(
             "/executions/x/cancel", data={"csrf": token}, headers={"Origin": "https://elsewhere.example"}
         )
@@ -86,16 +94,15 @@ async def test_agents_negotiates_json_for_clients_and_html_for_browsers(
 
 
 async def test_vendored_scripts_and_their_licences_are_served(gateway: Any) -> None:
-    """htmx and its SSE extension come from the package (no CDN), with their licences beside them."""
+    """htmx comes from the package (no CDN), with its licence beside it; so does the page script."""
     url = await gateway()
     async with httpx.AsyncClient(base_url=url) as http:
         page = (await http.get("/", headers=HTML)).text
-        for script in ("htmx-2.0.11.min.js", "htmx-ext-sse-2.2.4.min.js"):
-            assert f"/dashboard/static/vendor/{script}" in page
-            assert (await http.get(f"/dashboard/static/vendor/{script}")).status_code == 200
-        for licence in ("htmx-2.0.11.LICENSE", "htmx-ext-sse-2.2.4.LICENSE"):
-            r = await http.get(f"/dashboard/static/vendor/{licence}")
-            assert "Zero-Clause BSD" in r.text or "BSD Zero Clause" in r.text
+        for script in ("vendor/htmx-2.0.11.min.js", "app.js"):
+            assert f"/dashboard/static/{script}" in page
+            assert (await http.get(f"/dashboard/static/{script}")).status_code == 200
+        r = await http.get("/dashboard/static/vendor/htmx-2.0.11.LICENSE")
+        assert "Zero-Clause BSD" in r.text or "BSD Zero Clause" in r.text
 
 
 async def test_event_stream_starts_with_a_changed_message(gateway: Any) -> None:
