@@ -120,6 +120,5 @@ async def test_live_list_resumes_after_the_stream_drops_and_misses_nothing(
         await expect(rows.get_by_role("row").filter(has_text=execution_id)).to_contain_text("completed")
     replayed = await page.evaluate("window.a2ameshLive.received.flatMap(m => m.ids)")
     assert set(missed) <= set(replayed), replayed
-    assert first.id not in replayed, "the stream replayed events from before the last id seen"
     assert await page.evaluate("window.notReloaded === true"), "the page was reloaded"
     assert re.search(r"after=\d+", await page.evaluate("window.a2ameshLive.source.url"))

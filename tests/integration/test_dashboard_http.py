@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -142,3 +143,58 @@ async def test_keys_and_scopes(gateway: Any) -> None:
         r = await http.post("/executions/x/cancel", data={"csrf": _csrf(page.text)})
         assert r.status_code == 403
         assert "lacks the &#39;run&#39; scope" in r.text
+
+
+async def _changes(lines: Any, count: int) -> list[tuple[str, dict[str, Any]]]:
+    """The next ``count`` ``changed`` messages of a stream: (id, data)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    ident = ""
+    async for line in lines:
+        if line.startswith("id: "):
+            ident = line[4:]
+        elif line.startswith("data: "):
+            found.append((ident, json.loads(line[6:])))
+            ident = ""
+            if len(found) == count:
+                break
+    return found
+
+
+async def test_event_stream_resumes_after_last_event_id(
+    agent_host: Any, executor: Any, client: Client, gateway: Any
+) -> None:
+    """Each batch carries its last event's id; reconnecting with it as Last-Event-ID (what a browser sends by
+    itself) replays what came after it: the run that finished while away is named, with no connect message."""
+    await agent_host("say", say)
+    await executor({"echo": ECHO})
+    await client.registry.wait_for("echo", 5)
+    url = await gateway()
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        async with http.stream("GET", "/dashboard/events") as r:
+            lines = r.aiter_lines()
+            [(first_id, first)] = await within(_changes(lines, 1), 5, "the connect message")
+            assert (first_id, first["ids"]) == ("", [])
+            seen = await within(client.send("echo", {"x": 1}), 10, "a run while connected")
+
+            async def until_seen() -> str:
+                while True:
+                    [(ident, data)] = await _changes(lines, 1)
+                    if seen.id in data["ids"] and "completed" in data["statuses"]:
+                        return ident
+
+            last = await within(until_seen(), 10, "the batch with the first run's completion")
+        assert last.isdigit(), last
+        missed = await within(client.send("echo", {"x": 2}), 10, "a run while away")
+        async with http.stream("GET", "/dashboard/events", headers={"Last-Event-ID": last}) as r:
+            replay = r.aiter_lines()
+
+            async def until_missed() -> list[str]:
+                idents = []
+                while True:
+                    [(ident, data)] = await _changes(replay, 1)
+                    idents.append(ident)
+                    if missed.id in data["ids"]:
+                        return idents
+
+            idents = await within(until_missed(), 5, "the replayed batch naming the run missed while away")
+        assert all(int(i) > int(last) for i in idents), (idents, last)

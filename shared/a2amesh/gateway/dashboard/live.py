@@ -42,9 +42,23 @@ def _message(seq: int | None, batch: list[MeshEvent]) -> str:
     return f"{head}event: changed\ndata: {body}\n\n"
 
 
-async def _pump(feed: AsyncIterator[MeshEvent | None], queue: asyncio.Queue[MeshEvent | None]) -> None:
-    async for event in feed:
-        await queue.put(event)
+class _Ended:
+    """Put on the queue when the feed stops (the event stream failed): the page's stream ends, and the browser
+    reconnects from its last id."""
+
+
+Item = MeshEvent | None | _Ended
+
+
+async def _pump(feed: AsyncIterator[MeshEvent | None], queue: asyncio.Queue[Item]) -> None:
+    try:
+        async for event in feed:
+            await queue.put(event)
+    except Exception as e:
+        log.warning("dashboard.events_lost", error=str(e) or type(e).__name__)
+    finally:
+        with contextlib.suppress(asyncio.QueueFull):  # a full queue is being read: the reader meets the end later
+            queue.put_nowait(_Ended())
 
 
 async def stream(mesh: ApiMesh, *, execution: str | None = None, after: int | None = None) -> AsyncIterator[str]:
@@ -58,16 +72,19 @@ async def stream(mesh: ApiMesh, *, execution: str | None = None, after: int | No
             yield "retry: 5000\n: the event stream is unavailable\n\n"
             return
         yield "retry: 2000\n" + (_message(None, []) if after is None else ": resumed\n\n")
-        queue: asyncio.Queue[MeshEvent | None] = asyncio.Queue(1000)
+        queue: asyncio.Queue[Item] = asyncio.Queue(1000)
         pump = asyncio.create_task(_pump(feed, queue))
         loop = asyncio.get_running_loop()
         try:
             while True:
                 first = await queue.get()
+                if isinstance(first, _Ended):
+                    return
                 if first is None:
                     yield ": ping\n\n"
                     continue
                 batch = [first]
+                ended = False
                 until = loop.time() + BATCH_SECONDS
                 while (left := until - loop.time()) > 0:
                     try:
@@ -75,9 +92,14 @@ async def stream(mesh: ApiMesh, *, execution: str | None = None, after: int | No
                             item = await queue.get()
                     except TimeoutError:
                         break
+                    if isinstance(item, _Ended):
+                        ended = True
+                        break
                     if item is not None:
                         batch.append(item)
                 yield _message(batch[-1].id, batch)
+                if ended:
+                    return
         finally:
             pump.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
