@@ -124,8 +124,9 @@ async def test_event_stream_starts_with_a_changed_message(gateway: Any) -> None:
 
 async def test_keys_and_scopes(gateway: Any) -> None:
     """With keys: no key → login redirect (pages) or 401 (actions, the stream); a read-only key reads but may
-    not act (403 naming the scope); a key in a header works as for the API."""
-    url = await gateway(api_keys=parse_api_keys("viewer=v-secret#read,ops=o-secret"))
+    not act (403 naming the scope); schedules need run, workflow writes admin, as in the API; a key in a
+    header works as for the API."""
+    url = await gateway(api_keys=parse_api_keys("viewer=v-secret#read,runner=r-secret#run|read,ops=o-secret"))
     async with httpx.AsyncClient(base_url=url, headers=HTML) as http:
         r = await http.get("/reviews")
         assert r.status_code == 303
@@ -143,6 +144,17 @@ async def test_keys_and_scopes(gateway: Any) -> None:
         r = await http.post("/executions/x/cancel", data={"csrf": _csrf(page.text)})
         assert r.status_code == 403
         assert "lacks the &#39;run&#39; scope" in r.text
+        r = await http.post("/schedules/nightly/main/pause", data={"csrf": _csrf(page.text)})
+        assert r.status_code == 403
+        assert "lacks the &#39;run&#39; scope" in r.text
+    async with httpx.AsyncClient(base_url=url, headers={**HTML, "X-API-Key": "r-secret"}) as http:
+        token = _csrf((await http.get("/")).text)
+        r = await http.post("/schedules/nightly/main/pause", data={"csrf": token})
+        assert r.status_code == 404  # the run scope is enough (as for the API); there is no such schedule
+        assert "no schedule &#39;nightly/main&#39;" in r.text
+        r = await http.post("/workflows/nightly/disable", data={"csrf": token})
+        assert r.status_code == 403
+        assert "lacks the &#39;admin&#39; scope" in r.text
 
 
 async def _changes(lines: Any, count: int) -> list[tuple[str, dict[str, Any]]]:
