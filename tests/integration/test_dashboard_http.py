@@ -210,3 +210,7 @@ async def test_event_stream_resumes_after_last_event_id(
 
             idents = await within(until_missed(), 5, "the replayed batch naming the run missed while away")
         assert all(int(i) > int(last) for i in idents), (idents, last)
+        page = (await http.get("/executions", headers=HTML)).text
+        rendered = re.search(r'data-live-after="(\d+)"', page)
+        assert rendered, "the page does not say which event it was rendered after"
+        assert int(rendered.group(1)) >= max(int(i) for i in idents)  # it follows from the newest stored event

@@ -24,7 +24,7 @@ from a2amesh.gateway.api.schedules import schedules_of
 from a2amesh.gateway.api.workflows import definitions_of
 from a2amesh.manage import executions as mx
 from a2amesh.manage.definitions import InvalidWorkflow, StaleWorkflow, WorkflowNotFound
-from a2amesh.manage.events import EventQuery, MeshEvent, follow_events
+from a2amesh.manage.events import EventQuery, MeshEvent, follow_events, last_event_id
 from a2amesh.manage.failures import NotFound, RunsError
 from a2amesh.manage.runs import ExecuteRequest, ResumeRequest, RetryRequest
 from a2amesh.protocol import AgentCard, codes
@@ -47,6 +47,7 @@ __all__ = [
     "get_execution",
     "get_workflow",
     "get_workflow_version",
+    "last_event",
     "list_agents",
     "list_execution_nodes",
     "list_executions",
@@ -659,6 +660,16 @@ def follow(
     ``after`` (from now without it); ``None`` once set up and after each ``idle`` seconds without one."""
     query = EventQuery(execution=execution, after=after)
     return contextlib.aclosing(follow_events(mesh.client.bus, query, idle=idle))
+
+
+async def last_event(mesh: ApiMesh) -> int | None:
+    """The id of the newest lifecycle event stored (what a page rendered now follows from), None when the event
+    stream does not answer within a second (the page then starts from its connect message)."""
+    try:
+        async with asyncio.timeout(1):
+            return await last_event_id(mesh.client.bus)
+    except (TimeoutError, A2AMeshError):
+        return None
 
 
 def now() -> datetime:

@@ -107,9 +107,15 @@ class Dashboard:
             return self.render(request, "parts/notice.html", status, kind="error", message=message)
         return self.render(request, "error.html", status, status=status, message=message)
 
+    async def live_after(self) -> str:
+        """The event id a page rendered now follows from (empty when unknown: it then refreshes on connect)."""
+        last = await data.last_event(self.mesh)
+        return "" if last is None else str(last)
+
     @_guard("read")
     async def overview(self, request: Request) -> Response:
-        return self.render(request, "overview.html", **await views.overview(self.mesh))
+        after = await self.live_after()
+        return self.render(request, "overview.html", live_after=after, **await views.overview(self.mesh))
 
     @_guard("read")
     async def overview_part(self, request: Request) -> Response:
@@ -144,7 +150,8 @@ class Dashboard:
         if wanted:
             found = await data.get_execution(self.mesh, wanted)
             return RedirectResponse(f"/executions/{found.id}", status_code=303)
-        return self.render(request, "executions.html", **await self._executions(request))
+        after = await self.live_after()
+        return self.render(request, "executions.html", live_after=after, **await self._executions(request))
 
     @_guard("read")
     async def executions_part(self, request: Request) -> Response:
@@ -188,7 +195,8 @@ class Dashboard:
 
     @_guard("read")
     async def execution(self, request: Request) -> Response:
-        return self.render(request, "execution.html", **await self._detail(request.path_params["id"]))
+        after = await self.live_after()
+        return self.render(request, "execution.html", live_after=after, **await self._detail(request.path_params["id"]))
 
     @_guard("read")
     async def execution_part(self, request: Request) -> Response:
@@ -208,7 +216,8 @@ class Dashboard:
 
     @_guard("read")
     async def reviews(self, request: Request) -> Response:
-        return self.render(request, "reviews.html", **await self._reviews())
+        after = await self.live_after()
+        return self.render(request, "reviews.html", live_after=after, **await self._reviews())
 
     @_guard("read")
     async def reviews_part(self, request: Request) -> Response:

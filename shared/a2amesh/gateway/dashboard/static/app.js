@@ -17,13 +17,15 @@
 
 // Live updates: one EventSource per page on its [data-live] URL. Each "changed" message becomes a
 // live:changed event on <body>, which the page's live parts listen to (hx-trigger="live:changed from:body").
-// The browser reconnects by itself with Last-Event-ID; when the source is closed for good (an error the
-// browser gives up on, or close()), open() reconnects with ?after= the last id seen, so nothing is missed.
+// The page starts after the newest event stored when it was rendered (data-live-after), so nothing between
+// the render and the connect is missed. The browser reconnects by itself with Last-Event-ID; when the source
+// is closed for good (an error the browser gives up on, or close()), open() reconnects with ?after= the last
+// id seen, so nothing is missed either.
 (function () {
   function Live(el) {
     this.el = el;
     this.url = el.getAttribute("data-live");
-    this.lastId = null;
+    this.lastId = el.getAttribute("data-live-after") || null;  // the newest event when the page was rendered
     this.received = [];
     this.source = null;
   }
