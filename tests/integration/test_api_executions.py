@@ -14,6 +14,7 @@ import pytest
 
 from a2amesh.config import Settings
 from a2amesh.gateway.settings import parse_api_keys
+from a2amesh.manage.executions import Executions
 from a2amesh.schedules import ScheduleState, parse_schedule
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
@@ -272,6 +273,9 @@ async def test_paused_executions_have_their_own_status_index(mesh: Mesh, redis: 
     approved = (await _paused_refund(http, 2))["id"]
     cancelled = (await _paused_refund(http, 3))["id"]
     assert await indexed(approved) == ["paused"]
+    reader = Executions(ExecutionStore(redis, keys, retention=60, lease_ttl=5))
+    assert (await reader.counts())["paused"] == 2
+    assert (await reader.counts(since=datetime.now(UTC) + timedelta(minutes=1)))["paused"] == 0
     page = (await http.get("/api/executions", params={"status": "paused", "limit": 1})).json()
     assert [e["id"] for e in page["items"]] == [cancelled]
     assert page["next_cursor"] is not None
@@ -292,6 +296,8 @@ async def test_paused_executions_have_their_own_status_index(mesh: Mesh, redis: 
     assert await eventually(lambda: _is(http, cancelled, "cancelled"), timeout=10, what="the cancelled status")
     assert await eventually(lambda: moved(cancelled, ["canceled"]), timeout=10, what="it to leave the paused index")
     assert (await http.get("/api/executions", params={"status": "paused"})).json()["items"] == []
+    counts = await reader.counts()
+    assert (counts["paused"], counts["completed"], counts["cancelled"]) == (0, 1, 1)
 
 
 async def test_retry_from_a_node_reuses_what_came_before(mesh: Mesh) -> None:

@@ -371,6 +371,15 @@ class Executions:
             if examined >= SCAN_BUDGET:
                 return ExecutionPage(items=items, next_cursor=encode_cursor(last) if last else None)
 
+    async def counts(self, *, since: datetime | None = None, until: datetime | None = None) -> dict[str, int]:
+        """How many executions started in ``[since, until]`` are in each status now (API spelling), from the
+        status indexes (an index may count an expired execution until a listing meets it)."""
+        low = None if since is None else int(since.timestamp() * 1000)
+        high = None if until is None else int(until.timestamp() * 1000)
+        indexes: list[tuple[IndexName, str]] = [("status", stored_status(s)) for s in STATUSES]
+        found = await self.listing.counts(indexes, since_ms=low, until_ms=high)
+        return dict(zip(STATUSES, found, strict=True))
+
     async def record(self, execution_id: str) -> dict[str, str]:
         """The stored record of an execution.
 

@@ -42,6 +42,7 @@ __all__ = [
     "VersionView",
     "WorkflowView",
     "cancel_execution",
+    "count_executions",
     "follow",
     "get_definition",
     "get_execution",
@@ -227,6 +228,12 @@ async def list_executions(
     async with _answered():
         page = await runs_of(mesh).executions.list(query)
     return Page(items=[_execution(e) for e in page.items], next_cursor=page.next_cursor)
+
+
+async def count_executions(mesh: ApiMesh, *, since: datetime | None = None) -> dict[str, int]:
+    """How many executions started since ``since`` are in each status (the API's status indexes, counted)."""
+    async with _answered():
+        return await runs_of(mesh).executions.counts(since=since)
 
 
 async def get_execution(mesh: ApiMesh, execution_id: str) -> Execution:
