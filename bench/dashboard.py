@@ -41,7 +41,16 @@ PIPELINE = {
         {"id": "store", "type": "agent", "agent_name": "a", "depends_on": ["work"], "input": {}},
     ],
 }
-PAGES = ["/", "/executions", "/executions?status=failed", "/executions?workflow=pipeline", "/reviews", "DETAIL"]
+PAGES = [
+    "/",
+    "/executions",
+    "/executions?status=failed",
+    "/executions?status=paused",
+    "/executions?workflow=pipeline&since=1h",
+    "/executions?status=failed&workflow=pipeline",
+    "/reviews",
+    "DETAIL",
+]
 
 
 def _record(i: int, now_ms: int) -> tuple[str, dict[str, str], dict[str, str]]:
@@ -95,7 +104,7 @@ async def _seed(settings: Settings, count: int) -> str:
             pipe.hset(keys.execution_nodes(execution_id), mapping=nodes)
             pipe.zadd(keys.executions_index(), {execution_id: int(fields["created"])})
             pipe.zadd(keys.executions_by_workflow("pipeline"), {execution_id: int(fields["created"])})
-            pipe.sadd(keys.executions_by_status(fields["status"]), execution_id)
+            pipe.zadd(keys.executions_by_status(fields["status"]), {execution_id: int(fields["created"])})
         await pipe.execute()
     await redis.aclose()
     return newest

@@ -14,6 +14,7 @@ import pytest
 
 from a2amesh.config import Settings
 from a2amesh.gateway.settings import parse_api_keys
+from a2amesh.manage.executions import Executions
 from a2amesh.schedules import ScheduleState, parse_schedule
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
@@ -254,6 +255,49 @@ async def test_resume_a_review_approve_bad_edit_edit_and_reject(mesh: Mesh) -> N
     assert r.json() == {"execution_id": rejected}
     assert await eventually(lambda: _is(http, rejected, "failed"), timeout=10, what="the rejected run to fail")
     assert "not eligible" in (await http.get(f"/api/executions/{rejected}")).json()["error"]
+
+
+async def test_paused_executions_have_their_own_status_index(mesh: Mesh, redis: Redis, settings: Settings) -> None:
+    """A pause moves the execution to the ``paused`` index (so ?status=paused reads it without a scan), a
+    resume back to ``running``, the finish to ``completed``; a cancel of a paused one leaves ``paused``."""
+    http = mesh.http
+    keys = Keys(settings.namespace)
+
+    async def indexed(execution_id: str) -> list[str]:
+        found = []
+        for status in ("running", "paused", "completed", "canceled"):
+            if await redis.zscore(keys.executions_by_status(status), execution_id) is not None:
+                found.append(status)
+        return found
+
+    approved = (await _paused_refund(http, 2))["id"]
+    cancelled = (await _paused_refund(http, 3))["id"]
+    assert await indexed(approved) == ["paused"]
+    reader = Executions(ExecutionStore(redis, keys, retention=60, lease_ttl=5))
+    assert (await reader.counts())["paused"] == 2
+    assert (await reader.counts(since=datetime.now(UTC) + timedelta(minutes=1)))["paused"] == 0
+    page = (await http.get("/api/executions", params={"status": "paused", "limit": 1})).json()
+    assert [e["id"] for e in page["items"]] == [cancelled]
+    assert page["next_cursor"] is not None
+    page = (await http.get("/api/executions", params={"status": "paused", "cursor": page["next_cursor"]})).json()
+    assert [e["id"] for e in page["items"]] == [approved]
+    running = (await http.get("/api/executions", params={"status": "running"})).json()
+    assert {approved, cancelled}.isdisjoint(e["id"] for e in running["items"])
+
+    r = await http.post(f"/api/executions/{approved}/resume", params={"wait": "true"}, json={"decision": "approve"})
+    assert r.status_code == 200, r.text
+
+    async def moved(execution_id: str, where: list[str]) -> bool:
+        return await indexed(execution_id) == where
+
+    assert await eventually(lambda: moved(approved, ["completed"]), timeout=10, what="the completed index")
+    r = await http.post(f"/api/executions/{cancelled}/cancel")
+    assert r.status_code == 200, r.text
+    assert await eventually(lambda: _is(http, cancelled, "cancelled"), timeout=10, what="the cancelled status")
+    assert await eventually(lambda: moved(cancelled, ["canceled"]), timeout=10, what="it to leave the paused index")
+    assert (await http.get("/api/executions", params={"status": "paused"})).json()["items"] == []
+    counts = await reader.counts()
+    assert (counts["paused"], counts["completed"], counts["cancelled"]) == (0, 1, 1)
 
 
 async def test_retry_from_a_node_reuses_what_came_before(mesh: Mesh) -> None:

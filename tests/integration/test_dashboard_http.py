@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -42,18 +43,18 @@ async def test_bad_requests_get_precise_pages(agent_host: Any, executor: Any, cl
         assert "no execution &#39;no-such-run&#39;" in r.text
         r = await http.get("/executions?status=bogus")
         assert r.status_code == 422
-        assert "status &#39;bogus&#39; is not one of running, paused, completed, failed, cancelled" in r.text
+        assert "status: &#39;bogus&#39; is not one of running, paused, completed, failed, cancelled" in r.text
         assert (await http.get("/executions?cursor=abc")).status_code == 422
         r = await http.get("/workflows/nope")
         assert r.status_code == 404
-        assert "no live workflow named &#39;nope&#39;" in r.text
+        assert "no workflow named &#39;nope&#39; is stored or served" in r.text
         r = await http.post(f"/executions/{done.id}/cancel", data={"csrf": "forged"})
         assert r.status_code == 403
         assert "reload the page" in r.text
         token = _csrf((await http.get("/")).text)
         r = await http.post(f"/executions/{done.id}/cancel", data={"csrf": token}, headers={"HX-Request": "true"})
         assert r.status_code == 409
-        assert "is completed; only a running or paused one can be cancelled" in r.text
+        assert "is completed: only a running or paused one can be cancelled" in r.text
         r = await http.post(f"/executions/{done.id}/resume", data={"csrf": token, "decision": "maybe"})
         assert r.status_code == 422
         assert "decision &#39;maybe&#39; is not approve, reject or edit" in r.text
@@ -65,6 +66,14 @@ async def test_bad_requests_get_precise_pages(agent_host: Any, executor: Any, cl
         assert "workflow &#39;echo&#39; has no known version &#39;abc&#39;" in r.text
         r = await http.post("/schedules/echo/main/explode", data={"csrf": token})
         assert r.status_code == 404
+        r = await http.post("/workflows/echo/explode", data={"csrf": token})
+        assert r.status_code == 404
+        assert "workflows have no action &#39;explode&#39;: enable or disable" in r.text
+        r = await http.post("/workflows/echo/versions/1/restore", data={"csrf": token})
+        assert r.status_code == 404
+        r = await http.get("/dashboard/events", headers={"Last-Event-ID": "yesterday"})
+        assert r.status_code == 422
+        assert "is not an id this stream sent" in r.text
         r = await http.post(
             "/executions/x/cancel", data={"csrf": token}, headers={"Origin": "https://elsewhere.example"}
         )
@@ -86,16 +95,15 @@ async def test_agents_negotiates_json_for_clients_and_html_for_browsers(
 
 
 async def test_vendored_scripts_and_their_licences_are_served(gateway: Any) -> None:
-    """htmx and its SSE extension come from the package (no CDN), with their licences beside them."""
+    """htmx comes from the package (no CDN), with its licence beside it; so does the page script."""
     url = await gateway()
     async with httpx.AsyncClient(base_url=url) as http:
         page = (await http.get("/", headers=HTML)).text
-        for script in ("htmx-2.0.11.min.js", "htmx-ext-sse-2.2.4.min.js"):
-            assert f"/dashboard/static/vendor/{script}" in page
-            assert (await http.get(f"/dashboard/static/vendor/{script}")).status_code == 200
-        for licence in ("htmx-2.0.11.LICENSE", "htmx-ext-sse-2.2.4.LICENSE"):
-            r = await http.get(f"/dashboard/static/vendor/{licence}")
-            assert "Zero-Clause BSD" in r.text or "BSD Zero Clause" in r.text
+        for script in ("vendor/htmx-2.0.11.min.js", "app.js"):
+            assert f"/dashboard/static/{script}" in page
+            assert (await http.get(f"/dashboard/static/{script}")).status_code == 200
+        r = await http.get("/dashboard/static/vendor/htmx-2.0.11.LICENSE")
+        assert "Zero-Clause BSD" in r.text or "BSD Zero Clause" in r.text
 
 
 async def test_event_stream_starts_with_a_changed_message(gateway: Any) -> None:
@@ -116,8 +124,9 @@ async def test_event_stream_starts_with_a_changed_message(gateway: Any) -> None:
 
 async def test_keys_and_scopes(gateway: Any) -> None:
     """With keys: no key → login redirect (pages) or 401 (actions, the stream); a read-only key reads but may
-    not act (403 naming the scope); a key in a header works as for the API."""
-    url = await gateway(api_keys=parse_api_keys("viewer=v-secret#read,ops=o-secret"))
+    not act (403 naming the scope); schedules need run, workflow writes admin, as in the API; a key in a
+    header works as for the API."""
+    url = await gateway(api_keys=parse_api_keys("viewer=v-secret#read,runner=r-secret#run|read,ops=o-secret"))
     async with httpx.AsyncClient(base_url=url, headers=HTML) as http:
         r = await http.get("/reviews")
         assert r.status_code == 303
@@ -135,3 +144,73 @@ async def test_keys_and_scopes(gateway: Any) -> None:
         r = await http.post("/executions/x/cancel", data={"csrf": _csrf(page.text)})
         assert r.status_code == 403
         assert "lacks the &#39;run&#39; scope" in r.text
+        r = await http.post("/schedules/nightly/main/pause", data={"csrf": _csrf(page.text)})
+        assert r.status_code == 403
+        assert "lacks the &#39;run&#39; scope" in r.text
+    async with httpx.AsyncClient(base_url=url, headers={**HTML, "X-API-Key": "r-secret"}) as http:
+        token = _csrf((await http.get("/")).text)
+        r = await http.post("/schedules/nightly/main/pause", data={"csrf": token})
+        assert r.status_code == 404  # the run scope is enough (as for the API); there is no such schedule
+        assert "no schedule &#39;nightly/main&#39;" in r.text
+        r = await http.post("/workflows/nightly/disable", data={"csrf": token})
+        assert r.status_code == 403
+        assert "lacks the &#39;admin&#39; scope" in r.text
+
+
+async def _changes(lines: Any, count: int) -> list[tuple[str, dict[str, Any]]]:
+    """The next ``count`` ``changed`` messages of a stream: (id, data)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    ident = ""
+    async for line in lines:
+        if line.startswith("id: "):
+            ident = line[4:]
+        elif line.startswith("data: "):
+            found.append((ident, json.loads(line[6:])))
+            ident = ""
+            if len(found) == count:
+                break
+    return found
+
+
+async def test_event_stream_resumes_after_last_event_id(
+    agent_host: Any, executor: Any, client: Client, gateway: Any
+) -> None:
+    """Each batch carries its last event's id; reconnecting with it as Last-Event-ID (what a browser sends by
+    itself) replays what came after it: the run that finished while away is named, with no connect message."""
+    await agent_host("say", say)
+    await executor({"echo": ECHO})
+    await client.registry.wait_for("echo", 5)
+    url = await gateway()
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        async with http.stream("GET", "/dashboard/events") as r:
+            lines = r.aiter_lines()
+            [(first_id, first)] = await within(_changes(lines, 1), 5, "the connect message")
+            assert (first_id, first["ids"]) == ("", [])
+            seen = await within(client.send("echo", {"x": 1}), 10, "a run while connected")
+
+            async def until_seen() -> str:
+                while True:
+                    [(ident, data)] = await _changes(lines, 1)
+                    if seen.id in data["ids"] and "completed" in data["statuses"]:
+                        return ident
+
+            last = await within(until_seen(), 10, "the batch with the first run's completion")
+        assert last.isdigit(), last
+        missed = await within(client.send("echo", {"x": 2}), 10, "a run while away")
+        async with http.stream("GET", "/dashboard/events", headers={"Last-Event-ID": last}) as r:
+            replay = r.aiter_lines()
+
+            async def until_missed() -> list[str]:
+                idents = []
+                while True:
+                    [(ident, data)] = await _changes(replay, 1)
+                    idents.append(ident)
+                    if missed.id in data["ids"]:
+                        return idents
+
+            idents = await within(until_missed(), 5, "the replayed batch naming the run missed while away")
+        assert all(int(i) > int(last) for i in idents), (idents, last)
+        page = (await http.get("/executions", headers=HTML)).text
+        rendered = re.search(r'data-live-after="(\d+)"', page)
+        assert rendered, "the page does not say which event it was rendered after"
+        assert int(rendered.group(1)) >= max(int(i) for i in idents)  # it follows from the newest stored event

@@ -6,7 +6,7 @@ import pytest
 from starlette.requests import Request
 
 from a2amesh.gateway.dashboard import forms, session
-from a2amesh.gateway.dashboard.data import Execution, NodeRecord
+from a2amesh.gateway.dashboard.data import Attempt, Execution, NodeRecord
 from a2amesh.gateway.dashboard.views import diff_lines, duration, iso, timeline
 
 SCHEMA = {
@@ -72,28 +72,35 @@ def test_csrf_token_is_bound_to_the_key_and_the_site() -> None:
     assert session.csrf_ok(_request("key-a", origin="http://127.0.0.1:8080"), mine)
 
 
-def test_timeline_places_bars_on_the_run_span() -> None:
-    """Bars start at their offset into the run and are as wide as they took; a node not started has no bar."""
+def test_timeline_places_one_bar_per_attempt_on_the_run_span() -> None:
+    """Bars start at their offset into the run and are as wide as they took; each attempt of a retried node is
+    its own bar; a node not started has none."""
     run = Execution(id="x", workflow="w", status="completed", started_at=100.0, finished_at=110.0)
     nodes = [
         NodeRecord(path="a", node_id="a", status="completed", started_at=100.0, finished_at=105.0),
         NodeRecord(
             path="b",
             node_id="b",
-            status="failed",
-            attempt=3,
+            status="completed",
+            attempt=2,
+            attempts=[
+                Attempt(attempt=1, status="failed", started_at=105.0, finished_at=107.0, error="boom"),
+                Attempt(attempt=2, status="completed", started_at=108.0, finished_at=110.0),
+            ],
             started_at=105.0,
-            attempt_started_at=108.0,
             finished_at=110.0,
         ),
         NodeRecord(path="c", node_id="c"),
     ]
     a, b, c = timeline(run, nodes)
-    assert (a.left, a.width) == (0.0, 50.0)
-    assert (b.left, b.width) == (50.0, 50.0)
-    assert b.label == "b (attempt 3)"
-    assert b.earlier == 30.0  # attempts 1 and 2: from 105 to 108 of a 10 s run
-    assert c.width == 0.0
+    assert [(s.left, s.width) for s in a.segments] == [(0.0, 50.0)]
+    assert b.label == "b (attempt 2)"
+    assert [(s.attempt, s.status, s.left, s.width) for s in b.segments] == [
+        (1, "failed", 50.0, 20.0),
+        (2, "completed", 80.0, 20.0),
+    ]
+    assert b.segments[0].error == "boom"
+    assert c.segments == []
 
 
 def test_times_and_durations_read_well() -> None:

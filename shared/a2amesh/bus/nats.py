@@ -717,6 +717,18 @@ class Bus:
             return None
         return StoredMsg(raw.subject or subject, int(raw.seq or 0), raw.data or b"", dict(raw.headers or {}), raw.time)
 
+    async def last_seq(self, stream: str) -> int:
+        """The sequence of the last message stored in ``stream`` (0 when empty).
+
+        Raises:
+            TransportError: ``UNAVAILABLE`` when the stream does not exist.
+        """
+        try:
+            info = await self._js.stream_info(stream)
+        except nats.js.errors.NotFoundError as e:
+            raise TransportError(codes.UNAVAILABLE, f"stream {stream} does not exist (run `a2amesh init`)") from e
+        return int(info.state.last_seq or 0)
+
     async def follow(
         self, stream: str, subject: str, *, after: int | None, idle: float
     ) -> AsyncGenerator[StoredMsg | None]:

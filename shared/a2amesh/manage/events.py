@@ -19,7 +19,7 @@ from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.bus.subjects import Subjects
 from a2amesh.manage.failures import InvalidRequest
 
-__all__ = ["EventQuery", "MeshEvent", "follow_events", "parse_types"]
+__all__ = ["EventQuery", "MeshEvent", "follow_events", "last_event_id", "parse_types"]
 
 _TYPE = re.compile(r"^(workflow|node|memory)(\.[a-z][a-z_]*)?$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -99,6 +99,16 @@ async def follow_events(bus: Bus, query: EventQuery, *, idle: float) -> AsyncGen
                 first = False
                 quiet_since = time.monotonic()
                 yield found
+
+
+async def last_event_id(bus: Bus) -> int:
+    """The id of the newest event stored (0 when none): a client that renders a view now and then follows the
+    events after this id misses nothing that happens in between.
+
+    Raises:
+        TransportError: the events stream does not exist.
+    """
+    return await bus.last_seq(bus.subjects.events_stream)
 
 
 def _event(msg: StoredMsg, subjects: Subjects, query: EventQuery) -> MeshEvent | None:

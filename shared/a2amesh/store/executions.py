@@ -15,10 +15,10 @@ Per execution (every key carries the ``{execution_id}`` hash tag, so each script
 - ``exec:{id}:lease``: ``owner:epoch`` with a TTL, renewed by the owner.
 
 Namespace-wide indexes: ``execs`` (by start), ``execs:wf:{workflow}`` (by start), ``{execs:status}:{s}``
-(by start; ``running`` holds paused executions too), ``exec:{parent}:children`` (a parent's sub-workflow
-executions, by start), ``timers`` (execution → next due, polled by owners) and ``leases`` (execution → lease expiry,
-scanned for takeovers). Index writes are not part of the guarded scripts (they span slots); each is
-harmless when stale and repaired by the next write.
+(by start; a paused execution is under ``paused``, moved there and back when it pauses and resumes),
+``exec:{parent}:children`` (a parent's sub-workflow executions, by start), ``timers`` (execution → next
+due, polled by owners) and ``leases`` (execution → lease expiry, scanned for takeovers). Index writes are
+not part of the guarded scripts (they span slots); each is harmless when stale and repaired by the next write.
 """
 
 from __future__ import annotations
@@ -348,13 +348,12 @@ class ExecutionStore:
         k = self.keys
         now = now_ms()
         start = now if at is None else at
-        listed = "running" if status == "paused" else status
 
         def build(pipe: Any) -> None:
             pipe.zadd(k.executions_index(), {execution_id: start}, nx=repair)
             pipe.zadd(k.executions_by_workflow(workflow), {execution_id: start}, nx=repair)
             pipe.zadd(k.agent_tasks(workflow), {execution_id: now}, nx=repair)
-            pipe.zadd(k.executions_by_status(listed), {execution_id: start}, nx=repair)
+            pipe.zadd(k.executions_by_status(status), {execution_id: start}, nx=repair)
             if parent:
                 pipe.zadd(k.execution_children(parent), {execution_id: start}, nx=repair)
                 pipe.expire(k.execution_children(parent), self.retention)
@@ -439,7 +438,11 @@ class ExecutionStore:
                 pipe.zadd(k.timers(), {execution_id: min(set_timers.values())}, lt=True)
 
         raw = (await self._scripts.run(build))[0]
-        written = record_view(raw[2:]) if len(raw) > 2 else None
+        finished = final_task is not None and final_status
+        written = record_view(raw[2:]) if finished and len(raw) > 2 else None
+        status = str(fields.get("status", ""))
+        if raw[0] == "ok" and not final_status and len(raw) > 2 and "paused" in (status, raw[2]) and status != raw[2]:
+            await self.index_status(execution_id, status)  # a pause or a resume: rare, off the step's round trip
         return CommitResult(str(raw[0]), str(raw[1] or "") if len(raw) > 1 else "", written)
 
     async def index_finished(self, execution_id: str, status: str) -> None:
@@ -448,16 +451,21 @@ class ExecutionStore:
         Written with the final answer (``ExecutionRunner.publish_final``), which a replica repeats for an
         execution that finished without answering, so a crash after the finishing commit loses nothing.
         """
+        await self._index_status(execution_id, status, finished=True)
+
+    async def index_status(self, execution_id: str, status: str) -> None:
+        """Move an execution that paused (``paused``) or resumed (``running``) to that status's listing index
+        (:meth:`commit` does, when a step changes one to the other)."""
+        await self._index_status(execution_id, status, finished=False)
+
+    async def _index_status(self, execution_id: str, status: str, *, finished: bool) -> None:
         k = self.keys
+        keys = [k.executions_by_status("running"), k.executions_by_status("paused"), k.executions_by_status(status)]
 
         def build(pipe: Any) -> None:
-            self._scripts.queue(
-                pipe,
-                "exec_index_finish",
-                [k.executions_by_status("running"), k.executions_by_status(status)],
-                [execution_id, now_ms()],
-            )
-            pipe.zrem(k.timers(), execution_id)
+            self._scripts.queue(pipe, "exec_index_finish", keys, [execution_id, now_ms()])
+            if finished:
+                pipe.zrem(k.timers(), execution_id)
 
         await self._scripts.run(build)
 

@@ -120,7 +120,7 @@ class Keys:
         return f"{self.ns}:execs:wf:{workflow}"
 
     def executions_by_status(self, status: str) -> str:
-        """Sorted set of executions by start time, per status (``running`` holds paused ones too).
+        """Sorted set of executions by start time, per status (``paused`` ones apart from ``running``).
 
         Every status shares the ``{execs:status}`` hash tag, so one script moves a finished execution
         between two of them on Redis Cluster.

@@ -110,6 +110,24 @@ class ExecutionListing:
             out.append(Position(int(score), str(member)))
         return out
 
+    async def counts(
+        self, indexes: Sequence[tuple[IndexName, str]], *, since_ms: int | None = None, until_ms: int | None = None
+    ) -> list[int]:
+        """How many entries of each index started in ``[since_ms, until_ms]`` (ZCOUNT, one round trip)."""
+        low: Any = "-inf" if since_ms is None else since_ms
+        high: Any = "+inf" if until_ms is None else until_ms
+        pipe = self.redis.pipeline(transaction=False)
+        for index, value in indexes:
+            pipe.zcount(self.index_key(index, value), low, high)
+        return [int(n) for n in await pipe.execute()]
+
+    async def sizes(self, indexes: Sequence[tuple[IndexName, str]]) -> list[int]:
+        """How many entries each index holds (ZCARD, one round trip)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for index, value in indexes:
+            pipe.zcard(self.index_key(index, value))
+        return [int(n) for n in await pipe.execute()]
+
     async def rows(self, ids: Sequence[str]) -> list[dict[str, str] | None]:
         """The listing fields of each execution (None where its record is gone), in one round trip."""
         if not ids:

@@ -1,36 +1,38 @@
 """Everything the dashboard reads and does, as the management API's operations (docs/dashboard.md).
 
-Each function is named after one operation of the management API (``GET /api/executions`` →
-:func:`list_executions`…) and returns that operation's shape, so the pages never see where the data comes
-from. Today the bodies read the live card registry through the gateway's :class:`~a2amesh.client.Client`, the
-execution records through :class:`~a2amesh.store.executions.ExecutionStore` (what ``a2amesh runs`` and
-``a2amesh show`` read), and act through the client as ``a2amesh cancel`` / ``resume`` / ``retry`` do; they can
-be swapped for the management library without a change to a page.
+Each function is one operation of the management API (``GET /api/executions`` → :func:`list_executions`…)
+and runs the same :mod:`a2amesh.manage` call that operation's route runs, over the same per-process services
+(:func:`~a2amesh.gateway.api.executions.runs_of`, :func:`~a2amesh.gateway.api.schedules.schedules_of`,
+:func:`~a2amesh.gateway.api.workflows.definitions_of`), so a page and the API always answer alike. What
+differs is only the shape handed to the templates: times as epoch seconds, names the pages use.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from a2amesh.bus.nats import Received, Subscription
-from a2amesh.client import make_message
-from a2amesh.errors import A2AMeshError, RpcError
+from a2amesh.errors import A2AMeshError, RpcError, StoreUnavailable, TransportError
 from a2amesh.gateway.api.deps import ApiMesh
-from a2amesh.protocol import AgentCard, Part, codes
-from a2amesh.protocol.vocabulary import RETRY_REQUEST
-from a2amesh.store.executions import ExecutionStore
-from a2amesh.store.keys import Keys
-from a2amesh.store.schedules import ScheduleStore
+from a2amesh.gateway.api.executions import runs_of
+from a2amesh.gateway.api.schedules import schedules_of
+from a2amesh.gateway.api.workflows import definitions_of
+from a2amesh.manage import executions as mx
+from a2amesh.manage.definitions import InvalidWorkflow, StaleWorkflow, WorkflowNotFound
+from a2amesh.manage.events import EventQuery, MeshEvent, follow_events, last_event_id
+from a2amesh.manage.failures import NotFound, RunsError
+from a2amesh.manage.runs import ExecuteRequest, ResumeRequest, RetryRequest
+from a2amesh.protocol import AgentCard, codes
 
 __all__ = [
     "STATUSES",
     "AgentView",
+    "Attempt",
     "DataError",
     "Execution",
     "NodeRecord",
@@ -40,30 +42,30 @@ __all__ = [
     "VersionView",
     "WorkflowView",
     "cancel_execution",
+    "count_executions",
+    "follow",
     "get_definition",
     "get_execution",
     "get_workflow",
     "get_workflow_version",
+    "last_event",
     "list_agents",
     "list_execution_nodes",
     "list_executions",
     "list_reviews",
     "list_schedules",
-    "pause_schedule",
     "list_workflow_versions",
     "list_workflows",
+    "pause_schedule",
+    "restore_workflow_version",
     "resume_execution",
     "resume_schedule",
     "retry_execution",
+    "set_workflow_enabled",
     "start_execution",
-    "subscribe_events",
 ]
 
-Status = Literal["running", "paused", "completed", "failed", "cancelled"]
-STATUSES: tuple[str, ...] = ("running", "paused", "completed", "failed", "cancelled")
-_STORED = {"cancelled": "canceled"}
-"""API status → the store's spelling (the store writes ``canceled``)."""
-_ACTION_TIMEOUT = 15.0
+STATUSES: tuple[str, ...] = mx.STATUSES
 
 
 class DataError(A2AMeshError):
@@ -74,26 +76,58 @@ class DataError(A2AMeshError):
         errors: one entry per problem for 422s (``path``, ``message``).
     """
 
-    def __init__(self, status: int, message: str, errors: list[dict[str, str]] | None = None) -> None:
+    def __init__(self, status: int, message: str, errors: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.errors = errors or []
 
 
+@contextlib.asynccontextmanager
+async def _answered() -> AsyncIterator[None]:
+    """What :mod:`a2amesh.manage` and the mesh raise, as the status the API answers it with."""
+    try:
+        yield
+    except RunsError as e:
+        raise DataError(e.status, str(e), getattr(e, "errors", None)) from e
+    except InvalidWorkflow as e:
+        raise DataError(422, str(e), [i.model_dump() for i in e.errors]) from e
+    except WorkflowNotFound as e:
+        raise DataError(404, str(e)) from e
+    except StaleWorkflow as e:
+        raise DataError(412, str(e)) from e
+    except TransportError as e:
+        status = 504 if e.reason == codes.DEADLINE_EXCEEDED else 503
+        raise DataError(status, f"{e.reason}: {e}") from e
+    except StoreUnavailable as e:
+        raise DataError(503, f"the state store did not answer: {e}") from e
+    except RpcError as e:
+        raise DataError(502, f"the workflow answered error {e.code}: {e}") from e
+
+
+def _seconds(at: datetime | None) -> float | None:
+    return at.timestamp() if at is not None else None
+
+
+# --- executions ------------------------------------------------------------------------------------
+
+
 class Execution(BaseModel):
-    """An execution, as ``GET /api/executions/{id}`` answers it."""
+    """An execution, as ``GET /api/executions/{id}`` answers it (times in epoch seconds)."""
 
     id: str
     workflow: str
-    version: str = Field("", description="The definition's content digest.")
+    version: int | None = Field(None, description="The stored definition version it runs, when known.")
+    digest: str = Field("", description="The definition's content digest.")
     status: str
     input: Any = None
     output: Any = None
     error: str | None = None
-    started_at: float | None = Field(None, description="Epoch seconds.")
-    finished_at: float | None = Field(None, description="Epoch seconds.")
+    started_at: float | None = None
+    finished_at: float | None = None
     usage: dict[str, Any] = Field(default_factory=dict)
     parent_id: str | None = None
+    children: list[str] = Field(default_factory=list, description="Sub-workflow executions it started.")
+    reused_from: str | None = None
     review: dict[str, Any] | None = Field(None, description="What a paused execution waits for.")
 
 
@@ -104,6 +138,16 @@ class Page(BaseModel):
     next_cursor: str | None = None
 
 
+class Attempt(BaseModel):
+    """One attempt of a node instance (times in epoch seconds)."""
+
+    attempt: int
+    status: str
+    started_at: float | None = None
+    finished_at: float | None = None
+    error: str | None = None
+
+
 class NodeRecord(BaseModel):
     """One node instance of an execution, as ``GET /api/executions/{id}/nodes`` answers it."""
 
@@ -112,19 +156,23 @@ class NodeRecord(BaseModel):
     type: str = ""
     status: str = "pending"
     attempt: int = 0
-    index: int | None = None
-    iteration: int = 0
-    parent: str | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
     agent: str | None = None
     task_id: str | None = None
+    sub_execution_id: str | None = None
     input: Any = None
     output: Any = None
     error: str | None = None
     reason: str | None = None
     started_at: float | None = None
-    attempt_started_at: float | None = Field(None, description="When the latest attempt started (retries).")
     finished_at: float | None = None
     usage: dict[str, Any] | None = None
+
+    @property
+    def parent(self) -> str | None:
+        """The container instance of a map item, loop iteration or fork branch (None at the top level)."""
+        cut = max(self.path.rfind("["), self.path.rfind("#"))
+        return self.path[:cut] if cut > 0 else None
 
 
 class Review(BaseModel):
@@ -137,96 +185,25 @@ class Review(BaseModel):
     edit_schema: dict[str, Any] | None = None
 
 
-class AgentView(BaseModel):
-    """A live agent or workflow: its card and how many replicas are alive."""
-
-    name: str
-    type: str
-    version: str
-    description: str
-    replicas: int
-    card: dict[str, Any]
-
-
-class WorkflowView(BaseModel):
-    """A workflow served by an executor: its card's definition and digest."""
-
-    name: str
-    version: str
-    description: str
-    digest: str
-    replicas: int
-    definition: dict[str, Any]
-    input_schema: dict[str, Any] | None = None
-
-
-class VersionView(BaseModel):
-    """A version of a workflow's definition: its digest, whether executors serve it now, its runs seen."""
-
-    digest: str
-    current: bool
-    runs: int = Field(0, description="Executions of it among the newest looked at.")
-    last_run: float | None = Field(None, description="Start of its newest execution (epoch seconds).")
-
-
-class ScheduleView(BaseModel):
-    """A schedule, as ``GET /api/schedules`` answers it (times in epoch seconds)."""
-
-    id: str
-    workflow: str
-    branch: str
-    mode: str
-    describe: str
-    timezone: str
-    paused: bool
-    running: bool
-    last_fire: float | None = None
-    next_fire: float | None = None
-
-
-def _store(mesh: ApiMesh) -> ExecutionStore:
-    store = mesh.extras.get("dashboard.executions")
-    if store is None:
-        s = mesh.settings
-        store = ExecutionStore(mesh.redis, Keys(s.namespace), retention=s.task_retention, lease_ttl=s.lease_ttl)
-        mesh.extras["dashboard.executions"] = store
-    assert isinstance(store, ExecutionStore)
-    return store
-
-
-def _json(text: str | None) -> Any:
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _seconds(ms: str | None) -> float | None:
-    return int(ms) / 1000 if ms and ms.lstrip("-").isdigit() else None
-
-
-def _execution(execution_id: str, record: dict[str, str]) -> Execution:
-    status = record.get("status", "")
-    review = _json(record.get("review")) if status == "paused" else None
+def _execution(e: mx.Execution) -> Execution:
+    detail = e if isinstance(e, mx.ExecutionDetail) else None
     return Execution(
-        id=execution_id,
-        workflow=record.get("workflow", ""),
-        version=record.get("digest", ""),
-        status="cancelled" if status == "canceled" else status,
-        input=_json(record.get("input")),
-        output=_json(record.get("output")),
-        error=record.get("error") or None,
-        started_at=_seconds(record.get("created")),
-        finished_at=_seconds(record.get("finished")),
-        usage=_json(record.get("usage")) or {},
-        parent_id=record.get("parent_id") or None,
-        review=review if isinstance(review, dict) else None,
+        id=e.id,
+        workflow=e.workflow,
+        version=e.version,
+        digest=e.digest or "",
+        status=e.status,
+        input=e.input,
+        output=e.output,
+        error=e.error,
+        started_at=_seconds(e.started_at),
+        finished_at=_seconds(e.finished_at),
+        usage=e.usage or {},
+        parent_id=e.parent_id,
+        children=detail.children if detail else [],
+        reused_from=detail.reused_from if detail else None,
+        review=detail.review if detail else None,
     )
-
-
-# --- executions ------------------------------------------------------------------------------------
 
 
 async def list_executions(
@@ -234,63 +211,89 @@ async def list_executions(
     *,
     workflow: str | None = None,
     status: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    parent: str | None = None,
     cursor: str | None = None,
     limit: int = 50,
 ) -> Page:
-    """``GET /api/executions?workflow=&status=&cursor=``: newest first.
+    """``GET /api/executions``: newest first, with the API's filters and cursor.
 
     Raises:
-        DataError: 422 for an unknown status or a cursor this list did not give.
+        DataError: 422 for an unknown status or a cursor the API did not give.
     """
-    if status and status not in STATUSES:
-        raise DataError(422, f"status {status!r} is not one of {', '.join(STATUSES)}")
-    offset = 0
-    if cursor:
-        if not cursor.isdigit():
-            raise DataError(422, f"cursor {cursor!r} is not one this list gave")
-        offset = int(cursor)
-    stored = _STORED.get(status or "", status)
-    records = await _store(mesh).list(workflow=workflow or None, status=stored or None, limit=offset + limit + 1)
-    page = records[offset : offset + limit]
-    more = len(records) > offset + limit
-    return Page(
-        items=[_execution(r["execution_id"], r) for r in page], next_cursor=str(offset + limit) if more else None
+    query = mx.ExecutionQuery(
+        workflow=workflow, status=status, since=since, until=until, parent=parent, limit=limit, cursor=cursor
     )
+    async with _answered():
+        page = await runs_of(mesh).executions.list(query)
+    return Page(items=[_execution(e) for e in page.items], next_cursor=page.next_cursor)
+
+
+async def count_executions(mesh: ApiMesh, *, since: datetime | None = None) -> dict[str, int]:
+    """How many executions started since ``since`` are in each status (the API's status indexes, counted)."""
+    async with _answered():
+        return await runs_of(mesh).executions.counts(since=since)
 
 
 async def get_execution(mesh: ApiMesh, execution_id: str) -> Execution:
-    """``GET /api/executions/{id}`` (a unique prefix of the id is enough).
+    """``GET /api/executions/{id}`` (a unique start of the id is enough, as in ``a2amesh show``).
 
     Raises:
-        DataError: 404 when no execution has that id, 409 when a prefix names several.
+        DataError: 404 when no execution has that id, 422 when a start of one names several.
     """
-    store = _store(mesh)
-    record = await store.record(execution_id)
-    if record is None:
-        matches = await store.resolve_id(execution_id) if len(execution_id) >= 4 else []
-        if len(matches) > 1:
-            raise DataError(409, f"{execution_id!r} names {len(matches)} executions; give more of the id")
-        if matches:
-            execution_id = matches[0]
-            record = await store.record(execution_id)
-    if record is None:
-        raise DataError(404, f"no execution {execution_id!r} (it may have expired)")
-    return _execution(execution_id, record)
+    executions = runs_of(mesh).executions
+    async with _answered():
+        try:
+            return _execution(await executions.get(execution_id))
+        except NotFound:
+            if len(execution_id) < 4:
+                raise
+            return _execution(await executions.get(await executions.resolve(execution_id)))
+
+
+def _attempt(a: mx.NodeAttempt) -> Attempt:
+    return Attempt(
+        attempt=a.attempt,
+        status=a.status,
+        started_at=_seconds(a.started_at),
+        finished_at=_seconds(a.finished_at),
+        error=a.error,
+    )
 
 
 async def list_execution_nodes(mesh: ApiMesh, execution_id: str) -> list[NodeRecord]:
     """``GET /api/executions/{id}/nodes``: every node instance, in start order (not started ones last)."""
-    raw = await _store(mesh).nodes(execution_id)
-    nodes = [
-        NodeRecord.model_validate({**r, "path": path, "node_id": r.get("node_id") or path}) for path, r in raw.items()
+    async with _answered():
+        page = await runs_of(mesh).executions.nodes(execution_id)
+    return [
+        NodeRecord(
+            path=n.path,
+            node_id=n.node_id,
+            type=n.type,
+            status=n.status,
+            attempt=n.attempt,
+            attempts=[_attempt(a) for a in n.attempts],
+            agent=n.agent,
+            task_id=n.task_id,
+            sub_execution_id=n.sub_execution_id,
+            input=n.input,
+            output=n.output,
+            error=n.error,
+            reason=n.reason,
+            started_at=_seconds(n.started_at),
+            finished_at=_seconds(n.finished_at),
+            usage=n.usage,
+        )
+        for n in page.items
     ]
-    return sorted(nodes, key=lambda n: (n.started_at is None, n.started_at or 0.0, n.path))
 
 
 async def get_definition(mesh: ApiMesh, execution: Execution) -> dict[str, Any] | None:
     """The definition an execution runs: its pinned snapshot, else the workflow's live card's."""
-    if execution.version:
-        snapshot = await _store(mesh).load_definition(execution.version)
+    if execution.digest:
+        async with _answered():
+            snapshot = await runs_of(mesh).executions.store.load_definition(execution.digest)
         if snapshot is not None:
             return snapshot
     card = mesh.client.registry.get(execution.workflow)
@@ -301,10 +304,13 @@ async def get_definition(mesh: ApiMesh, execution: Execution) -> dict[str, Any] 
 
 
 async def list_reviews(mesh: ApiMesh, *, limit: int = 50) -> list[Review]:
-    """Every paused execution's review (``GET /api/executions?status=paused``, with each one's review)."""
+    """Every paused execution's review: ``GET /api/executions?status=paused``, then each one's detail."""
     page = await list_executions(mesh, status="paused", limit=limit)
+    details = await asyncio.gather(*(_detail_or_none(mesh, e.id) for e in page.items))
     reviews: list[Review] = []
-    for execution in page.items:
+    for execution in details:
+        if execution is None or execution.status != "paused":  # resumed since the page was read
+            continue
         review = execution.review or {}
         schema = review.get("edit_schema")
         reviews.append(
@@ -319,42 +325,23 @@ async def list_reviews(mesh: ApiMesh, *, limit: int = 50) -> list[Review]:
     return reviews
 
 
-async def _first_answer(mesh: ApiMesh, workflow: str, message: Any, what: str) -> str:
-    """Send ``message`` to ``workflow`` and wait for its first answer: accepted (returns the task's id, which is
-    the execution's), or refused with an error."""
+async def _detail_or_none(mesh: ApiMesh, execution_id: str) -> Execution | None:
     try:
-        call = await mesh.client.dispatch(workflow, message, stream=True, timeout=mesh.settings.call_timeout)
-        async with asyncio.timeout(_ACTION_TIMEOUT):
-            async for _ in call.events():
-                break
-    except TimeoutError as e:
-        raise DataError(504, f"{workflow!r} did not answer the {what} within {_ACTION_TIMEOUT:g}s") from e
-    except RpcError as e:
-        status = 422 if e.code == codes.INVALID_PARAMS else 409
-        raise DataError(status, str(e), [{"path": what, "message": str(e)}]) from e
-    except A2AMeshError as e:
-        raise DataError(503, f"the {what} could not be sent: {e}") from e
-    return call.task_id
+        return await get_execution(mesh, execution_id)
+    except DataError as e:
+        if e.status == 404:
+            return None
+        raise
 
 
 async def cancel_execution(mesh: ApiMesh, execution_id: str) -> Execution:
     """``POST /api/executions/{id}/cancel``.
 
     Raises:
-        DataError: 404 unknown, 409 when it has already finished, 503 when its workflow cannot be reached.
+        DataError: 404 unknown, 409 when it has already finished or its workflow has no live executor.
     """
-    execution = await get_execution(mesh, execution_id)
-    if execution.status not in ("running", "paused"):
-        raise DataError(
-            409, f"execution {execution.id} is {execution.status}; only a running or paused one can be cancelled"
-        )
-    try:
-        await mesh.client.cancel_task(execution.workflow, execution.id, timeout=_ACTION_TIMEOUT)
-    except RpcError as e:
-        raise DataError(409, f"execution {execution.id} could not be cancelled: {e}") from e
-    except A2AMeshError as e:
-        raise DataError(503, f"the cancel could not be sent: {e}") from e
-    return await get_execution(mesh, execution.id)
+    async with _answered():
+        return _execution(await runs_of(mesh).cancel(execution_id))
 
 
 async def resume_execution(
@@ -369,33 +356,18 @@ async def resume_execution(
     """``POST /api/executions/{id}/resume``: a reviewer's decision for a paused execution.
 
     Raises:
-        DataError: 404 unknown, 409 not paused, 422 an edit ``edit_schema`` refuses (the workflow's own check).
+        DataError: 404 unknown, 409 not paused, 422 an edit the workflow's ``edit_schema`` refuses.
     """
-    execution = await get_execution(mesh, execution_id)
-    if execution.status != "paused":
-        raise DataError(409, f"execution {execution.id} is {execution.status}, not paused for a review")
-    body: dict[str, Any] = {"decision": decision}
-    if decision == "edit":
-        body["data"] = data
-    if reason:
-        body["reason"] = reason
-    if path:
-        body["path"] = path
-    record = await _store(mesh).record(execution.id) or {}
-    message = make_message(
-        data=body, task_id=record.get("task_id") or execution.id, context_id=record.get("context_id") or None
-    )
-    await _first_answer(mesh, execution.workflow, message, "resume")
+    request = ResumeRequest(decision=decision, data=data, reason=reason, path=path)
+    async with _answered():
+        await runs_of(mesh).resume(execution_id, request)
 
 
 async def retry_execution(mesh: ApiMesh, execution_id: str, *, from_node: str | None = None) -> str:
     """``POST /api/executions/{id}/retry``: a new execution re-using the outputs before ``from_node``; its id."""
-    execution = await get_execution(mesh, execution_id)
-    if execution.status not in ("failed", "cancelled", "completed"):
-        raise DataError(409, f"execution {execution.id} is {execution.status}; only a finished one can be retried")
-    control = {"type": RETRY_REQUEST, "execution_id": execution.id, "from_node": from_node}
-    message = make_message(data=execution.input or {}, parts=[Part.of_data(control)])
-    return await _first_answer(mesh, execution.workflow, message, "retry")
+    async with _answered():
+        started = await runs_of(mesh).retry(execution_id, RetryRequest(from_node=from_node))
+    return started.execution_id
 
 
 async def start_execution(mesh: ApiMesh, workflow: str, input: Any) -> str:
@@ -404,11 +376,56 @@ async def start_execution(mesh: ApiMesh, workflow: str, input: Any) -> str:
     Raises:
         DataError: 404 when no executor serves the workflow, 422 when it refuses the input.
     """
-    await get_workflow(mesh, workflow)
-    return await _first_answer(mesh, workflow, make_message(data=input), "run")
+    async with _answered():
+        started = await runs_of(mesh).execute(workflow, ExecuteRequest(input=input))
+    return started.execution_id
 
 
 # --- workflows and agents -----------------------------------------------------------------------------
+
+
+class AgentView(BaseModel):
+    """A live agent or workflow: its card and how many replicas are alive."""
+
+    name: str
+    type: str
+    version: str
+    description: str
+    replicas: int
+    card: dict[str, Any]
+
+
+class WorkflowView(BaseModel):
+    """A workflow: stored through the definitions API (versioned, can be disabled), or served from an
+    executor's folder (its card only)."""
+
+    name: str
+    version: str = Field(description="The stored version number, else the card's version.")
+    description: str
+    digest: str
+    replicas: int
+    definition: dict[str, Any]
+    input_schema: dict[str, Any] | None = None
+    stored: bool = Field(False, description="Kept by the definitions API (versions, restore, enable/disable).")
+    enabled: bool = True
+    served: bool = Field(False, description="A live executor serves it now (its card is in the registry).")
+
+
+class VersionView(BaseModel):
+    """A version of a workflow's definition.
+
+    ``key`` names it in the diff: the version number of a stored workflow, else the definition digest.
+    """
+
+    key: str
+    label: str
+    digest: str
+    current: bool
+    written_at: str | None = None
+    author: str | None = None
+    message: str | None = None
+    runs: int = Field(0, description="Executions of it among the newest looked at (folder workflows).")
+    last_run: float | None = None
 
 
 async def _replicas(mesh: ApiMesh) -> dict[str, int]:
@@ -442,9 +459,9 @@ async def list_agents(mesh: ApiMesh) -> list[AgentView]:
     return [_agent(card, replicas) for card in mesh.client.cards()]
 
 
-def _workflow(card: AgentCard, replicas: dict[str, int]) -> WorkflowView | None:
-    params = card.workflow_definition
-    if params is None:
+def _served(card: AgentCard | None, replicas: dict[str, int]) -> WorkflowView | None:
+    params = card.workflow_definition if card is not None else None
+    if card is None or params is None:
         return None
     return WorkflowView(
         name=card.name,
@@ -454,133 +471,214 @@ def _workflow(card: AgentCard, replicas: dict[str, int]) -> WorkflowView | None:
         replicas=replicas.get(card.name, 0),
         definition={k: v for k, v in params.items() if k != "digest"},
         input_schema=card.input_schema,
+        served=True,
     )
 
 
 async def list_workflows(mesh: ApiMesh) -> list[WorkflowView]:
-    """``GET /api/workflows``: every workflow an executor serves now."""
+    """``GET /api/workflows`` (every stored workflow, enabled or not) with the workflows executors serve from
+    their folders, by name."""
     replicas = await _replicas(mesh)
-    return [w for card in mesh.client.cards() if (w := _workflow(card, replicas)) is not None]
+    async with _answered():
+        heads = await definitions_of(mesh).all()
+    found: dict[str, WorkflowView] = {}
+    for head in heads:
+        live = _served(mesh.client.registry.get(head.id), replicas)
+        found[head.id] = WorkflowView(
+            name=head.id,
+            version=str(head.version),
+            description=head.description or "",
+            digest=head.digest,
+            replicas=live.replicas if live else 0,
+            definition={},
+            stored=True,
+            enabled=head.enabled,
+            served=live is not None,
+        )
+    for card in mesh.client.cards():
+        if card.name not in found and (view := _served(card, replicas)) is not None:
+            found[card.name] = view
+    return [found[name] for name in sorted(found)]
 
 
 async def get_workflow(mesh: ApiMesh, name: str) -> WorkflowView:
-    """``GET /api/workflows/{id}``.
+    """``GET /api/workflows/{id}`` for a stored workflow, else the live card of a folder workflow.
 
     Raises:
-        DataError: 404 when no executor serves a workflow of that name.
+        DataError: 404 when no workflow of that name is stored or served.
     """
-    card = mesh.client.registry.get(name)
-    view = _workflow(card, await _replicas(mesh)) if card is not None else None
-    if view is None:
-        raise DataError(404, f"no live workflow named {name!r}")
-    return view
+    replicas = await _replicas(mesh)
+    live = _served(mesh.client.registry.get(name), replicas)
+    try:
+        async with _answered():
+            stored = await definitions_of(mesh).get(name)
+    except DataError as e:
+        if e.status != 404:
+            raise
+        if live is None:
+            raise DataError(404, f"no workflow named {name!r} is stored or served") from e
+        return live
+    document = stored.document if isinstance(stored.document, dict) else {}
+    schema = live.input_schema if live else document.get("input_schema")
+    return WorkflowView(
+        name=name,
+        version=str(stored.head.version),
+        description=stored.head.description or "",
+        digest=stored.head.digest,
+        replicas=live.replicas if live else 0,
+        definition=document,
+        input_schema=schema if isinstance(schema, dict) else None,
+        stored=True,
+        enabled=stored.head.enabled,
+        served=live is not None,
+    )
 
 
-async def list_workflow_versions(mesh: ApiMesh, name: str) -> list[VersionView]:
-    """``GET /api/workflows/{id}/versions``: the version served now, then those its executions ran, newest first.
-
-    Today's body knows a version only once an execution pinned it (among the newest 1,000 of the workflow).
-    """
-    current = (await get_workflow(mesh, name)).digest
-    runs = await list_executions(mesh, workflow=name, limit=1000)
-    seen: dict[str, VersionView] = {current: VersionView(digest=current, current=True)}
+async def list_workflow_versions(mesh: ApiMesh, workflow: WorkflowView) -> list[VersionView]:
+    """``GET /api/workflows/{id}/versions`` (newest first) for a stored workflow; for a folder workflow, the
+    digest served now and those its newest 1,000 executions pinned."""
+    if workflow.stored:
+        async with _answered():
+            versions = await definitions_of(mesh).versions(workflow.name)
+        return [
+            VersionView(
+                key=str(v.version),
+                label=f"v{v.version}",
+                digest=v.digest,
+                current=str(v.version) == workflow.version,
+                written_at=v.created_at,
+                author=v.author,
+                message=v.message,
+            )
+            for v in reversed(versions)
+        ]
+    current = workflow.digest
+    seen: dict[str, VersionView] = {current: VersionView(key=current, label=current[:12], digest=current, current=True)}
+    runs = await list_executions(mesh, workflow=workflow.name, limit=mx.MAX_LIMIT)
     for execution in runs.items:
-        if not execution.version:
+        if not execution.digest:
             continue
-        view = seen.setdefault(execution.version, VersionView(digest=execution.version, current=False))
+        digest = execution.digest
+        view = seen.setdefault(digest, VersionView(key=digest, label=digest[:12], digest=digest, current=False))
         view.runs += 1
         view.last_run = max(view.last_run or 0.0, execution.started_at or 0.0) or None
     return list(seen.values())
 
 
-async def get_workflow_version(mesh: ApiMesh, name: str, digest: str) -> dict[str, Any]:
-    """``GET /api/workflows/{id}/versions/{digest}``: that version's definition.
+async def get_workflow_version(mesh: ApiMesh, name: str, key: str) -> dict[str, Any]:
+    """``GET /api/workflows/{id}?version=N`` (a stored workflow), or the snapshot of a digest (a folder one).
 
     Raises:
-        DataError: 404 when the version is not known (never run, or its snapshot expired).
+        DataError: 404 when the version is not known.
     """
+    if key.isdigit():
+        async with _answered():
+            return dict((await definitions_of(mesh).get(name, int(key))).document)
     card = mesh.client.registry.get(name)
     served = card.workflow_definition if card is not None else None
-    if served is not None and served.get("digest") == digest:
+    if served is not None and served.get("digest") == key:
         return {k: v for k, v in served.items() if k != "digest"}
-    snapshot = await _store(mesh).load_definition(digest) if digest else None
+    async with _answered():
+        snapshot = await runs_of(mesh).executions.store.load_definition(key) if key else None
     if snapshot is None or snapshot.get("name", name) != name:
-        raise DataError(404, f"workflow {name!r} has no known version {digest[:12]!r}")
+        raise DataError(404, f"workflow {name!r} has no known version {key[:12]!r}")
     return snapshot
+
+
+async def restore_workflow_version(mesh: ApiMesh, name: str, version: int, *, author: str | None) -> int:
+    """``POST /api/workflows/{id}/versions/{version}/restore``: a new version equal to ``version``; its number."""
+    async with _answered():
+        result = await definitions_of(mesh).restore(name, version, author=author)
+    return result.version
+
+
+async def set_workflow_enabled(mesh: ApiMesh, name: str, enabled: bool, *, author: str | None) -> None:
+    """``POST /api/workflows/{id}/enable`` or ``…/disable``."""
+    async with _answered():
+        await definitions_of(mesh).set_enabled(name, enabled, author=author)
 
 
 # --- schedules -------------------------------------------------------------------------------------------
 
 
-def _schedules(mesh: ApiMesh) -> ScheduleStore:
-    store = mesh.extras.get("dashboard.schedules")
-    if store is None:
-        store = mesh.extras["dashboard.schedules"] = ScheduleStore(mesh.redis, Keys(mesh.settings.namespace))
-    assert isinstance(store, ScheduleStore)
-    return store
+class ScheduleView(BaseModel):
+    """A schedule, as ``GET /api/schedules`` answers it (times in epoch seconds)."""
+
+    id: str
+    workflow: str
+    branch: str
+    mode: str
+    describe: str
+    timezone: str
+    paused: bool
+    running: bool
+    last_fire: float | None = None
+    next_fire: float | None = None
 
 
 async def list_schedules(mesh: ApiMesh, *, workflow: str | None = None) -> list[ScheduleView]:
-    """``GET /api/schedules``: every schedule (of ``workflow``), with its next fire time."""
-    out: list[ScheduleView] = []
-    for stored in await _schedules(mesh).all():
-        state = stored.state
-        if state is None or (workflow and state.workflow != workflow):
-            continue
-        out.append(
-            ScheduleView(
-                id=stored.id,
-                workflow=state.workflow,
-                branch=state.branch,
-                mode=str(state.mode),
-                describe=state.spec.describe(),
-                timezone=state.timezone,
-                paused=state.paused,
-                running=state.running,
-                last_fire=state.last_fire.timestamp() if state.last_fire else None,
-                next_fire=state.next_fire.timestamp() if state.next_fire else None,
-            )
+    """``GET /api/schedules?workflow=``: every schedule (of ``workflow``), with its next fire time."""
+    async with _answered():
+        page = await schedules_of(mesh).all(workflow)
+    return [
+        ScheduleView(
+            id=s.id,
+            workflow=s.workflow,
+            branch=s.branch,
+            mode=s.mode,
+            describe=s.describe,
+            timezone=s.timezone,
+            paused=s.paused,
+            running=s.running,
+            last_fire=_seconds(s.last_fire),
+            next_fire=_seconds(s.next_fire),
         )
-    return out
+        for s in page.items
+    ]
 
 
 async def pause_schedule(mesh: ApiMesh, schedule: str) -> None:
-    """``POST /api/schedules/{id}/pause``.
+    """``POST /api/schedules/{workflow}/{branch}/pause``.
 
     Raises:
         DataError: 404 when there is no such schedule.
     """
-    if await _schedules(mesh).pause(schedule) is None:
-        raise DataError(404, f"no schedule {schedule!r}")
+    async with _answered():
+        await schedules_of(mesh).pause(schedule)
 
 
 async def resume_schedule(mesh: ApiMesh, schedule: str) -> None:
-    """``POST /api/schedules/{id}/resume`` (ticks missed while paused are skipped).
+    """``POST /api/schedules/{workflow}/{branch}/resume`` (ticks missed while paused are skipped).
 
     Raises:
         DataError: 404 when there is no such schedule.
     """
-    if await _schedules(mesh).resume(schedule, datetime.now(UTC)) is None:
-        raise DataError(404, f"no schedule {schedule!r}")
+    async with _answered():
+        await schedules_of(mesh).resume(schedule)
 
 
 # --- events --------------------------------------------------------------------------------------------
 
 
-async def subscribe_events(mesh: ApiMesh, handler: Callable[[dict[str, Any]], Awaitable[None]]) -> list[Subscription]:
-    """``GET /api/events``: call ``handler`` with every workflow and node lifecycle event from now on.
+def follow(
+    mesh: ApiMesh, *, execution: str | None = None, after: int | None = None, idle: float
+) -> contextlib.AbstractAsyncContextManager[AsyncIterator[MeshEvent | None]]:
+    """``GET /api/events?execution=`` with ``Last-Event-ID: after``: the lifecycle events from the one after
+    ``after`` (from now without it); ``None`` once set up and after each ``idle`` seconds without one."""
+    query = EventQuery(execution=execution, after=after)
+    return contextlib.aclosing(follow_events(mesh.client.bus, query, idle=idle))
 
-    Each event is the executor's payload (``execution_id``, ``workflow``, ``event``, ``node_id``, ``status``,
-    ``seq``…). Unsubscribe the returned subscriptions when done.
-    """
 
-    async def on_msg(msg: Received) -> None:
-        try:
-            event = json.loads(msg.data)
-        except ValueError:
-            return
-        if isinstance(event, dict):
-            await handler(event)
+async def last_event(mesh: ApiMesh) -> int | None:
+    """The id of the newest lifecycle event stored (what a page rendered now follows from), None when the event
+    stream does not answer within a second (the page then starts from its connect message)."""
+    try:
+        async with asyncio.timeout(1):
+            return await last_event_id(mesh.client.bus)
+    except (TimeoutError, A2AMeshError):
+        return None
 
-    bus = mesh.client.bus
-    return [await bus.subscribe(subject, on_msg) for subject in bus.subjects.events_all]
+
+def now() -> datetime:
+    """The present instant (UTC), for time filters."""
+    return datetime.now(UTC)

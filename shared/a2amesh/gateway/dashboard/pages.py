@@ -8,8 +8,8 @@ shown as a page (or in place, for an action sent by htmx) with its status.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, urlencode
@@ -107,9 +107,15 @@ class Dashboard:
             return self.render(request, "parts/notice.html", status, kind="error", message=message)
         return self.render(request, "error.html", status, status=status, message=message)
 
+    async def live_after(self) -> str:
+        """The event id a page rendered now follows from (empty when unknown: it then refreshes on connect)."""
+        last = await data.last_event(self.mesh)
+        return "" if last is None else str(last)
+
     @_guard("read")
     async def overview(self, request: Request) -> Response:
-        return self.render(request, "overview.html", **await views.overview(self.mesh))
+        after = await self.live_after()
+        return self.render(request, "overview.html", live_after=after, **await views.overview(self.mesh))
 
     @_guard("read")
     async def overview_part(self, request: Request) -> Response:
@@ -117,17 +123,22 @@ class Dashboard:
 
     def _filters(self, request: Request) -> dict[str, str]:
         q = request.query_params
-        return {k: q.get(k, "") for k in ("workflow", "status", "since", "cursor")}
+        return {k: q.get(k, "") for k in ("workflow", "status", "since", "parent", "cursor")}
 
     async def _executions(self, request: Request) -> dict[str, Any]:
         f = self._filters(request)
+        if f["since"] and f["since"] not in views.SINCE:
+            raise data.DataError(422, f"since {f['since']!r} is not one of {', '.join(views.SINCE)}")
+        since = data.now() - timedelta(seconds=views.SINCE[f["since"]]) if f["since"] else None
         page = await data.list_executions(
-            self.mesh, workflow=f["workflow"] or None, status=f["status"] or None, cursor=f["cursor"] or None
+            self.mesh,
+            workflow=f["workflow"] or None,
+            status=f["status"] or None,
+            since=since,
+            parent=f["parent"] or None,
+            cursor=f["cursor"] or None,
         )
         items = page.items
-        if f["since"]:
-            cutoff = time.time() - views.SINCE.get(f["since"], 0)
-            items = [e for e in items if (e.started_at or 0) >= cutoff]
         more = {k: v for k, v in f.items() if v and k != "cursor"}
         next_url = f"/executions?{urlencode({**more, 'cursor': page.next_cursor})}" if page.next_cursor else None
         workflows = sorted({w.name for w in await data.list_workflows(self.mesh)} | {e.workflow for e in items})
@@ -139,7 +150,8 @@ class Dashboard:
         if wanted:
             found = await data.get_execution(self.mesh, wanted)
             return RedirectResponse(f"/executions/{found.id}", status_code=303)
-        return self.render(request, "executions.html", **await self._executions(request))
+        after = await self.live_after()
+        return self.render(request, "executions.html", live_after=after, **await self._executions(request))
 
     @_guard("read")
     async def executions_part(self, request: Request) -> Response:
@@ -153,7 +165,7 @@ class Dashboard:
         graph_error = None
         if definition is not None:
             try:
-                shape = self._shape(execution.version, definition, execution.workflow)
+                shape = self._shape(execution.digest, definition, execution.workflow)
                 records = {n.path: n.model_dump() for n in nodes}
                 graph = graph_view(shape, node_states(records), finished=execution.status == "completed")
             except Exception as e:  # an old snapshot this version cannot read: the page still shows the rest
@@ -183,7 +195,8 @@ class Dashboard:
 
     @_guard("read")
     async def execution(self, request: Request) -> Response:
-        return self.render(request, "execution.html", **await self._detail(request.path_params["id"]))
+        after = await self.live_after()
+        return self.render(request, "execution.html", live_after=after, **await self._detail(request.path_params["id"]))
 
     @_guard("read")
     async def execution_part(self, request: Request) -> Response:
@@ -203,7 +216,8 @@ class Dashboard:
 
     @_guard("read")
     async def reviews(self, request: Request) -> Response:
-        return self.render(request, "reviews.html", **await self._reviews())
+        after = await self.live_after()
+        return self.render(request, "reviews.html", live_after=after, **await self._reviews())
 
     @_guard("read")
     async def reviews_part(self, request: Request) -> Response:
@@ -219,7 +233,7 @@ class Dashboard:
         graph = graph_view(definition_shape(wf.definition, name=wf.name), None)
         recent = await data.list_executions(self.mesh, workflow=wf.name, limit=20)
         schedules = await data.list_schedules(self.mesh, workflow=wf.name)
-        versions = await data.list_workflow_versions(self.mesh, wf.name)
+        versions = await data.list_workflow_versions(self.mesh, wf)
         return self.render(
             request,
             "workflow.html",
@@ -227,6 +241,7 @@ class Dashboard:
             graph=graph,
             recent=recent.items,
             yaml=views.as_yaml(wf.definition),
+            json=views.pretty(wf.definition),
             fields=forms.fields_of(wf.input_schema),
             schedules=schedules,
             versions=versions,
@@ -236,13 +251,15 @@ class Dashboard:
     async def diff(self, request: Request) -> Response:
         name = request.path_params["name"]
         q = request.query_params
-        old_digest, new_digest = q.get("from", ""), q.get("to", "")
-        if not old_digest or not new_digest:
+        old_key, new_key = q.get("from", ""), q.get("to", "")
+        if not old_key or not new_key:
             raise data.DataError(422, "choose two versions to compare (from and to)")
-        old = await data.get_workflow_version(self.mesh, name, old_digest)
-        new = await data.get_workflow_version(self.mesh, name, new_digest)
-        lines = views.diff_lines(old, new, f"{name}@{old_digest[:12]}", f"{name}@{new_digest[:12]}")
-        return self.render(request, "diff.html", name=name, old=old_digest, new=new_digest, lines=lines)
+        old = await data.get_workflow_version(self.mesh, name, old_key)
+        new = await data.get_workflow_version(self.mesh, name, new_key)
+        lines = views.diff_lines(
+            old, new, f"{name}@{views.version_label(old_key)}", f"{name}@{views.version_label(new_key)}"
+        )
+        return self.render(request, "diff.html", name=name, old=old_key, new=new_key, lines=lines)
 
     @_guard("read")
     async def agents_page(self, request: Request) -> Response:
@@ -289,7 +306,7 @@ class Dashboard:
         new = await data.start_execution(self.mesh, name, {} if value is None else value)
         return self.moved(request, f"/executions/{new}")
 
-    @_guard("admin", action=True)
+    @_guard("run", action=True)
     async def schedule(self, request: Request) -> Response:
         schedule, action = request.path_params["schedule"], request.path_params["action"]
         if action not in ("pause", "resume"):
@@ -300,6 +317,20 @@ class Dashboard:
             await data.resume_schedule(self.mesh, schedule)
         workflow = schedule.split("/", 1)[0]
         return self.moved(request, f"/workflows/{workflow}")
+
+    @_guard("admin", action=True)
+    async def restore(self, request: Request) -> Response:
+        name, version = request.path_params["name"], request.path_params["version"]
+        await data.restore_workflow_version(self.mesh, name, version, author=request.state.caller.key_id)
+        return self.moved(request, f"/workflows/{name}")
+
+    @_guard("admin", action=True)
+    async def enable(self, request: Request) -> Response:
+        name, action = request.path_params["name"], request.path_params["action"]
+        if action not in ("enable", "disable"):
+            raise data.DataError(404, f"workflows have no action {action!r}: enable or disable")
+        await data.set_workflow_enabled(self.mesh, name, action == "enable", author=request.state.caller.key_id)
+        return self.moved(request, f"/workflows/{name}")
 
     def moved(self, request: Request, to: str) -> Response:
         if request.headers.get("hx-request"):
@@ -336,8 +367,12 @@ class Dashboard:
     @_guard("read")
     async def events(self, request: Request) -> Response:
         execution = request.query_params.get("execution") or None
+        last = request.query_params.get("after") or request.headers.get("last-event-id", "")
+        last = last.strip()
+        if last and not last.isdigit():
+            raise data.DataError(422, f"Last-Event-ID {last[:40]!r} is not an id this stream sent (a sequence number)")
         return StreamingResponse(
-            live.stream(self.mesh, execution=execution),
+            live.stream(self.mesh, execution=execution, after=int(last) if last else None),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -390,6 +425,8 @@ def dashboard_routes(mesh: ApiMesh, *, directory: Handler | None = None) -> list
         Route("/workflows/{name}", d.workflow, methods=["GET"]),
         Route("/workflows/{name}/run", d.run, methods=["POST"]),
         Route("/workflows/{name}/diff", d.diff, methods=["GET"]),
+        Route("/workflows/{name}/versions/{version:int}/restore", d.restore, methods=["POST"]),
+        Route("/workflows/{name}/{action:str}", d.enable, methods=["POST"]),
         Route("/schedules/{schedule:path}/{action:str}", d.schedule, methods=["POST"]),
         Route("/agents", d.agents, methods=["GET"]),
         Route("/login", d.login, methods=["GET", "POST"]),

@@ -15,7 +15,20 @@ import yaml
 from a2amesh.gateway.api.deps import ApiMesh
 from a2amesh.gateway.dashboard import data
 
-__all__ = ["SINCE", "Bar", "as_yaml", "diff_lines", "duration", "iso", "overview", "pretty", "short_id", "timeline"]
+__all__ = [
+    "SINCE",
+    "Bar",
+    "Segment",
+    "version_label",
+    "as_yaml",
+    "diff_lines",
+    "duration",
+    "iso",
+    "overview",
+    "pretty",
+    "short_id",
+    "timeline",
+]
 
 SINCE = {"1h": 3600, "24h": 86400, "7d": 7 * 86400}
 """The time filter's choices, in seconds."""
@@ -85,51 +98,72 @@ def diff_lines(old: Any, new: Any, old_name: str, new_name: str) -> list[tuple[s
 
 
 @dataclass(frozen=True)
-class Bar:
-    """One node attempt on the timeline: left offset and width in percent of the run's span."""
+class Segment:
+    """One attempt's bar: left offset and width in percent of the run's span, and how the attempt ended."""
 
-    node: data.NodeRecord
+    attempt: int
+    status: str
     left: float
     width: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One node instance's row on the timeline: a segment per attempt (a retried node has several)."""
+
+    node: data.NodeRecord
+    segments: list[Segment]
     label: str
-    earlier: float = 0.0
-    """Width (percent) of the earlier attempts at the start of the bar (a retried node), 0 otherwise."""
 
 
 def timeline(execution: data.Execution, nodes: list[data.NodeRecord]) -> list[Bar]:
-    """A bar per started node instance, on the execution's time axis (not started ones last, empty)."""
-    t0 = execution.started_at or min((n.started_at for n in nodes if n.started_at), default=time.time())
-    ends = [n.finished_at or time.time() for n in nodes if n.started_at]
-    t1 = max([execution.finished_at or time.time(), *ends])
+    """A row per node instance on the execution's time axis, with one bar per attempt (not started ones last,
+    empty)."""
+    now = time.time()
+    t0 = execution.started_at or min((n.started_at for n in nodes if n.started_at), default=now)
+    ends = [n.finished_at or now for n in nodes if n.started_at]
+    t1 = max([execution.finished_at or now, *ends])
     span = max(t1 - t0, 0.001)
+
+    def segment(attempt: int, status: str, start: float, end: float | None, error: str | None) -> Segment:
+        left = min(max(start - t0, 0.0) / span * 100, 99.4)
+        width = min(max(((end or t1) - start) / span * 100, 0.6), 100 - left)
+        return Segment(attempt, status, round(left, 2), round(width, 2), error)
+
     bars: list[Bar] = []
     for n in nodes:
         label = n.path + (f" (attempt {n.attempt})" if n.attempt > 1 else "")
-        if n.started_at is None:
-            bars.append(Bar(n, 0.0, 0.0, label))
-            continue
-        left = max(n.started_at - t0, 0.0) / span * 100
-        width = min(max(((n.finished_at or t1) - n.started_at) / span * 100, 0.6), 100 - left)
-        earlier = 0.0
-        if n.attempt > 1 and n.attempt_started_at is not None and n.attempt_started_at > n.started_at:
-            earlier = min((n.attempt_started_at - n.started_at) / span * 100, width)
-        bars.append(Bar(n, round(left, 2), round(width, 2), label, round(earlier, 2)))
+        attempts = [a for a in n.attempts if a.started_at is not None]
+        if attempts:
+            segments = [
+                segment(a.attempt, a.status if a.finished_at else n.status, a.started_at or t0, a.finished_at, a.error)
+                for a in attempts
+            ]
+        elif n.started_at is not None:
+            segments = [segment(max(n.attempt, 1), n.status, n.started_at, n.finished_at, n.error)]
+        else:
+            segments = []
+        bars.append(Bar(n, segments, label))
     return bars
 
 
 async def overview(mesh: ApiMesh) -> dict[str, Any]:
     """The overview: live agents and workflows, the last hour's executions per status, failures, waiting reviews."""
     agents = await data.list_agents(mesh)
-    recent = await data.list_executions(mesh, limit=1000)
-    cutoff = time.time() - 3600
-    last_hour = [e for e in recent.items if (e.started_at or 0) >= cutoff]
-    counts = {status: sum(1 for e in last_hour if e.status == status) for status in data.STATUSES}
-    failures = [e for e in last_hour if e.status == "failed"][:10]
-    paused = [e for e in recent.items if e.status == "paused"][:10]
+    since = data.now() - dt.timedelta(hours=1)
+    counts = await data.count_executions(mesh, since=since)
+    failures = await data.list_executions(mesh, status="failed", since=since, limit=10)
+    paused = await data.list_executions(mesh, status="paused", limit=10)
     return {
         "agents": [a for a in agents if a.type != "workflow"],
         "workflows": [a for a in agents if a.type == "workflow"],
         "counts": counts,
-        "failures": failures,
-        "paused": paused,
+        "failures": failures.items,
+        "paused": paused.items,
     }
+
+
+def version_label(key: str) -> str:
+    """How a version key reads: ``v3`` for a stored version, the digest's start otherwise."""
+    return f"v{key}" if key.isdigit() else key[:12]

@@ -7,8 +7,8 @@
 --       node instances, state_json then being the state without its nodes), reset ('1': replace every instance),
 --       and for a finishing step that stores the workflow task's final record with it (KEYS 9-11: task, claim,
 --       subs, in the execution's slot): instance, record_json, task_state
--- Returns {'ok', next_due_ms | ''} | {'stale', lease_value} | {'duplicate', key}; a finishing step with the
--- final record: {'ok', '', outcome, state, record, subscribers...} (see task_record.lua)
+-- Returns {'ok', next_due_ms | '', previous status} | {'stale', lease_value} | {'duplicate', key}; a finishing
+-- step with the final record: {'ok', '', outcome, state, record, subscribers...} (see task_record.lua)
 --#include task_record
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
   return {'stale', redis.call('GET', KEYS[3]) or ''}
@@ -31,6 +31,7 @@ for _, ev in ipairs(cjson.decode(ARGV[5])) do
 end
 for id, due in pairs(cjson.decode(ARGV[7])) do redis.call('ZADD', KEYS[7], due, id) end
 for _, id in ipairs(cjson.decode(ARGV[8])) do redis.call('ZREM', KEYS[7], id) end
+local was = redis.call('HGET', KEYS[1], 'status') or ''
 for k, v in pairs(cjson.decode(ARGV[9])) do redis.call('HSET', KEYS[1], k, v) end
 redis.call('HSET', KEYS[1], 'updated', ARGV[2])
 if ARGV[10] == '1' then
@@ -40,7 +41,7 @@ if ARGV[10] == '1' then
     local task = write_task_record(KEYS[9], KEYS[10], KEYS[11], ARGV[15], ARGV[16], ARGV[17], ARGV[2], ARGV[11], '1')
     return {'ok', '', unpack(task)}
   end
-  return {'ok', ''}
+  return {'ok', '', was}
 end
 local first = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
-return {'ok', first[2] or ''}
+return {'ok', first[2] or '', was}
