@@ -296,3 +296,74 @@ nodes:
     assert off.dispatched == []
     assert state.outputs["after"] == {"text": "found: "}
     assert state.outputs["keep"]["disabled"] is True
+
+
+# --- MCP servers ---------------------------------------------------------------------------------
+
+
+def test_mcp_servers_of_agent_config_and_node_merge_by_name() -> None:
+    """A node's server replaces the agent_config server of its name; both reach the built-in agent's input."""
+    from a2amesh.workflow.dag.agent_nodes import AgentConfig
+
+    config = AgentConfig.model_validate(
+        {"mcpServers": [{"name": "calc", "url": "http://127.0.0.1:1/mcp"}, {"name": "files", "command": "srv -v"}]}
+    )
+    node = ToolLoopNode.model_validate(
+        {"id": "a", "type": "tool_loop", "mcp_servers": [{"name": "calc", "url": "https://calc.example/mcp"}]}
+    )
+    data = node.call_input(config, 10)
+    assert isinstance(data, dict)
+    assert data["mcp_servers"] == [
+        {"name": "calc", "url": "https://calc.example/mcp"},
+        {"name": "files", "command": ["srv", "-v"]},
+    ]
+
+
+def test_bad_mcp_servers_are_refused_with_their_path() -> None:
+    def one(server: dict[str, Any], node_type: str = "llm") -> str:
+        (issue,) = issues(wf({"id": "a", "type": node_type, "mcp_servers": [server]}))
+        assert issue.node_id == "a"
+        return str(issue)
+
+    assert one({"name": "x", "url": "ftp://host/mcp"}).startswith(
+        "error: nodes[a].mcp_servers[0].url: 'ftp://host/mcp' is not an http(s) URL with a host"
+    )
+    assert "is not an http(s) URL" in one({"name": "x", "url": "http:///mcp"})
+    assert "the command is empty" in one({"name": "x", "command": []})
+    assert "the command is empty" in one({"name": "x", "command": [" "]})
+    assert "found neither" in one({"name": "x"})
+    assert "found both" in one({"name": "x", "url": "http://h/mcp", "command": ["a"]})
+    assert "headers are for a url" in one({"name": "x", "command": ["a"], "headers": {"A": "b"}})
+    assert "env is for a command" in one({"name": "x", "url": "http://h/mcp", "env": {"A": "b"}})
+    assert "mcp_servers[0].name: String should match pattern" in one({"name": "bad_name", "url": "http://h/mcp"})
+    twice = [{"name": "x", "url": "http://h/mcp"}, {"name": "x", "command": ["a"]}]
+    (issue,) = issues(wf({"id": "a", "type": "tool_loop", "mcp_servers": twice}))
+    assert "two MCP servers are named 'x'" in str(issue), str(issue)
+    (issue,) = issues(wf({"id": "a", "type": "llm"}, agentConfig={"mcpServers": [{"name": "x", "url": "nope"}]}))
+    assert str(issue).startswith("error: agent_config.mcp_servers[0].url: 'nope' is not an http(s) URL"), str(issue)
+
+
+def test_tools_node_needs_tools_or_mcp_servers() -> None:
+    (issue,) = issues(wf({"id": "l", "type": "llm"}, {"id": "t", "type": "tools", "depends_on": ["l"]}))
+    assert (issue.node_id, issue.field) == ("t", "tools")
+    assert "needs tools or mcp_servers" in str(issue)
+    servers = [{"name": "calc", "url": "http://127.0.0.1:1/mcp"}]
+    assert not issues(
+        wf({"id": "l", "type": "llm"}, {"id": "t", "type": "tools", "depends_on": ["l"], "mcp_servers": servers})
+    )
+    assert not issues(
+        wf(
+            {"id": "l", "type": "llm"},
+            {"id": "t", "type": "tools", "depends_on": ["l"]},
+            agentConfig={"mcpServers": servers},
+        )
+    )
+
+
+def test_mcp_headers_stay_out_of_reprs() -> None:
+    from a2amesh.workflow.dag.agent_nodes import McpServerRef
+
+    ref = McpServerRef.model_validate(
+        {"name": "x", "url": "http://h/mcp", "headers": {"Authorization": "Bearer s3cret"}}
+    )
+    assert "s3cret" not in repr(ref)

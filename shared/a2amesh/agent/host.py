@@ -435,7 +435,7 @@ class AgentHost(Worker):
                 task_id=run.task.id,
                 context_id=run.task.context_id or "",
             )
-            if run.streaming
+            if run.streaming or node_req.get("stream_deltas") is True  # a workflow relays them to its caller
             else None,
             inline_threshold=self.inline_threshold,
         )

@@ -168,7 +168,9 @@ class BuiltinAgents:
         request = parse_input(ToolsRequest, data)
         conversation = _messages(request.messages) if request.messages is not None else []
         calls = [ToolCallRequest(c.id, c.name, c.raw_arguments()) for c in request.tool_calls or []]
-        tools = await self._resolve(request.tools, ctx)
+        tools = await self._resolve(request.tools, ctx, request.mcp_servers)
+        if not tools:
+            raise BuiltinInputError("tools: no tools are given (neither tools nor mcp_servers)")
         outcomes = await _run_calls(calls, tools, ctx, parallel=request.parallel)
         results = [
             {"tool_call_id": call.id, "name": call.name, "ok": outcome.ok, "content": outcome.content}
@@ -216,11 +218,13 @@ class BuiltinAgents:
     # --- shared ---
 
     async def _tools(self, request: LlmRequest, ctx: TaskContext) -> dict[str, Tool]:
-        return await self._resolve(request.tools, ctx) if request.tools else {}
+        if not request.tools and not request.mcp_servers:
+            return {}
+        return await self._resolve(request.tools, ctx, request.mcp_servers)
 
-    async def _resolve(self, refs: Any, ctx: TaskContext) -> dict[str, Tool]:
+    async def _resolve(self, refs: Any, ctx: TaskContext, mcp_servers: Any = ()) -> dict[str, Tool]:
         try:
-            return await self.toolbox.resolve(refs, ctx)
+            return await self.toolbox.resolve(refs, ctx, mcp_servers)
         except ToolUnavailable as e:
             raise BuiltinInputError(str(e)) from e
 

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from a2amesh.workflow.dag.agent_nodes import ToolRef, tool_refs
+from a2amesh.workflow.dag.agent_nodes import McpServerRef, ToolRef, tool_refs
 
 __all__ = ["BuiltinInputError", "LlmRequest", "ToolsRequest", "as_messages", "parse_input", "with_system"]
 
@@ -46,6 +46,7 @@ class LlmRequest(_Input):
     messages: Any = Field(description="Chat messages, a text, or any JSON (sent as a user message).")
     system: str | None = None
     tools: list[ToolRef] = Field(default_factory=list)
+    mcp_servers: list[McpServerRef] = Field(default_factory=list)
     output_schema: dict[str, Any] | None = None
     model: str | None = None
     temperature: float | None = None
@@ -91,7 +92,8 @@ class ToolsRequest(_Input):
 
     tool_calls: list[ToolCallData] | None = None
     messages: Any = None
-    tools: list[ToolRef] = Field(min_length=1)
+    tools: list[ToolRef] = Field(default_factory=list)
+    mcp_servers: list[McpServerRef] = Field(default_factory=list)
     parallel: bool = True
     stream: bool = False
 

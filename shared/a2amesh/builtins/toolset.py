@@ -1,4 +1,5 @@
-"""The tools a built-in agent offers a model: mesh agents and workflows (with their schemas) and Python functions."""
+"""The tools a built-in agent offers a model: mesh agents and workflows (with their schemas), Python functions
+and the tools of external MCP servers."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from collections.abc import Sequence
 from a2amesh.agent.context import TaskContext
 from a2amesh.agent.python_agent import import_object
 from a2amesh.agent.tools import Tool, peer_tool, tool_from_function
+from a2amesh.builtins.mcp_tools import McpServerDown, McpTools
 from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import ConfigError, TransportError
-from a2amesh.workflow.dag.nodes import ToolRef
+from a2amesh.workflow.dag.agent_nodes import McpServerRef, ToolRef
 
 __all__ = ["CARD_WAIT", "ToolUnavailable", "Toolbox"]
 
@@ -25,15 +27,19 @@ class ToolUnavailable(Exception):
 class Toolbox:
     """Resolves tool references; Python tools are imported once per process and kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, mcp: McpTools | None = None) -> None:
         self._python: dict[tuple[str, str | None], Tool] = {}
+        self.mcp = mcp or McpTools()
 
-    async def resolve(self, refs: Sequence[ToolRef], ctx: TaskContext) -> dict[str, Tool]:
-        """The tools of ``refs`` by the name the model calls them.
+    async def resolve(
+        self, refs: Sequence[ToolRef], ctx: TaskContext, mcp_servers: Sequence[McpServerRef] = ()
+    ) -> dict[str, Tool]:
+        """The tools of ``refs`` and of the ``mcp_servers`` by the name the model calls them.
 
         Raises:
             ToolUnavailable: a reference names an agent or workflow that is not in the mesh (after a short
-                wait), a card of the other kind, a function that cannot be imported, or two tools share a name.
+                wait), a card of the other kind, a function that cannot be imported, an MCP server cannot list
+                its tools, or two tools share a name.
         """
         tools: dict[str, Tool] = {}
         for index, ref in enumerate(refs):
@@ -41,6 +47,15 @@ class Toolbox:
             if tool.name in tools:
                 raise ToolUnavailable(f"tools[{index}]: two tools are named {tool.name!r}; give one a name")
             tools[tool.name] = tool
+        for index, server in enumerate(mcp_servers):
+            try:
+                offered = await self.mcp.tools(server)
+            except McpServerDown as e:
+                raise ToolUnavailable(f"mcp_servers[{index}]: {e}") from e
+            for tool in offered:
+                if tool.name in tools:
+                    raise ToolUnavailable(f"mcp_servers[{index}]: its tool {tool.name!r} clashes with another tool")
+                tools[tool.name] = tool
         return tools
 
     async def _one(self, ref: ToolRef, ctx: TaskContext, where: str) -> Tool:

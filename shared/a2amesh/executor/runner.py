@@ -21,11 +21,14 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from a2amesh import faults
+from a2amesh.agent.context import DeltaSink
+from a2amesh.agent.deltas import delta_sink
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus
 from a2amesh.client import Call, Client
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, ConfigError, StoreUnavailable
+from a2amesh.executor.deltas import STREAMING_BUILTINS, DeltaRelay, with_stream_deltas
 from a2amesh.executor.dispatch import (
     SEQ_OFFSET,
     CallOutcome,
@@ -100,6 +103,8 @@ class RunnerDeps:
     instance: str
     handlers: Mapping[type[BaseModel], CommandHandler[Any]] = field(default_factory=lambda: HANDLERS)
     """How the commands engines leave to the executor (``io_commands``) are carried out, by type."""
+    deltas: DeltaRelay | None = None
+    """Passes token deltas of built-in model nodes on to streaming callers (None: no deltas are passed on)."""
     alive: Callable[[], bool] = field(default=lambda: True)
     """Whether the replica's presence surely still stands (:class:`~a2amesh.executor.presence.PresenceKeeper`);
     a runner takes no step once it may have lapsed."""
@@ -157,6 +162,7 @@ class ExecutionRunner(Generic[StateT]):
         self.final_task: Task | None = None
         self._stored_final: tuple[Task, TaskRecordView] | None = None  # written by the finishing commit
         self._calls: dict[str, asyncio.Task[None]] = {}
+        self._caller_deltas: DeltaSink | None = None
         self._positions: dict[str, int] | None = None
         """Ordinal of each node instance in the last split checkpoint written (None: write them all next)."""
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -465,6 +471,11 @@ class ExecutionRunner(Generic[StateT]):
         state = self.state
         user = self.reply.headers.get(h.USER)
         message = command.message(execution_id=self.execution_id, workflow=state.workflow, context_id=state.context_id)
+        sink = self._delta_sink(command)
+        if sink is not None and self.deps.deltas is not None:
+            call_id = call_id or nuid()
+            message = with_stream_deltas(message)
+            await self.deps.deltas.route(call_id, sink)
         message = await spill_input(
             message,
             command,
@@ -485,6 +496,8 @@ class ExecutionRunner(Generic[StateT]):
             log=self.log,
         )
         if isinstance(call, NodeFailed):
+            if call_id is not None and self.deps.deltas is not None:
+                self.deps.deltas.unroute(call_id)
             self.inbox.put_nowait(call)
             return
         faults.crash_point("after_dispatch_publish")
@@ -509,12 +522,33 @@ class ExecutionRunner(Generic[StateT]):
         if not task.cancelled() and task.exception() is not None:
             self.log.error("call.crashed", path=path, error=repr(task.exception()))
 
+    def _delta_sink(self, command: NodeCall) -> DeltaSink | None:
+        """Where the token deltas of this call go: the streaming caller's delta subject, for a built-in model
+        node of a workflow with ``streaming_enabled`` (its input then asks for ``stream``)."""
+        reply = self.reply
+        if not (reply.streaming and reply.reply_to) or command.agent not in STREAMING_BUILTINS:
+            return None
+        if not (isinstance(command.input, dict) and command.input.get("stream") is True):
+            return None
+        if self._caller_deltas is None:
+            self._caller_deltas = delta_sink(
+                self.deps.bus,
+                reply_subject=reply.reply_to,
+                agent=self.state.workflow,
+                task_id=self.task_id,
+                context_id=self.state.context_id or "",
+            )
+        return self._caller_deltas
+
     async def _await_result(self, ref: CallRef, call: Call) -> None:
         try:
             task = await call.result()
         except A2AMeshError as e:
             self.inbox.put_nowait(call_error(ref, e))
             return
+        finally:
+            if self.deps.deltas is not None:
+                self.deps.deltas.unroute(call.call_id)
         self.inbox.put_nowait(await self.result_event(ref.path, ref.attempt, ref.agent, task))
 
     async def result_event(self, path: str, attempt: int, agent: str, task: Task) -> CallOutcome:

@@ -34,6 +34,7 @@ from a2amesh.executor.cards import workflow_card
 from a2amesh.executor.catalog import Catalog, CatalogChange
 from a2amesh.executor.context import Drivers, ExecutorContext
 from a2amesh.executor.control import ExecutionControl
+from a2amesh.executor.deltas import DeltaRelay
 from a2amesh.executor.intake import CONTROL_TYPES, ExecutionIntake
 from a2amesh.executor.presence import PresenceKeeper
 from a2amesh.executor.resume import Resumer
@@ -129,6 +130,7 @@ class WorkflowExecutor(Worker):
         """The replica's loops and other background work (the executions' drivers are :attr:`drivers`')."""
         self._intake_tasks = Background()
         """Requests being taken in (each holds an execution slot until it is created or refused)."""
+        self.deltas = DeltaRelay(bus, self.instance)
         self.presence = PresenceKeeper(self.store.presence, self.instance, self.drivers.runners, self.log)
         self.ctx = ExecutorContext(
             bus=bus,
@@ -140,7 +142,15 @@ class WorkflowExecutor(Worker):
             artifacts=artifacts,
             catalog=self.catalog,
             deps=RunnerDeps(
-                bus, self.client, self.store, self.tasks, artifacts, settings, self.instance, alive=self.presence.alive
+                bus,
+                self.client,
+                self.store,
+                self.tasks,
+                artifacts,
+                settings,
+                self.instance,
+                deltas=self.deltas,
+                alive=self.presence.alive,
             ),
             drivers=self.drivers,
             background=self.background,
@@ -194,6 +204,7 @@ class WorkflowExecutor(Worker):
                     await self._shutdown_sequence()
         finally:
             await self.stored.stop()
+            await self.deltas.close()
             with contextlib.suppress(Exception):
                 await self.presence.withdraw()  # what it drove is handed over: nothing left to take over
             await self.client.close()

@@ -8,6 +8,7 @@ served by ``a2amesh builtins``), with an input the engine builds from the node a
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
@@ -24,6 +25,7 @@ __all__ = [
     "ImageNode",
     "RagNode",
     "LlmNode",
+    "McpServerRef",
     "MemoryConfig",
     "MemoryNodeBase",
     "MemoryReadNode",
@@ -48,6 +50,77 @@ BUILTIN_AGENTS = {
 """Node type → the built-in agent (served by ``a2amesh builtins``) that runs nodes of that type."""
 
 
+class McpServerRef(DefinitionModel):
+    """An MCP server whose tools are offered to the model, by ``url`` (streamable HTTP) or ``command`` (stdio)."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9-]{1,24}$",
+        description="Short name; its tools reach the model as {name}__{tool}.",
+    )
+    url: str | None = Field(None, description="The streamable HTTP endpoint, http(s)://host[:port]/path.")
+    headers: dict[str, str] | None = Field(
+        None,
+        repr=False,
+        description="HTTP headers of every request (url only); ${VAR} is replaced from the builtins' environment.",
+    )
+    command: list[str] | None = Field(
+        None, description="The stdio server's command line, e.g. [python, -m, my_server]; started per tool call."
+    )
+    env: dict[str, str] | None = Field(
+        None, repr=False, description="Extra environment of the command (command only); ${VAR} expanded as above."
+    )
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command_text(cls, value: Any) -> Any:
+        return value.split() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerRef:
+        if (self.url is None) == (self.command is None):
+            found = "both" if self.url is not None else "neither"
+            raise field_problem("url", f"give exactly one of url (streamable HTTP) or command (stdio); found {found}")
+        if self.url is not None:
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise field_problem(
+                    "url", f"{self.url!r} is not an http(s) URL with a host, e.g. http://127.0.0.1:8000/mcp"
+                )
+            if self.env is not None:
+                raise field_problem("env", "env is for a command; an HTTP server takes headers")
+        if self.command is not None:
+            if not self.command or not self.command[0].strip():
+                raise field_problem("command", "the command is empty; give the program and its arguments")
+            for index, arg in enumerate(self.command):
+                if "\x00" in arg:
+                    raise field_problem("command", f"argument {index} holds a NUL character")
+            if self.headers is not None:
+                raise field_problem("headers", "headers are for a url; a command takes env")
+        return self
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        """The reference as the built-in agent receives it."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+def merge_mcp_servers(*layers: list[McpServerRef] | None) -> list[McpServerRef]:
+    """The servers of every layer (agent_config, then the node); a later layer's server replaces a same-named one."""
+    merged: dict[str, McpServerRef] = {}
+    for layer in layers:
+        for server in layer or []:
+            merged[server.name] = server
+    return list(merged.values())
+
+
+def _unique_servers(value: list[McpServerRef] | None) -> list[McpServerRef] | None:
+    seen: set[str] = set()
+    for server in value or []:
+        if server.name in seen:
+            raise ValueError(f"two MCP servers are named {server.name!r}; names must differ")
+        seen.add(server.name)
+    return value
+
+
 class AgentConfig(DefinitionModel):
     """Model settings for LLM nodes: the workflow's ``agent_config`` defaults, a node's own fields override it."""
 
@@ -58,6 +131,11 @@ class AgentConfig(DefinitionModel):
     embedding_model: str | None = Field(
         None, description="Embedding model of embed and memory nodes; the builtins' default when omitted."
     )
+    mcp_servers: list[McpServerRef] | None = Field(
+        None, description="External MCP servers whose tools every llm, tool_loop and tools node offers."
+    )
+
+    _unique = field_validator("mcp_servers")(_unique_servers)
 
 
 class MemoryConfig(DefinitionModel):
@@ -137,6 +215,12 @@ class _ModelNodeBase(BuiltinNode):
         json_schema_extra=_TOOL_SHORTHAND,
     )
 
+    mcp_servers: list[McpServerRef] | None = Field(
+        None, description="External MCP servers whose tools the model may call (over agent_config.mcp_servers)."
+    )
+
+    _unique = field_validator("mcp_servers")(_unique_servers)
+
     @field_validator("tools", mode="before")
     @classmethod
     def _tools_shorthand(cls, value: Any) -> Any:
@@ -164,6 +248,7 @@ class _ModelNodeBase(BuiltinNode):
             "messages": "{{workflow.input}}" if self.messages is None else self.messages,
             "system": system,
             "tools": [t.to_wire() for t in self.tools],
+            "mcp_servers": [m.to_wire() for m in merge_mcp_servers(config.mcp_servers, self.mcp_servers)],
             "output_schema": self.output_schema,
             "model": self.model or config.model,
             "temperature": self.temperature if self.temperature is not None else config.temperature,
@@ -220,11 +305,16 @@ class ToolsNode(BuiltinNode):
         description="The llm node whose tool calls run (default: the one llm node among depends_on).",
     )
     tools: list[ToolRef] = Field(
-        min_length=1,
+        default_factory=list,
         description="The tools that may be called (a string: module:function, or an agent name).",
         json_schema_extra=_TOOL_SHORTHAND,
     )
+    mcp_servers: list[McpServerRef] | None = Field(
+        None, description="External MCP servers whose tools may be called (over agent_config.mcp_servers)."
+    )
     parallel: bool = Field(True, description="Run the calls in parallel (else in order).")
+
+    _unique = field_validator("mcp_servers")(_unique_servers)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -241,12 +331,14 @@ class ToolsNode(BuiltinNode):
     def call_input(self, config: AgentConfig | None, max_tool_iterations: int) -> JsonValue:
         raise AssertionError("a tools node's input comes from its source node: use source_input()")
 
-    def source_input(self, source: str) -> JsonValue:
+    def source_input(self, source: str, config: AgentConfig | None = None) -> JsonValue:
         """The input sent to the built-in agent, reading the tool calls of the llm node ``source``."""
+        servers = merge_mcp_servers(config.mcp_servers if config else None, self.mcp_servers)
         return {
             "tool_calls": f"{{{{{source}.output.tool_calls}}}}",
             "messages": f"{{{{{source}.output.messages}}}}",
             "tools": [t.to_wire() for t in self.tools],
+            "mcp_servers": [m.to_wire() for m in servers],
             "parallel": self.parallel,
         }
 

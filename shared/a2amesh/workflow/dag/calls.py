@@ -54,7 +54,7 @@ class CallSteps(StepBase):
         if isinstance(node, ToolsNode):
             source = node.source_node(d.llm_node_ids())
             assert source is not None, "validated: a tools node has an llm source"
-            data = node.source_input(source)
+            data = node.source_input(source, d.agent_config)
         else:
             data = node.call_input(d.agent_config, d.max_tool_iterations)
         assert isinstance(data, dict)

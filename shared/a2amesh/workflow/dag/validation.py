@@ -386,6 +386,11 @@ class _Checker:
             self._check_tools_source(node)
 
     def _check_tools_source(self, node: ToolsNode) -> None:
+        config = self.definition.agent_config
+        if not node.tools and not node.mcp_servers and not (config and config.mcp_servers):
+            self.error(
+                node.id, "tools", "a tools node needs tools or mcp_servers (its own or agent_config.mcp_servers)"
+            )
         llm_ids = self.definition.llm_node_ids()
         if node.source is None:
             candidates = [d for d in node.depends_on if d in llm_ids]
