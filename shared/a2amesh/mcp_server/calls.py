@@ -141,17 +141,31 @@ class CallScope:
         await self.ctx.session.report_progress(float(step), None, message)
 
 
-async def report_progress(events: AsyncIterator[StreamResponse], scope: CallScope) -> None:
-    """One progress notification per status update of ``events`` until the final one."""
+async def report_progress(
+    events: AsyncIterator[StreamResponse], scope: CallScope, *, opening: str | None = None
+) -> None:
+    """One progress notification per status update of ``events`` until the final one (``opening``: one more
+    for the first event, whatever it is, unless it is final)."""
     step = 0
     async for event in events:
         update = event.status_update
+        if opening is not None:
+            text, opening = opening, None
+            task = event.task
+            if task is not None and not task.status.state.final:
+                update = None
+                step += 1
+                await _report(scope, step, text)
         if update is not None and not update.status.state.final:
             step += 1
-            try:
-                await scope.progress(step, progress_text(update))
-            except Exception as e:  # a client gone away must not stop the run being followed
-                log.debug("mcp.progress_failed", error=str(e) or type(e).__name__)
+            await _report(scope, step, progress_text(update))
+
+
+async def _report(scope: CallScope, step: int, text: str | None) -> None:
+    try:
+        await scope.progress(step, text)
+    except Exception as e:  # a client gone away must not stop the run being followed
+        log.debug("mcp.progress_failed", error=str(e) or type(e).__name__)
 
 
 async def cancel_shielded(client: Client, agent: str, task_id: str, scope: CallScope) -> None:
@@ -168,7 +182,8 @@ async def watch_task(client: Client, agent: str, task_id: str, scope: CallScope)
     """Follow a task started elsewhere (A2A ``SubscribeToTask``) until its final state, reporting progress; a
     cancelled MCP request cancels the task."""
     try:
-        await report_progress(client.subscribe(agent, task_id, timeout=scope.timeout, headers=scope.headers), scope)
+        events = client.subscribe(agent, task_id, timeout=scope.timeout, headers=scope.headers)
+        await report_progress(events, scope, opening=f"run {task_id} of {agent} is running")
     except asyncio.CancelledError:
         await cancel_shielded(client, agent, task_id, scope)
         raise
