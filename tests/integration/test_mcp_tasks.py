@@ -10,6 +10,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
@@ -43,6 +44,25 @@ class Gate:
         self.entered.set()
         await self.open.wait()
         return {"passed": input["x"]}
+
+
+class TaskStatuses(ClientExtension):
+    """Hears notifications/tasks/status (the SDK's client keeps no handler for it: a binding does)."""
+
+    identifier = "io.a2amesh/test-task-status"
+
+    def __init__(self) -> None:
+        self.heard: list[types.TaskStatusNotificationParams] = []
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [
+            NotificationBinding(
+                method="notifications/tasks/status", params_type=types.TaskStatusNotificationParams, handler=self.hear
+            )
+        ]
+
+    async def hear(self, params: types.TaskStatusNotificationParams) -> None:
+        self.heard.append(params)
 
 
 @pytest.fixture
@@ -96,8 +116,10 @@ async def cancel_task(session: ClientSession, task_id: str) -> types.CancelTaskR
 
 async def test_a_task_augmented_call_answers_a_task_and_follows_the_run(url: str, gate: Gate, client: Client) -> None:
     """The call answers at once with a task whose id is the execution's; tasks/get shows it working, then
-    completed; tasks/result is the structured output; tasks/list lists it; another key does not see it."""
-    async with mcp_http(url, "adm1n-secret", mode="legacy") as mcp:
+    completed (and says so with notifications/tasks/status); tasks/result is the structured output; tasks/list
+    lists it; another key does not see it; a call without a task is answered as before."""
+    statuses = TaskStatuses()
+    async with mcp_http(url, "adm1n-secret", mode="legacy", extensions=[statuses]) as mcp:
         session = mcp.session
         caps = session.server_capabilities
         assert caps is not None
@@ -133,6 +155,11 @@ async def test_a_task_augmented_call_answers_a_task_and_follows_the_run(url: str
         assert result.meta["a2amesh/run_id"] == task_id
         done = await get_task(session, task_id)
         assert done.status == "completed"
+
+        async def told() -> bool:
+            return any(n.task_id == task_id and n.status == "completed" for n in statuses.heard)
+
+        await eventually(told, timeout=10, what="notifications/tasks/status saying the task completed")
 
         listing = await session.send_request(types.ListTasksRequest(), types.ListTasksResult)
         assert [t.task_id for t in listing.tasks] == [task_id]
