@@ -233,3 +233,28 @@ async def test_execute_workflow_reports_progress(url: str, gate: Gate) -> None:
         steps = [p for p, _ in seen.progress]
         assert steps == sorted(steps)
         assert len(set(steps)) == len(steps)
+
+
+async def test_a_paused_run_is_an_input_required_task_that_resume_run_moves_on(url: str) -> None:
+    """A run paused for a review is not asked through elicitation: the task is input_required and its result
+    says how to resume; once resume_run answered the review, the task follows the run to completed."""
+    async with mcp_http(url, "adm1n-secret", mode="legacy") as mcp:
+        session = mcp.session
+        created = await call_as_task(session, "refund", {"amount": 40})
+        task_id = created.task.task_id
+
+        async def paused() -> bool:
+            return (await get_task(session, task_id)).status == "input_required"
+
+        await eventually(paused, timeout=20, what="the refund task to be input_required")
+        waiting = await task_result(session, task_id)
+        assert waiting.is_error
+        text = str(waiting.content[0].text)  # type: ignore[union-attr]
+        assert f"run {task_id} of refund is paused for a human review at 'review'" in text
+        assert "resume_run" in text
+        resumed = await within(mcp.call_tool("resume_run", {"run_id": task_id, "decision": "approve"}), 30, "resume")
+        assert not resumed.is_error, resumed.content
+        result = await within(task_result(session, task_id), 20, "tasks/result after the resume")
+        assert not result.is_error, result.content
+        assert result.structured_content == {"paid": 40}
+        assert (await get_task(session, task_id)).status == "completed"

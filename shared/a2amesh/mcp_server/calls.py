@@ -246,6 +246,19 @@ class MeshCaller:
             task = await self.follow_call(call, scope)
         except A2AMeshError as e:
             return error_result(f"{tool.agent}: {e}", **{META_AGENT: tool.agent, META_RUN: call.task_id})
+        return await self._outcome_of(tool, task, scope)
+
+    async def rejoin(self, tool: MeshTool, task_id: str, scope: CallScope) -> types.CallToolResult:
+        """Follow a run that went on after it paused (A2A ``SubscribeToTask``) to its outcome (an MCP task)."""
+        try:
+            events = self.client.subscribe(tool.agent, task_id, timeout=scope.timeout, headers=scope.headers)
+            await report_progress(events, scope)
+            task = await self.client.get_task(tool.agent, task_id, headers=scope.headers)
+        except A2AMeshError as e:
+            return error_result(f"{tool.agent}: {e}", **{META_AGENT: tool.agent, META_RUN: task_id})
+        return await self._outcome_of(tool, task, scope)
+
+    async def _outcome_of(self, tool: MeshTool, task: Task, scope: CallScope) -> types.CallToolResult:
         review = review_request(task) if task.status.state == TaskState.INPUT_REQUIRED else None
         if review is None:
             return await self.result(tool, task, user=scope.headers.get(h.USER))

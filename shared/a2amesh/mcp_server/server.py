@@ -260,8 +260,8 @@ class MeshMcpServer:
         return created.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _get_task(self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams) -> HandlerResult:
-        task = self.tasks.get(params.task_id, access_of(ctx.request).key_id)
-        return task.wire().model_dump(by_alias=True, mode="json", exclude_none=True)
+        task = await self.tasks.status(params.task_id, access_of(ctx.request).key_id)
+        return task.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _task_result(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskPayloadRequestParams

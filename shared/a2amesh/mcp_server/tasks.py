@@ -4,7 +4,8 @@ on in the background.
 
 - ``tasks/get``: the task's status, from the A2A state: ``working`` while it runs (the status message is the
   last progress line), then ``completed``, ``failed`` (failed, rejected, any tool error), ``cancelled``, or
-  ``input_required`` when the run paused for a review or a question (answer it with ``resume_run``);
+  ``input_required`` when the run paused for a review or a question (answer it with ``resume_run``; the
+  task then follows the run again: a paused task is looked up with A2A ``GetTask`` at each ``tasks/*``);
 - ``tasks/result``: waits for the outcome and answers the tool result (``structuredContent``, ``isError`` for
   failures), with the ``related-task`` ``_meta``;
 - ``tasks/cancel``: A2A ``CancelTask`` (the execution and everything under it);
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -87,7 +88,8 @@ class McpTask:
     owner: str | None
     ttl: int
     session: ServerSession | None
-    agent: str | None = None
+    tool: MeshTool | None = None
+    scope: CallScope | None = None
     status: types.TaskStatus = "working"
     message: str | None = None
     created: datetime = field(default_factory=_now)
@@ -96,6 +98,10 @@ class McpTask:
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the result is known (terminal, or paused: ``input_required``)."""
     runner: asyncio.Task[None] | None = None
+
+    @property
+    def agent(self) -> str | None:
+        return self.tool.agent if self.tool is not None else None
 
     def wire(self) -> types.Task:
         return types.Task(
@@ -141,20 +147,41 @@ class McpTasks:
             self._settle(task, started)
         else:
             task.task_id = started.task_id
-            task.agent = tool.agent
+            task.tool, task.scope = tool, scope
             self._tasks[task.task_id] = task
             task.runner = asyncio.create_task(self._run(task, tool, started, scope), name=f"mcp-task-{task.task_id}")
         log.info("mcp.task_created", task_id=task.task_id, tool=tool.name, status=task.status)
         return types.CreateTaskResult(task=task.wire())
 
     async def _run(self, task: McpTask, tool: MeshTool, call: Call, scope: CallScope) -> None:
+        await self._outcome(task, tool, self.caller.finish(tool, call, scope))
+
+    async def _outcome(self, task: McpTask, tool: MeshTool, result: Coroutine[Any, Any, types.CallToolResult]) -> None:
         try:
-            result = await self.caller.finish(tool, call, scope)
+            outcome = await result
         except Exception as e:  # the outer edge of a background run: the task fails with the message
             log.exception("mcp.task_failed", task_id=task.task_id)
-            result = error_result(f"tool {tool.name!r} failed: {type(e).__name__}: {e}")
-        self._settle(task, result)
+            outcome = error_result(f"tool {tool.name!r} failed: {type(e).__name__}: {e}")
+        self._settle(task, outcome)
         await self._notify(task)
+
+    async def _refresh(self, task: McpTask) -> None:
+        """A paused task whose run went on (answered with ``resume_run``, cancelled …) follows it again."""
+        tool, scope = task.tool, task.scope
+        if task.status != "input_required" or tool is None or scope is None:
+            return
+        try:
+            a2a = await self.caller.client.get_task(tool.agent, task.task_id, headers=scope.headers)
+        except A2AMeshError as e:  # the agent is gone: the task stays as it was last seen
+            log.debug("mcp.task_refresh_failed", task_id=task.task_id, error=str(e))
+            return
+        if a2a.status.state == TaskState.INPUT_REQUIRED or task.status != "input_required":
+            return  # still paused, or another request already rejoined it
+        task.settled = asyncio.Event()
+        await self._update(task, "working", None)
+        task.runner = asyncio.create_task(
+            self._outcome(task, tool, self.caller.rejoin(tool, task.task_id, scope)), name=f"mcp-task-{task.task_id}"
+        )
 
     def _settle(self, task: McpTask, result: types.CallToolResult) -> None:
         task.result = result
@@ -192,9 +219,16 @@ class McpTasks:
             raise MCPError(code=types.INVALID_PARAMS, message=f"no task {task_id!r} (unknown, or expired)")
         return task
 
+    async def status(self, task_id: str, owner: str | None) -> types.Task:
+        """``tasks/get``."""
+        task = self.get(task_id, owner)
+        await self._refresh(task)
+        return task.wire()
+
     async def result(self, task_id: str, owner: str | None) -> dict[str, Any]:
         """``tasks/result``: wait for the outcome; the tool result with the ``related-task`` ``_meta``."""
         task = self.get(task_id, owner)
+        await self._refresh(task)
         await task.settled.wait()
         assert task.result is not None
         body = task.result.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -208,6 +242,7 @@ class McpTasks:
             MCPError: ``INVALID_PARAMS``: no such task, or it already ended.
         """
         task = self.get(task_id, owner)
+        await self._refresh(task)
         if task.status in TERMINAL or task.agent is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"task {task_id!r} is already {task.status}")
         try:
