@@ -48,7 +48,9 @@ SERVER_NAME = "a2amesh"
 INSTRUCTIONS = (
     "Each agent and workflow of the a2amesh mesh is a tool named after it; its input and output schemas are "
     "the tool's. Long calls report progress; a run paused for a human review asks you through elicitation, "
-    "or returns its id so that resume_run can answer it later. get_run, cancel_run and list_agents manage runs; "
+    "or returns its id so that resume_run can answer it later. Clients of protocol 2025-11-25 may run an agent "
+    "or workflow tool as an MCP task (tasks/get, tasks/result, tasks/cancel). get_run, cancel_run and "
+    "list_agents manage runs; "
     "list_workflows, get_workflow, create_workflow, update_workflow, execute_workflow and list_runs manage "
     "stored workflows and their executions."
 )

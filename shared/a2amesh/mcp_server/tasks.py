@@ -115,7 +115,9 @@ class McpTask:
         )
 
     def expired(self, now: datetime) -> bool:
-        return self.status in TERMINAL and now > self.created + timedelta(milliseconds=self.ttl)
+        """Past its ttl and not being followed (a paused run is in the store: ``get_run`` still reads it)."""
+        following = self.runner is not None and not self.runner.done()
+        return not following and now > self.created + timedelta(milliseconds=self.ttl)
 
 
 class McpTasks:
