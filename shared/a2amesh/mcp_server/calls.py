@@ -141,21 +141,11 @@ class CallScope:
         await self.ctx.session.report_progress(float(step), None, message)
 
 
-async def report_progress(
-    events: AsyncIterator[StreamResponse], scope: CallScope, *, opening: str | None = None
-) -> None:
-    """One progress notification per status update of ``events`` until the final one (``opening``: one more
-    for the first event, whatever it is, unless it is final)."""
-    step = 0
+async def report_progress(events: AsyncIterator[StreamResponse], scope: CallScope, *, step: int = 0) -> None:
+    """One progress notification per status update of ``events`` until the final one (counting on from
+    ``step``)."""
     async for event in events:
         update = event.status_update
-        if opening is not None:
-            text, opening = opening, None
-            task = event.task
-            if task is not None and not task.status.state.final:
-                update = None
-                step += 1
-                await _report(scope, step, text)
         if update is not None and not update.status.state.final:
             step += 1
             await _report(scope, step, progress_text(update))
@@ -182,8 +172,9 @@ async def watch_task(client: Client, agent: str, task_id: str, scope: CallScope)
     """Follow a task started elsewhere (A2A ``SubscribeToTask``) until its final state, reporting progress; a
     cancelled MCP request cancels the task."""
     try:
+        await _report(scope, 1, f"run {task_id} of {agent} is running")
         events = client.subscribe(agent, task_id, timeout=scope.timeout, headers=scope.headers)
-        await report_progress(events, scope, opening=f"run {task_id} of {agent} is running")
+        await report_progress(events, scope, step=1)
     except asyncio.CancelledError:
         await cancel_shielded(client, agent, task_id, scope)
         raise
