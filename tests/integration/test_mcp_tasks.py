@@ -258,3 +258,21 @@ async def test_a_paused_run_is_an_input_required_task_that_resume_run_moves_on(u
         assert not result.is_error, result.content
         assert result.structured_content == {"paid": 40}
         assert (await get_task(session, task_id)).status == "completed"
+
+
+async def test_tasks_cancel_of_a_paused_run(url: str, client: Client) -> None:
+    """A task paused for a review is cancelled like a running one: the run is canceled, the task cancelled."""
+    async with mcp_http(url, "adm1n-secret", mode="legacy") as mcp:
+        session = mcp.session
+        task_id = (await call_as_task(session, "refund", {"amount": 30})).task.task_id
+
+        async def paused() -> bool:
+            return (await get_task(session, task_id)).status == "input_required"
+
+        await eventually(paused, timeout=20, what="the refund task to be input_required")
+        cancelled = await within(cancel_task(session, task_id), 30, "tasks/cancel")
+        assert cancelled.status == "cancelled"
+        assert (await client.get_task("refund", task_id)).status.state == TaskState.CANCELED
+        result = await task_result(session, task_id)
+        assert result.is_error
+        assert "refund was canceled" in str(result.content[0].text)  # type: ignore[union-attr]

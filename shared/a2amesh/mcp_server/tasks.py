@@ -255,8 +255,9 @@ class McpTasks:
         if task.runner is not None and not task.runner.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task.runner), CANCEL_TIMEOUT)
-        if task.status not in TERMINAL and a2a.status.state == TaskState.CANCELED:  # it was paused: no runner
-            self._settle(task, error_result(f"{task.agent} was canceled (run {task_id})", **{META_STATE: "canceled"}))
+        tool = task.tool
+        if tool is not None and task.status not in TERMINAL and a2a.status.state == TaskState.CANCELED:
+            self._settle(task, await self.caller.result(tool, a2a))  # it was paused: no runner heard the end
             await self._notify(task)
         return task.wire()
 
