@@ -3,15 +3,20 @@ executions, run records, scopes, and a stored workflow's ``mcpExport``."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import httpx
 import pytest
 
 from a2amesh.client import Client
+from a2amesh.config import Settings
 from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.protocol import codes
-from tests.support.mcp import Sleeper, mcp_http, start_mesh
+from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.keys import Keys
+from tests.support.mcp import Seen, Sleeper, mcp_http, start_mesh
 from tests.support.waiting import eventually, within
 
 KEYS = "admin=adm1n-secret,reader=r3ader-secret#read,runner=runn3r-secret#run|read"
@@ -221,3 +226,39 @@ async def test_mcp_export_false_hides_a_workflow(url: str, client: Client, execu
             return "plus" in {t.name for t in (await mcp.list_tools()).tools}
 
         await eventually(listed, timeout=10, what="plus to become a tool")
+
+
+async def test_cancelling_execute_workflow_cancels_the_execution(
+    url: str, sleeper: Sleeper, redis: Any, settings: Settings
+) -> None:
+    """execute_workflow reports that the execution runs; the client cancelling the request cancels it (A2A
+    CancelTask): the node's agent stops and the store records it canceled."""
+    store = ExecutionStore(redis, Keys(settings.namespace), retention=60, lease_ttl=settings.lease_ttl)
+    seen = Seen()
+    async with mcp_http(url, "adm1n-secret") as mcp:
+        call = asyncio.create_task(
+            mcp.call_tool(
+                "execute_workflow",
+                {"workflow": "slow_flow", "input": {"text": "wait"}},
+                progress_callback=seen.on_progress,
+            )
+        )
+        await within(sleeper.started.wait(), 20, "the workflow's node to start the sleeper")
+
+        async def running() -> bool:
+            return any(m and m.endswith("of slow_flow is running") for _, m in seen.progress)
+
+        await eventually(running, timeout=20, what="the progress saying the execution runs")
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        await within(sleeper.cancelled.wait(), 20, "the sleeper to be cancelled")
+
+        async def canceled() -> bool:
+            runs = await store.list(workflow="slow_flow")
+            return len(runs) == 1 and runs[0].get("status") == "canceled"
+
+        await eventually(canceled, timeout=20, what="the slow_flow execution to be canceled in the store")
+        still = await mcp.call_tool("list_runs", {"workflow": "slow_flow"})
+        assert not still.is_error, still.content
+    await store.aclose()

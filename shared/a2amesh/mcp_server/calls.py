@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,17 @@ from a2amesh.logs import get_logger
 from a2amesh.mcp_server.catalog import MeshTool
 from a2amesh.mcp_server.resources import ResourceReader
 from a2amesh.mcp_server.review import AnswerError, ReviewForm, review_request
-from a2amesh.protocol import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent, codes
+from a2amesh.protocol import (
+    Message,
+    Part,
+    Role,
+    StreamResponse,
+    Task,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    codes,
+)
 from a2amesh.protocol.vocabulary import WORKFLOW_EVENT_KEY
 
 log = get_logger("mcp")
@@ -106,6 +116,11 @@ class CallScope:
     elicitation: bool
     may_review: bool = True
     """Whether the caller may answer reviews (the ``review`` scope)."""
+    on_progress: Callable[[int, str | None], Awaitable[None]] | None = None
+    """Where progress goes instead of the request's progress notifications (a task-augmented call, whose
+    request has been answered: its MCP task's status message)."""
+    cancels: bool = True
+    """Whether the call being cancelled cancels the run (not for an MCP task: only ``tasks/cancel`` does)."""
 
     @property
     def modern(self) -> bool:
@@ -120,7 +135,49 @@ class CallScope:
         return caps is not None and caps.elicitation is not None
 
     async def progress(self, step: int, message: str | None) -> None:
+        if self.on_progress is not None:
+            await self.on_progress(step, message)
+            return
         await self.ctx.session.report_progress(float(step), None, message)
+
+
+async def report_progress(events: AsyncIterator[StreamResponse], scope: CallScope, *, step: int = 0) -> None:
+    """One progress notification per status update of ``events`` until the final one (counting on from
+    ``step``)."""
+    async for event in events:
+        update = event.status_update
+        if update is not None and not update.status.state.final:
+            step += 1
+            await _report(scope, step, progress_text(update))
+
+
+async def _report(scope: CallScope, step: int, text: str | None) -> None:
+    try:
+        await scope.progress(step, text)
+    except Exception as e:  # a client gone away must not stop the run being followed
+        log.debug("mcp.progress_failed", error=str(e) or type(e).__name__)
+
+
+async def cancel_shielded(client: Client, agent: str, task_id: str, scope: CallScope) -> None:
+    """Cancel the task of a call whose MCP request was cancelled (shielded: we are being cancelled)."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT):
+        try:
+            task = await client.cancel_task(agent, task_id, timeout=CANCEL_TIMEOUT, headers=scope.headers)
+            log.info("mcp.call_cancelled", agent=agent, task_id=task_id, state=task.status.state.value)
+        except Exception as e:  # best effort: the run may have ended meanwhile
+            log.warning("mcp.cancel_failed", agent=agent, task_id=task_id, error=str(e) or type(e).__name__)
+
+
+async def watch_task(client: Client, agent: str, task_id: str, scope: CallScope) -> None:
+    """Follow a task started elsewhere (A2A ``SubscribeToTask``) until its final state, reporting progress; a
+    cancelled MCP request cancels the task."""
+    try:
+        await _report(scope, 1, f"run {task_id} of {agent} is running")
+        events = client.subscribe(agent, task_id, timeout=scope.timeout, headers=scope.headers)
+        await report_progress(events, scope, step=1)
+    except asyncio.CancelledError:
+        await cancel_shielded(client, agent, task_id, scope)
+        raise
 
 
 class MeshCaller:
@@ -160,6 +217,44 @@ class MeshCaller:
         outcome = await self._answered(tool, paused, state.review, response, scope, rounds=1)
         return error_result(outcome) if isinstance(outcome, str) else outcome
 
+    async def start(self, tool: MeshTool, arguments: dict[str, Any], scope: CallScope) -> Call | types.CallToolResult:
+        """Validate ``arguments`` and send the call without following it (a task-augmented call): the call in
+        flight, or the tool error that stopped it."""
+        issues = tool.check_arguments(arguments)
+        if issues:
+            return error_result(issues_text(tool.name, issues))
+        text, data = tool.input_of(arguments)
+        try:
+            return await self.client.dispatch(
+                tool.agent, make_message(text, data=data), stream=True, timeout=scope.timeout, headers=scope.headers
+            )
+        except A2AMeshError as e:
+            return error_result(f"{tool.agent}: {e}", **{META_AGENT: tool.agent})
+
+    async def finish(self, tool: MeshTool, call: Call, scope: CallScope) -> types.CallToolResult:
+        """Follow a call :meth:`start` sent to its outcome (a task-augmented call: reviews are not asked)."""
+        try:
+            task = await self.follow_call(call, scope)
+        except A2AMeshError as e:
+            return error_result(f"{tool.agent}: {e}", **{META_AGENT: tool.agent, META_RUN: call.task_id})
+        return await self._outcome_of(tool, task, scope)
+
+    async def rejoin(self, tool: MeshTool, task_id: str, scope: CallScope) -> types.CallToolResult:
+        """Follow a run that went on after it paused (A2A ``SubscribeToTask``) to its outcome (an MCP task)."""
+        try:
+            events = self.client.subscribe(tool.agent, task_id, timeout=scope.timeout, headers=scope.headers)
+            await report_progress(events, scope)
+            task = await self.client.get_task(tool.agent, task_id, headers=scope.headers)
+        except A2AMeshError as e:
+            return error_result(f"{tool.agent}: {e}", **{META_AGENT: tool.agent, META_RUN: task_id})
+        return await self._outcome_of(tool, task, scope)
+
+    async def _outcome_of(self, tool: MeshTool, task: Task, scope: CallScope) -> types.CallToolResult:
+        review = review_request(task) if task.status.state == TaskState.INPUT_REQUIRED else None
+        if review is None:
+            return await self.result(tool, task, user=scope.headers.get(h.USER))
+        return _paused_result(tool, task, review, "a call run as an MCP task does not ask reviews")
+
     async def _drive(
         self, tool: MeshTool, message: Message, scope: CallScope, *, rounds: int = 0
     ) -> types.CallToolResult | types.InputRequiredResult:
@@ -178,35 +273,20 @@ class MeshCaller:
         """Send ``message`` to ``agent`` and follow the task to its final state, reporting progress; a cancelled
         MCP request cancels the task."""
         call = await self.client.dispatch(agent, message, stream=True, timeout=scope.timeout, headers=scope.headers)
-        log.info("mcp.call", agent=agent, task_id=call.task_id)
-        try:
-            return await self._events(call, scope)
-        except asyncio.CancelledError:
-            await self._cancel(agent, call.task_id, scope)
-            raise
+        return await self.follow_call(call, scope)
 
-    async def _events(self, call: Call, scope: CallScope) -> Task:
-        step = 0
-        async for event in call.events():
-            update = event.status_update
-            if update is not None and not update.status.state.final:
-                step += 1
-                try:
-                    await scope.progress(step, progress_text(update))
-                except Exception as e:  # a client gone away must not stop the run being followed
-                    log.debug("mcp.progress_failed", error=str(e) or type(e).__name__)
+    async def follow_call(self, call: Call, scope: CallScope) -> Task:
+        """Follow a dispatched call to its final state (see :meth:`follow`)."""
+        log.info("mcp.call", agent=call.agent, task_id=call.task_id)
+        try:
+            await report_progress(call.events(), scope)
+        except asyncio.CancelledError:
+            if scope.cancels:
+                await cancel_shielded(self.client, call.agent, call.task_id, scope)
+            raise
         if call.task is None:
             raise RpcError(codes.INVALID_AGENT_RESPONSE, f"{call.agent!r} ended the call without a task")
         return call.task
-
-    async def _cancel(self, agent: str, task_id: str, scope: CallScope) -> None:
-        """Cancel the task of a call whose MCP request was cancelled (shielded: we are being cancelled)."""
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT):
-            try:
-                task = await self.client.cancel_task(agent, task_id, timeout=CANCEL_TIMEOUT, headers=scope.headers)
-                log.info("mcp.call_cancelled", agent=agent, task_id=task_id, state=task.status.state.value)
-            except Exception as e:  # best effort: the run may have ended meanwhile
-                log.warning("mcp.cancel_failed", agent=agent, task_id=task_id, error=str(e) or type(e).__name__)
 
     async def _review(
         self, tool: MeshTool, task: Task, review: dict[str, Any], scope: CallScope, *, rounds: int

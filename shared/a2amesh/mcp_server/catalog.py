@@ -173,6 +173,7 @@ def tools_of(card: AgentCard, settings: McpSettings) -> list[MeshTool]:
                 input_schema=schema,
                 output_schema=out_schema,
                 annotations=annotations,
+                execution=types.ToolExecution(task_support="optional"),
                 _meta=meta,
             ),
             agent=card.name,

@@ -31,7 +31,7 @@ from a2amesh.manage.definitions import (
 from a2amesh.manage.executions import MAX_LIMIT, STATUSES, ExecutionQuery, Executions
 from a2amesh.manage.failures import RunsError
 from a2amesh.manage.runs import ExecuteRequest, Runs
-from a2amesh.mcp_server.calls import error_result
+from a2amesh.mcp_server.calls import error_result, watch_task
 from a2amesh.mcp_server.providers import ProvidedTool, ToolOutcome, ToolRequest
 from a2amesh.store.definitions import DefinitionStore
 from a2amesh.store.executions import ExecutionStore
@@ -250,21 +250,24 @@ class ManagementTools:
         if not request.access.allows(workflow):
             return error_result(f"API key {request.access.key_id!r} may not call workflow {workflow!r}")
         body = ExecuteRequest(input=args.get("input"), branch=args.get("branch"))
+        execution = None
         try:
-            started = await self.runs.execute(
-                workflow, body, wait=bool(args.get("wait", True)), headers=request.headers
-            )
+            started = await self.runs.execute(workflow, body, headers=request.headers)
+            if args.get("wait", True):
+                # followed here rather than by Runs, for progress and so that a cancelled request cancels the run
+                await watch_task(self.runs.client, workflow, started.execution_id, request.scope)
+                execution = await self.runs.executions.get(started.execution_id)
         except RunsError as e:
             errors = getattr(e, "errors", None)
             lines = [f"{x['path']}: {x['message']}" for x in errors] if errors and len(errors) > 1 else []
             return error_result("\n".join([str(e), *lines]))
         except A2AMeshError as e:
             return error_result(f"workflow {workflow!r} could not be run: {e}")
-        if started.execution is None:
+        if execution is None:
             return _result({"execution_id": started.execution_id, "status": "running"})
-        detail = _dump(started.execution)
+        detail = _dump(execution)
         detail["execution_id"] = started.execution_id
-        failed = started.execution.status in ("failed", "cancelled")
+        failed = execution.status in ("failed", "cancelled")
         result = _result(detail)
         result.is_error = failed
         return result

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import mcp_types as types
 from mcp.server import NotificationOptions, Server
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from a2amesh.bus import headers as h
 from a2amesh.client import Client
@@ -30,11 +31,13 @@ from a2amesh.logs import get_logger
 from a2amesh.manage.executions import Executions
 from a2amesh.mcp_server.access import Access, access_of, workflow_of
 from a2amesh.mcp_server.calls import CallScope, MeshCaller, error_result, issues_text
-from a2amesh.mcp_server.catalog import Catalog
+from a2amesh.mcp_server.catalog import Catalog, MeshTool
 from a2amesh.mcp_server.providers import ProvidedTool, ToolOutcome, ToolProvider, ToolRequest
 from a2amesh.mcp_server.resources import ResourceError, ResourceReader
 from a2amesh.mcp_server.runs import RunTools
 from a2amesh.mcp_server.settings import McpSettings
+from a2amesh.mcp_server.tasks import CAPABILITY as TASKS_CAPABILITY
+from a2amesh.mcp_server.tasks import TASK_VERSIONS, McpTasks
 from a2amesh.mcp_server.workflow_servers import WorkflowServers
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionStore
@@ -45,7 +48,9 @@ SERVER_NAME = "a2amesh"
 INSTRUCTIONS = (
     "Each agent and workflow of the a2amesh mesh is a tool named after it; its input and output schemas are "
     "the tool's. Long calls report progress; a run paused for a human review asks you through elicitation, "
-    "or returns its id so that resume_run can answer it later. get_run, cancel_run and list_agents manage runs; "
+    "or returns its id so that resume_run can answer it later. Clients of protocol 2025-11-25 may run an agent "
+    "or workflow tool as an MCP task (tasks/get, tasks/result, tasks/cancel). get_run, cancel_run and "
+    "list_agents manage runs; "
     "list_workflows, get_workflow, create_workflow, update_workflow, execute_workflow and list_runs manage "
     "stored workflows and their executions."
 )
@@ -60,7 +65,7 @@ REVIEW_SCOPE = "review"
 
 class _Server(Server[Any]):
     """The SDK server announcing ``tools.listChanged`` on every transport (the HTTP session manager asks for
-    the initialization options without notification options)."""
+    the initialization options without notification options), and the tasks utility it serves."""
 
     def create_initialization_options(
         self,
@@ -68,9 +73,11 @@ class _Server(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        return super().create_initialization_options(
+        options = super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
         )
+        options.capabilities.tasks = TASKS_CAPABILITY
+        return options
 
 
 class MeshMcpServer:
@@ -99,6 +106,7 @@ class MeshMcpServer:
         self.settings = settings
         self.resources = ResourceReader(artifacts)
         self.caller = MeshCaller(client, self.resources)
+        self.tasks = McpTasks(self.caller)
         self.provided: dict[str, ProvidedTool] = {}
         for provider in [RunTools(client, self.caller, settings, executions, details), *providers]:
             for tool in provider.tools():
@@ -121,6 +129,13 @@ class MeshMcpServer:
             on_subscriptions_listen=self._listen,
         )
         self.server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
+        # The SDK keeps the 2025-11-25 tasks utility as types only: its methods are served here, and a
+        # task-augmented tools/call is answered before the SDK shapes the result as a CallToolResult.
+        self.server.middleware.append(self._task_calls)
+        self.server.add_request_handler("tasks/get", types.GetTaskRequestParams, self._get_task)
+        self.server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self._task_result)
+        self.server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self._cancel_task)
+        self.server.add_request_handler("tasks/list", types.PaginatedRequestParams, self._list_tasks)
 
     def scope_of(self, tool: str) -> str:
         """The key scope calling ``tool`` needs: a provided tool's own, ``run`` for the mesh's."""
@@ -153,34 +168,31 @@ class MeshMcpServer:
         catalog = self.catalog()
         return [t for t in server.tools if t.name in catalog.tools and access.allows(catalog.tools[t.name].agent)]
 
+    def _scope(self, ctx: ServerRequestContext[Any, Any], access: Access) -> CallScope:
+        return CallScope(
+            ctx,
+            {h.USER: access.key_id} if access.key_id else {},
+            self.settings.call_timeout or self.client.settings.call_timeout,
+            self.settings.elicitation,
+            may_review=access.has_scope(REVIEW_SCOPE),
+        )
+
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         access = access_of(ctx.request)
         arguments = dict(params.arguments or {})
-        headers = {h.USER: access.key_id} if access.key_id else {}
-        scope = CallScope(
-            ctx,
-            headers,
-            self.settings.call_timeout or self.client.settings.call_timeout,
-            self.settings.elicitation,
-            may_review=access.has_scope(REVIEW_SCOPE),
-        )
+        scope = self._scope(ctx, access)
         try:
-            workflow = workflow_of(ctx.request)
-            if workflow is not None:
-                server = self.workflows.get(workflow)
-                if server is None or params.name not in server.names:
-                    known = sorted(server.names) if server is not None else []
-                    return error_result(
-                        f"unknown tool {params.name!r} at /mcp/{workflow}{did_you_mean(params.name, known)}; "
-                        f"its tools: {', '.join(known) or 'none'}"
-                    )
-                return await self._call_mesh(params, arguments, access, scope)
             provided = self.provided.get(params.name)
-            if provided is not None:
+            if provided is not None and workflow_of(ctx.request) is None:
                 return await self._call_provided(provided, arguments, access, scope)
-            return await self._call_mesh(params, arguments, access, scope)
+            tool = self._mesh_tool(ctx, params.name, access)
+            if isinstance(tool, str):
+                return error_result(tool)
+            if params.request_state is not None:
+                return await self.caller.answer(tool, params.request_state, params.input_responses, scope)
+            return await self.caller.call(tool, arguments, scope)
         except Exception as e:  # the outer edge of a tool call: one log line, a tool error, the server serves on
             log.exception("mcp.tool_failed", tool=params.name)
             return error_result(f"tool {params.name!r} failed: {type(e).__name__}: {e}")
@@ -196,21 +208,82 @@ class MeshMcpServer:
             return error_result(issues_text(name, issues))
         return await provided.handler(arguments, ToolRequest(access, scope))
 
-    async def _call_mesh(
-        self, params: types.CallToolRequestParams, arguments: dict[str, Any], access: Access, scope: CallScope
-    ) -> ToolOutcome:
+    def _mesh_tool(self, ctx: ServerRequestContext[Any, Any], name: str, access: Access) -> MeshTool | str:
+        """The agent or workflow tool ``name`` the caller may call at this path, or why not."""
+        workflow = workflow_of(ctx.request)
+        if workflow is not None:
+            server = self.workflows.get(workflow)
+            if server is None or name not in server.names:
+                known = sorted(server.names) if server is not None else []
+                return (
+                    f"unknown tool {name!r} at /mcp/{workflow}{did_you_mean(name, known)}; "
+                    f"its tools: {', '.join(known) or 'none'}"
+                )
         catalog = self.catalog()
-        tool = catalog.tools.get(params.name)
+        tool = catalog.tools.get(name)
         if tool is None:
             known = [*self.provided, *catalog.tools]
-            return error_result(f"unknown tool {params.name!r}{did_you_mean(params.name, known)}; see tools/list")
+            return f"unknown tool {name!r}{did_you_mean(name, known)}; see tools/list"
         if not access.has_scope(RUN_SCOPE):
-            return error_result(f"API key {access.key_id!r} lacks the {RUN_SCOPE!r} scope calling a tool needs")
+            return f"API key {access.key_id!r} lacks the {RUN_SCOPE!r} scope calling a tool needs"
         if not access.allows(tool.agent):
-            return error_result(f"API key {access.key_id!r} is not allowed to call {tool.agent!r}")
-        if params.request_state is not None:
-            return await self.caller.answer(tool, params.request_state, params.input_responses, scope)
-        return await self.caller.call(tool, arguments, scope)
+            return f"API key {access.key_id!r} is not allowed to call {tool.agent!r}"
+        return tool
+
+    # --- tasks (2025-11-25) ----------------------------------------------------------------------
+
+    async def _task_calls(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Answer a task-augmented ``tools/call`` with its task (the rest goes on down the SDK's chain)."""
+        raw = ctx.params
+        if (
+            ctx.method != "tools/call"
+            or ctx.request_id is None
+            or ctx.protocol_version not in TASK_VERSIONS
+            or not isinstance(raw, Mapping)
+            or raw.get("task") is None
+        ):
+            return await call_next(ctx)
+        try:
+            params = types.CallToolRequestParams.model_validate(raw, by_name=False)
+        except ValidationError as e:
+            raise MCPError(
+                code=types.INVALID_PARAMS, message=f"invalid tools/call params: {e.errors()[0]['msg']}"
+            ) from e
+        access = access_of(ctx.request)
+        tool = self._mesh_tool(ctx, params.name, access)
+        if isinstance(tool, str):
+            if params.name in self.provided:
+                tool = f"tool {params.name!r} does not run as a task (no execution.taskSupport): call it without 'task'"
+            raise MCPError(code=types.METHOD_NOT_FOUND, message=tool)
+        assert params.task is not None
+        created = await self.tasks.start(
+            tool, dict(params.arguments or {}), self._scope(ctx, access), owner=access.key_id, ttl=params.task.ttl
+        )
+        return created.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _get_task(self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams) -> HandlerResult:
+        task = await self.tasks.status(params.task_id, access_of(ctx.request).key_id)
+        return task.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _task_result(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskPayloadRequestParams
+    ) -> HandlerResult:
+        return await self.tasks.result(params.task_id, access_of(ctx.request).key_id)
+
+    async def _cancel_task(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams
+    ) -> HandlerResult:
+        access = access_of(ctx.request)
+        if not access.has_scope(RUN_SCOPE):
+            raise MCPError(code=types.INVALID_REQUEST, message=f"API key {access.key_id!r} lacks the 'run' scope")
+        headers = {h.USER: access.key_id} if access.key_id else {}
+        task = await self.tasks.cancel(params.task_id, access.key_id, headers)
+        return task.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _list_tasks(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListTasksResult:
+        return self.tasks.list(access_of(ctx.request).key_id, params.cursor)
 
     # --- resources -----------------------------------------------------------------------------
 
@@ -281,6 +354,7 @@ class MeshMcpServer:
             yield self
         finally:
             self._listen.close()
+            await self.tasks.close()
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
