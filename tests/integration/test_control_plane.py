@@ -209,6 +209,52 @@ async def test_cancel_between_create_and_launch(
         gate.set()
 
 
+async def test_subscribe_between_create_and_launch(
+    agent_host: Any, executor: Any, client: Client, bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SubscribeToTask that reaches the executor after an execution is written but before its runner is
+    launched follows the run once it is: the subscriber gets the task first, then the final."""
+    from a2amesh.executor.intake import ExecutionIntake
+
+    created, launch = asyncio.Event(), asyncio.Event()
+    create = ExecutionIntake.create
+
+    async def held_create(self: ExecutionIntake, new: Any) -> Any:
+        out = await create(self, new)
+        created.set()
+        await launch.wait()
+        return out
+
+    monkeypatch.setattr(ExecutionIntake, "create", held_create)
+    gate = asyncio.Event()
+
+    async def handler(input: Any, ctx: Any) -> Any:
+        await gate.wait()
+        return {"value": input.get("value")}
+
+    await agent_host("ctlnode", handler)
+    await executor({"ctl": WORKFLOW})
+    await client.registry.wait_for("ctl", 5)
+    try:
+        call = await client.dispatch("ctl", make_message(data={"value": 1, "hold": True}))
+        await within(created.wait(), 10, "the execution to be written")
+        inbox = await Inbox(bus).start()
+        await publish_control(bus, "ctl", body_of(codes.SUBSCRIBE_TO_TASK, {"id": call.task_id}), inbox)
+        # control requests are answered in order: once this GetTask is, the subscription was handled
+        await control(bus, "ctl", codes.GET_TASK, {"id": call.task_id})
+        launch.set()
+        first, _ = await inbox.next("the subscriber's snapshot")
+        assert first["result"]["task"]["id"] == call.task_id
+        assert first["result"]["task"]["status"]["state"] == TaskState.WORKING.value
+        gate.set()
+        replies = await inbox.until_final("the subscriber's final")
+        assert state_of(replies[-1][0]["result"]) == TaskState.COMPLETED.value
+        assert (await within(call.result(), 10, "the caller's answer")).status.state == TaskState.COMPLETED
+    finally:
+        launch.set()
+        gate.set()
+
+
 async def test_cancel_finished_task(target: Target) -> None:
     """CancelTask of a finished task is -32002 TaskNotCancelable."""
     done = await target.finished(1)

@@ -15,6 +15,7 @@ from a2amesh.errors import TaskNotCancelable, TransportError
 from a2amesh.executor.context import ExecutorContext
 from a2amesh.executor.resume import Resumer
 from a2amesh.executor.runner import ExecutionRunner
+from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT
 from a2amesh.protocol import Task, TaskState, TaskStatus
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.worker.control import AnswerNow, AnswerWhenStopped, Cancellation
@@ -97,13 +98,44 @@ class ExecutionControl:
         """SubscribeToTask of an execution running here: a snapshot of its task, then every event."""
         ex = self.ctx
         runner = ex.drivers.runners.get(task_id)
-        if runner is None or runner.final_task is not None or runner.finished.done():
+        if runner is None:
+            if await ex.store.lease_owner(task_id) != ex.instance:
+                return False  # not driven here: the control plane records the subscriber or answers the final
+            # leased here a moment ago, its runner not launched yet: follow it once it is (not waited for here,
+            # since control requests are answered one at a time)
+            ex.background.spawn(self._follow_when_launched(agent, task_id, reply_to), name=f"follow-{task_id}")
+            return True
+        if runner.final_task is not None or runner.finished.done():
             return False  # its final is stored: the control plane answers with it
+        await self._follow(agent, runner, reply_to)
+        return True
+
+    async def _follow(self, agent: str, runner: ExecutionRunner[Any], reply_to: str) -> None:
+        ex = self.ctx
         if reply_to not in runner.targets:
             runner.targets.append(reply_to)
-        task = await ex.tasks.get(task_id)
+        task = await ex.tasks.get(runner.task_id)
         if task is not None:
-            publisher = ReplyPublisher(ex.bus, ex.settings, agent=agent, task_id=task_id, attempt=runner.epoch)
+            publisher = ReplyPublisher(ex.bus, ex.settings, agent=agent, task_id=runner.task_id, attempt=runner.epoch)
             with contextlib.suppress(TransportError):
-                await publisher.snapshot(reply_to, task_id, task, 1)
-        return True
+                await publisher.snapshot(reply_to, runner.task_id, task, 1)
+
+    async def _follow_when_launched(self, agent: str, task_id: str, reply_to: str) -> None:
+        try:
+            async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
+                runner = await self.ctx.drivers.launched(task_id)
+        except TimeoutError:
+            runner = None
+        with contextlib.suppress(Exception):
+            if runner is not None and runner.final_task is None and not runner.finished.done():
+                await self._follow(agent, runner, reply_to)
+                return
+            # over already (or never launched here): the final, as a subscriber to a finished task gets it
+            final = runner.final_task if runner is not None else None
+            if final is None:
+                view = await self.ctx.tasks.add_subscriber(task_id, reply_to)
+                final = view.task if view.outcome == "terminal" else None
+            if final is not None:
+                epoch = runner.epoch if runner is not None else 1
+                publisher = ReplyPublisher(self.ctx.bus, self.ctx.settings, agent=agent, task_id=task_id, attempt=epoch)
+                await publisher.final(reply_to, task_id, final, 1, streaming=True)
