@@ -18,7 +18,7 @@ from tests.support.waiting import within
         ("builtin-llm", {"messages": [{"x": 1}]}, "messages[0] is not a chat message"),
         ("builtin-llm", {"messages": "hi", "temprature": 1}, "temprature: Extra inputs are not permitted"),
         ("builtin-llm", {"messages": "hi", "tools": [{"agent": "a", "python": "m:f"}]}, "give exactly one of agent"),
-        ("builtin-tools", {"tool_calls": []}, "tools: Field required"),
+        ("builtin-tools", {"tool_calls": []}, "tools: no tools are given (neither tools nor mcp_servers)"),
         ("builtin-memory", {"op": "forget", "agent": "a"}, "does not match any of the expected tags"),
         ("builtin-memory", {"op": "read", "agent": "a"}, "read.query: Field required"),
         ("builtin-rag", {"store": "s"}, "query: Field required"),

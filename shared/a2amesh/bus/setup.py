@@ -6,7 +6,9 @@ a difference that JetStream cannot update in place (e.g. a stream's retention) i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats.js.errors
@@ -90,7 +92,7 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
         try:
             info = await js.stream_info(cfg.name)
         except nats.js.errors.NotFoundError:
-            await _admin(cfg.name, js.add_stream(cfg), settings)
+            await _admin(cfg.name, functools.partial(js.add_stream, cfg), settings)
             log.info("stream.created", stream=cfg.name, replicas=settings.replicas)
             continue
         have = info.config
@@ -105,23 +107,43 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
                     "delete the stream (nats stream rm) and run `a2amesh init`",
                 )
         if any(_norm(getattr(have, f)) != _norm(getattr(cfg, f)) for f in _COMPARED):
-            await _admin(cfg.name, js.update_stream(cfg), settings)
+            await _admin(cfg.name, functools.partial(js.update_stream, cfg), settings)
             log.info("stream.updated", stream=cfg.name, replicas=settings.replicas)
 
 
-async def _admin(name: str | None, request: Awaitable[Any], settings: Settings) -> None:
-    """Run a stream or bucket creation/update; a server that cannot hold the replicas asked for is a ConfigError."""
-    try:
-        await request
-    except nats.js.errors.APIError as e:
-        if (settings.replicas or 1) > 1 and ("replicas" in str(e.description) or "peers" in str(e.description)):
-            raise ConfigError(
-                f"stream {name}",
-                "replicas",
-                f"{settings.replicas} replicas need a JetStream cluster of at least {settings.replicas} nodes; "
-                f"the server says: {e.description}",
-            ) from e
-        raise
+PLACEMENT_WAIT = 20.0
+"""Seconds a stream or bucket creation retries while the cluster reports a peer offline (a node still joining
+or restarting) before the placement error is reported."""
+
+
+async def _admin(name: str | None, request: Callable[[], Awaitable[Any]], settings: Settings) -> None:
+    """Run a stream or bucket creation/update; a server that cannot hold the replicas asked for is a ConfigError.
+
+    A cluster that cannot place the replicas because a peer is offline right now (a node joining or restarting)
+    is asked again for up to :data:`PLACEMENT_WAIT` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PLACEMENT_WAIT
+    delay = 0.2
+    while True:
+        try:
+            await request()
+            return
+        except nats.js.errors.APIError as e:
+            description = str(e.description)
+            transient = "peer offline" in description or "insufficient resources" in description
+            if (settings.replicas or 1) > 1 and transient and loop.time() + delay < deadline:
+                log.info("stream.placement_retry", stream=name, error=description)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            if (settings.replicas or 1) > 1 and ("replicas" in description or "peers" in description):
+                raise ConfigError(
+                    f"stream {name}",
+                    "replicas",
+                    f"{settings.replicas} replicas need a JetStream cluster of at least {settings.replicas} nodes; "
+                    f"the server says: {description}",
+                ) from e
+            raise
 
 
 def _norm(v: Any) -> Any:
@@ -150,7 +172,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
                 direct=True,
                 replicas=settings.replicas or 1,
             )
-            await _admin(stream, js.create_key_value(config), settings)
+            await _admin(stream, functools.partial(js.create_key_value, config), settings)
             log.info("bucket.created", bucket=bucket, replicas=settings.replicas)
             continue
         have = info.config
@@ -162,7 +184,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
             have.max_age = settings.card_ttl
             have.allow_direct = True
             have.num_replicas = settings.replicas or have.num_replicas
-            await _admin(stream, js.update_stream(have), settings)
+            await _admin(stream, functools.partial(js.update_stream, have), settings)
             log.info("bucket.updated", bucket=bucket, ttl=settings.card_ttl, replicas=settings.replicas)
 
 
