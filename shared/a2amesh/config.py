@@ -30,6 +30,7 @@ ENV_FIELDS: dict[str, str] = {
     "NATS_TLS_CERT": "nats_tls_cert",
     "NATS_TLS_KEY": "nats_tls_key",
     "A2AMESH_SCOPE": "scope",
+    "A2AMESH_CONNECT_TIMEOUT": "connect_timeout",
     "A2AMESH_REPLICAS": "replicas",
     "REDIS_URL": "redis_url",
     "REDIS_PASSWORD": "redis_password",
@@ -73,6 +74,9 @@ class Settings(BaseModel):
 
     namespace: str = Field(default="a2amesh", description="Prefix of every subject, stream, bucket and key.")
     nats_url: str | None = Field(default=None, description="NATS server URL(s), comma separated; None = embedded.")
+    connect_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds to wait at start for a NATS server to answer (then UNAVAILABLE)."
+    )
     nats_user: str | None = None
     nats_password: SecretStr | None = None
     nats_token: SecretStr | None = None

@@ -553,27 +553,17 @@ class Bus:
             "connect_timeout": 5,
             "allow_reconnect": True,
         }
-        if settings.reply_scope:  # inboxes a server can restrict this user to (docs/scaling.md)
-            opts["inbox_prefix"] = f"_INBOX.{settings.reply_scope}"
-        if settings.nats_user:
-            opts["user"] = settings.nats_user
-        if settings.nats_password:
-            opts["password"] = settings.nats_password.get_secret_value()
-        if settings.nats_token:
-            opts["token"] = settings.nats_token.get_secret_value()
-        if settings.nats_creds:
-            opts["user_credentials"] = settings.nats_creds
-        if settings.nats_nkey_seed:
-            opts["nkeys_seed"] = settings.nats_nkey_seed
-        if settings.nats_tls_ca or settings.nats_tls_cert:
-            import ssl
-
-            ctx = ssl.create_default_context(cafile=settings.nats_tls_ca)
-            if settings.nats_tls_cert:
-                ctx.load_cert_chain(settings.nats_tls_cert, settings.nats_tls_key)
-            opts["tls"] = ctx
+        opts.update(_credentials(settings))
         try:
-            nc = await nats.connect(**opts)
+            # nats-py retries the first connection for ever when reconnects are unlimited: bounded here
+            async with asyncio.timeout(settings.connect_timeout):
+                nc = await nats.connect(**opts)
+        except TimeoutError as e:
+            raise TransportError(
+                codes.UNAVAILABLE,
+                f"no NATS server answered at {', '.join(servers)} within {settings.connect_timeout:g}s "
+                "(is it running? set NATS_URL, or A2AMESH_CONNECT_TIMEOUT to wait longer)",
+            ) from e
         except Exception as e:
             raise TransportError(codes.UNAVAILABLE, f"cannot connect to NATS at {', '.join(servers)}: {e}") from e
         bus = cls(nc, Subjects(settings.namespace), listeners)
@@ -794,3 +784,28 @@ class Bus:
     def js_api(self) -> Any:
         """nats-py's JetStream API module (config classes)."""
         return js_api
+
+
+def _credentials(settings: Settings) -> dict[str, Any]:
+    """nats-py options for the settings' inbox scope, credentials and TLS."""
+    opts: dict[str, Any] = {}
+    if settings.reply_scope:  # inboxes a server can restrict this user to (docs/scaling.md)
+        opts["inbox_prefix"] = f"_INBOX.{settings.reply_scope}"
+    if settings.nats_user:
+        opts["user"] = settings.nats_user
+    if settings.nats_password:
+        opts["password"] = settings.nats_password.get_secret_value()
+    if settings.nats_token:
+        opts["token"] = settings.nats_token.get_secret_value()
+    if settings.nats_creds:
+        opts["user_credentials"] = settings.nats_creds
+    if settings.nats_nkey_seed:
+        opts["nkeys_seed"] = settings.nats_nkey_seed
+    if settings.nats_tls_ca or settings.nats_tls_cert:
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=settings.nats_tls_ca)
+        if settings.nats_tls_cert:
+            ctx.load_cert_chain(settings.nats_tls_cert, settings.nats_tls_key)
+        opts["tls"] = ctx
+    return opts
