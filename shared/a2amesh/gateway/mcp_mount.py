@@ -28,6 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from a2amesh.client import Client
 from a2amesh.gateway.auth import Authenticator, AuthFailed, Caller, RateLimiter
+from a2amesh.gateway.bodies import read_body, replay
 from a2amesh.gateway.settings import GatewaySettings, is_loopback
 from a2amesh.logs import get_logger
 from a2amesh.mcp_server import ACCESS_SCOPE_KEY, MeshMcpServer, ToolProvider
@@ -108,19 +109,6 @@ def _tools_called(body: bytes) -> list[str]:
     return names
 
 
-def _replay(body: bytes, original: Receive) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await original()
-
-    return receive
-
-
 class McpMount:
     """The ASGI app at ``/mcp`` (its :meth:`lifespan` runs the SDK's session manager and the registry watch)."""
 
@@ -196,7 +184,7 @@ class McpMount:
                     return
                 scope[WORKFLOW_SCOPE_KEY] = str(workflow)
             if request.method == "POST" and caller.key is not None and caller.key.scopes is not None:
-                body = await _read_body(request, self.settings.max_body_bytes)
+                body = await read_body(request, self.settings.max_body_bytes)
                 if body is None:
                     limit = self.settings.max_body_bytes
                     await _problem(413, f"request body exceeds the gateway's limit of {limit} bytes")(
@@ -209,7 +197,7 @@ class McpMount:
                         message = f"API key {caller.key_id!r} lacks the {needed!r} scope tool {tool!r} needs"
                         await _problem(403, message)(scope, receive, send_logged)
                         return
-                receive = _replay(body, receive)
+                receive = replay(body, receive)
             scope[ACCESS_SCOPE_KEY] = caller
             user = _principal(caller)
             if user is not None:
@@ -224,18 +212,3 @@ class McpMount:
                 ms=round((time.perf_counter() - started) * 1000, 1),
                 key_id=key_id,
             )
-
-
-async def _read_body(request: Request, limit: int) -> bytes | None:
-    """The whole body, or None when it is (or announces itself) larger than ``limit``."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
