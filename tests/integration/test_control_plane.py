@@ -155,104 +155,85 @@ async def test_cancel_running_task(target: Target) -> None:
     assert final.status.state == TaskState.CANCELED
 
 
+@dataclass
+class HeldLaunch:
+    """A workflow ``ctl`` whose next execution is written but not launched until ``launch`` is set; its node
+    waits for ``gate``."""
+
+    created: asyncio.Event = field(default_factory=asyncio.Event)
+    launch: asyncio.Event = field(default_factory=asyncio.Event)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@pytest.fixture
+async def held_launch(
+    agent_host: Any, executor: Any, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[HeldLaunch]:
+    from a2amesh.executor.intake import ExecutionIntake
+
+    held = HeldLaunch()
+    create = ExecutionIntake.create
+
+    async def held_create(self: ExecutionIntake, new: Any) -> Any:
+        out = await create(self, new)
+        held.created.set()
+        await held.launch.wait()
+        return out
+
+    monkeypatch.setattr(ExecutionIntake, "create", held_create)
+
+    async def handler(input: Any, ctx: Any) -> Any:
+        await held.gate.wait()
+        return {"value": input.get("value")}
+
+    await agent_host("ctlnode", handler)
+    await executor({"ctl": WORKFLOW})
+    await client.registry.wait_for("ctl", 5)
+    yield held
+    held.launch.set()
+    held.gate.set()
+
+
 async def test_cancel_between_create_and_launch(
-    agent_host: Any,
-    executor: Any,
-    client: Client,
-    bus: Bus,
-    redis: Redis,
-    settings: Settings,
-    monkeypatch: pytest.MonkeyPatch,
+    held_launch: HeldLaunch, client: Client, bus: Bus, redis: Redis, settings: Settings
 ) -> None:
     """A CancelTask that reaches the executor after an execution is written (its task WORKING) but before its
     runner is launched is applied once it is, and answered: the canceller and the caller get CANCELED."""
-    from a2amesh.executor.intake import ExecutionIntake
+    call = await client.dispatch("ctl", make_message(data={"value": 1, "hold": True}))
+    await within(held_launch.created.wait(), 10, "the execution to be written")
+    got = await control(bus, "ctl", codes.GET_TASK, {"id": call.task_id})
+    assert got["result"]["status"]["state"] == TaskState.WORKING.value
+    canceling = asyncio.create_task(client.cancel_task("ctl", call.task_id, timeout=15))
+    record = Keys(settings.namespace).execution(call.task_id)
 
-    created, launch = asyncio.Event(), asyncio.Event()
-    create = ExecutionIntake.create
+    async def marked() -> bool:
+        return bool(await redis.hget(record, "cancel"))
 
-    async def held_create(self: ExecutionIntake, new: Any) -> Any:
-        out = await create(self, new)
-        created.set()
-        await launch.wait()
-        return out
-
-    monkeypatch.setattr(ExecutionIntake, "create", held_create)
-    gate = asyncio.Event()
-
-    async def handler(input: Any, ctx: Any) -> Any:
-        await gate.wait()
-        return {"value": input.get("value")}
-
-    await agent_host("ctlnode", handler)
-    await executor({"ctl": WORKFLOW})
-    await client.registry.wait_for("ctl", 5)
-    try:
-        call = await client.dispatch("ctl", make_message(data={"value": 1, "hold": True}))
-        await within(created.wait(), 10, "the execution to be written")
-        got = await control(bus, "ctl", codes.GET_TASK, {"id": call.task_id})
-        assert got["result"]["status"]["state"] == TaskState.WORKING.value
-        canceling = asyncio.create_task(client.cancel_task("ctl", call.task_id, timeout=15))
-        record = Keys(settings.namespace).execution(call.task_id)
-
-        async def marked() -> bool:
-            return bool(await redis.hget(record, "cancel"))
-
-        await eventually(marked, timeout=10, what="the execution to be marked for cancellation")
-        launch.set()
-        canceled = await within(canceling, 15, "CancelTask")
-        assert canceled.status.state == TaskState.CANCELED
-        final = await within(call.result(), 10, "the caller's answer")
-        assert final.status.state == TaskState.CANCELED
-    finally:
-        launch.set()
-        gate.set()
+    await eventually(marked, timeout=10, what="the execution to be marked for cancellation")
+    held_launch.launch.set()
+    canceled = await within(canceling, 15, "CancelTask")
+    assert canceled.status.state == TaskState.CANCELED
+    final = await within(call.result(), 10, "the caller's answer")
+    assert final.status.state == TaskState.CANCELED
 
 
-async def test_subscribe_between_create_and_launch(
-    agent_host: Any, executor: Any, client: Client, bus: Bus, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_subscribe_between_create_and_launch(held_launch: HeldLaunch, client: Client, bus: Bus) -> None:
     """A SubscribeToTask that reaches the executor after an execution is written but before its runner is
     launched follows the run once it is: the subscriber gets the task first, then the final."""
-    from a2amesh.executor.intake import ExecutionIntake
-
-    created, launch = asyncio.Event(), asyncio.Event()
-    create = ExecutionIntake.create
-
-    async def held_create(self: ExecutionIntake, new: Any) -> Any:
-        out = await create(self, new)
-        created.set()
-        await launch.wait()
-        return out
-
-    monkeypatch.setattr(ExecutionIntake, "create", held_create)
-    gate = asyncio.Event()
-
-    async def handler(input: Any, ctx: Any) -> Any:
-        await gate.wait()
-        return {"value": input.get("value")}
-
-    await agent_host("ctlnode", handler)
-    await executor({"ctl": WORKFLOW})
-    await client.registry.wait_for("ctl", 5)
-    try:
-        call = await client.dispatch("ctl", make_message(data={"value": 1, "hold": True}))
-        await within(created.wait(), 10, "the execution to be written")
-        inbox = await Inbox(bus).start()
-        await publish_control(bus, "ctl", body_of(codes.SUBSCRIBE_TO_TASK, {"id": call.task_id}), inbox)
-        # control requests are answered in order: once this GetTask is, the subscription was handled
-        await control(bus, "ctl", codes.GET_TASK, {"id": call.task_id})
-        launch.set()
-        first, _ = await inbox.next("the subscriber's snapshot")
-        assert first["result"]["task"]["id"] == call.task_id
-        assert first["result"]["task"]["status"]["state"] == TaskState.WORKING.value
-        gate.set()
-        replies = await inbox.until_final("the subscriber's final")
-        assert state_of(replies[-1][0]["result"]) == TaskState.COMPLETED.value
-        assert (await within(call.result(), 10, "the caller's answer")).status.state == TaskState.COMPLETED
-    finally:
-        launch.set()
-        gate.set()
+    call = await client.dispatch("ctl", make_message(data={"value": 1, "hold": True}))
+    await within(held_launch.created.wait(), 10, "the execution to be written")
+    inbox = await Inbox(bus).start()
+    await publish_control(bus, "ctl", body_of(codes.SUBSCRIBE_TO_TASK, {"id": call.task_id}), inbox)
+    # control requests are answered in order: once this GetTask is, the subscription was handled
+    await control(bus, "ctl", codes.GET_TASK, {"id": call.task_id})
+    held_launch.launch.set()
+    first, _ = await inbox.next("the subscriber's snapshot")
+    assert first["result"]["task"]["id"] == call.task_id
+    assert first["result"]["task"]["status"]["state"] == TaskState.WORKING.value
+    held_launch.gate.set()
+    replies = await inbox.until_final("the subscriber's final")
+    assert state_of(replies[-1][0]["result"]) == TaskState.COMPLETED.value
+    assert (await within(call.result(), 10, "the caller's answer")).status.state == TaskState.COMPLETED
 
 
 async def test_cancel_finished_task(target: Target) -> None:
