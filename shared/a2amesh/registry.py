@@ -8,7 +8,8 @@ import datetime as dt
 
 from pydantic import ValidationError
 
-from a2amesh.bus.nats import Bus, Kv, KvEntry
+from a2amesh.bus.kv import Kv, KvEntry
+from a2amesh.bus.nats import Bus
 from a2amesh.errors import ConfigError, TransportError
 from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard, codes
