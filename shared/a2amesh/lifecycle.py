@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -134,3 +134,19 @@ async def until_set(stop: asyncio.Event, items: AsyncIterator[T]) -> AsyncIterat
             pending.cancel()
             with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
                 await pending
+
+
+async def reconcile_forever(
+    wake: asyncio.Event, interval: float, sync: Callable[[], Awaitable[None]], *, log: Any, failed: str
+) -> None:
+    """Run ``sync`` whenever ``wake`` is set and at least every ``interval`` seconds, until cancelled; a failing
+    ``sync`` is logged as ``failed`` and tried again next time."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(interval):
+                await wake.wait()
+        wake.clear()
+        try:
+            await sync()
+        except Exception as e:
+            log.warning(failed, error=str(e) or type(e).__name__)

@@ -25,7 +25,7 @@ from a2amesh.bus.nats import Bus, Received, Subscription
 from a2amesh.bus.setup import init_mesh
 from a2amesh.config import Settings
 from a2amesh.errors import ConfigError
-from a2amesh.lifecycle import Worker
+from a2amesh.lifecycle import Worker, reconcile_forever
 from a2amesh.logs import get_logger
 from a2amesh.store.definitions import LLM_AGENTS, DefinitionHead, DefinitionStore, definition_body
 from a2amesh.store.keys import Keys
@@ -97,15 +97,7 @@ class LlmAgentPool(Worker):
             self._stopped.set()
 
     async def _loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval):
-                    await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self.sync()
-            except Exception as e:
-                self.log.warning("llm_host.sync_failed", error=str(e) or type(e).__name__)
+        await reconcile_forever(self._wake, self.interval, self.sync, log=self.log, failed="llm_host.sync_failed")
 
     async def sync(self) -> None:
         """Bring the hosted agents in line with the enabled stored ones."""

@@ -10,13 +10,13 @@ is core NATS: one sent while a replica was reconnecting is lost). A reconcile re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from a2amesh.bus.nats import Bus, Received, Subscription
 from a2amesh.errors import ConfigError
+from a2amesh.lifecycle import reconcile_forever
 from a2amesh.store.definitions import DefinitionHead, DefinitionStore, definition_body
 from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow, load_data
 
@@ -75,15 +75,7 @@ class StoredWorkflows:
 
     async def loop(self) -> None:
         """Reconcile on every event and every ``interval`` seconds, until cancelled."""
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval):
-                    await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self.sync()
-            except Exception as e:
-                self.log.warning("workflow.store_sync_failed", error=str(e) or type(e).__name__)
+        await reconcile_forever(self._wake, self.interval, self.sync, log=self.log, failed="workflow.store_sync_failed")
 
     async def sync(self) -> None:
         """Read the store and hand the enabled workflows to ``apply`` if anything changed."""
