@@ -182,6 +182,8 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
             or (settings.replicas is not None and (have.num_replicas or 1) != settings.replicas)
         ):
             have.max_age = settings.card_ttl
+            # JetStream refuses a de-duplication window longer than max_age (what nats-py sets at create)
+            have.duplicate_window = min(have.duplicate_window or DUPLICATE_WINDOW, settings.card_ttl)
             have.allow_direct = True
             have.num_replicas = settings.replicas or have.num_replicas
             await _admin(stream, functools.partial(js.update_stream, have), settings)
