@@ -82,8 +82,8 @@ def project_env(images: BuiltImages, key: str) -> dict[str, str]:
     }
 
 
-FAST_HEALTH = {"services": {"gateway": {"healthcheck": {"interval": "1s"}}}}
-"""The gateway image's HEALTHCHECK (every 10 s) run every second, so the tests see it pass sooner."""
+FAST_HEALTH = {"services": {s: {"healthcheck": {"interval": "1s"}} for s in ("gateway", "executor", *AGENTS)}}
+"""The images' HEALTHCHECKs (every 10 s) run every second, so the tests see them pass sooner."""
 
 
 def compose_override(folder: Path, *, slow_validator: bool) -> Path:
@@ -109,7 +109,8 @@ def compose_override(folder: Path, *, slow_validator: bool) -> Path:
             "VALIDATOR_HOLD_SECONDS": str(HOLD),
         },
     }
-    override.write_text(json.dumps({"services": {**FAST_HEALTH["services"], "order_validator": service}}))
+    slow = {**FAST_HEALTH["services"]["order_validator"], **service}
+    override.write_text(json.dumps({"services": {**FAST_HEALTH["services"], "order_validator": slow}}))
     return override
 
 
