@@ -7,11 +7,12 @@ comes up as a JetStream cluster with the mesh on it. Each project prints its tim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,25 @@ async def wait_running_and_healthy(compose: Compose, expected: dict[str, int]) -
     await eventually(check, timeout=UP_WAIT, interval=0.5, what=f"the containers of {compose.project} to be healthy")
 
 
+@contextlib.asynccontextmanager
+async def running(compose: Compose, timeline: Timeline, up: str, down: str, *services: str) -> AsyncIterator[None]:
+    """``up -d`` (all services, or those named) for the block; on a failure the containers' last log lines are
+    printed; ``down -v`` in every case, after which no container or volume of the project may be left."""
+    try:
+        with timeline.step(up):
+            await compose.run("up", "-d", "--no-build", *services, timeout=180)
+        yield
+    except BaseException:
+        logs = await compose.run("logs", "--no-color", "--tail=40", timeout=60, check=False)
+        print(f"--- the last log lines of project {compose.project} ---\n{logs}")
+        raise
+    finally:
+        with timeline.step(down):
+            stopped = await compose.run("down", "-v", "--timeout", "20", timeout=180, check=False)
+    assert await compose.containers() == [], f"docker-compose down left containers behind:\n{stopped}"
+    assert await compose.volumes() == [], f"docker-compose down -v left volumes behind:\n{stopped}"
+
+
 async def gateway_names(http: httpx.AsyncClient, key: str) -> set[str]:
     """The names in the gateway's directory (public, like the cards; the key is sent as a client would)."""
     answer = await http.get("/agents", headers={"Authorization": f"Bearer {key}"})
@@ -178,9 +198,7 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
     key = secrets.token_urlsafe(24)
     env = project_env(images, key)
     compose = Compose(f"a2t{uuid.uuid4().hex[:8]}", (BASE_FILE, compose_override(tmp_path, slow_validator=True)), env)
-    try:
-        with timeline.step("compose up -d"):
-            await compose.run("up", "-d", "--no-build", timeout=180)
+    async with running(compose, timeline, "compose up -d", "compose down -v"):
         gateway = f"http://127.0.0.1:{env['A2AMESH_GATEWAY_PORT']}"
         async with httpx.AsyncClient(base_url=gateway, timeout=60) as http:
             with timeline.step("healthy: 12 containers running, HEALTHCHECKs passing, every card live"):
@@ -245,10 +263,6 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
             ]
             assert finished, f"{survivor} did not finish task {held['task_id']}"
             assert "COMPLETED" in finished[0]["state"].upper(), finished
-    finally:
-        with timeline.step("compose down -v"):
-            await compose.run("down", "-v", "--timeout", "20", timeout=180)
-    assert await compose.containers() == [], "compose down left containers behind"
 
 
 async def _has_all(http: httpx.AsyncClient, key: str) -> bool:
@@ -278,9 +292,8 @@ async def test_nats_cluster_override_runs_the_mesh_on_three_jetstream_nodes(
         f"a2c{uuid.uuid4().hex[:8]}", (BASE_FILE, CLUSTER_FILE, compose_override(tmp_path, slow_validator=False)), env
     )
     services = {"nats": 1, "nats-2": 1, "nats-3": 1, "redis": 1, "gateway": 1, "echo": 1}
-    try:
-        with timeline.step("cluster: compose up -d (3 NATS nodes, Valkey, gateway, echo)"):
-            await compose.run("up", "-d", "--no-build", *services, timeout=180)
+    up = "cluster: compose up -d (3 NATS nodes, Valkey, gateway, echo)"
+    async with running(compose, timeline, up, "cluster: compose down -v", *services):
         monitor = f"http://127.0.0.1:{env['A2AMESH_NATS_MONITOR_PORT']}"
         gateway = f"http://127.0.0.1:{env['A2AMESH_GATEWAY_PORT']}"
         async with httpx.AsyncClient(timeout=30) as http, httpx.AsyncClient(base_url=gateway, timeout=30) as gw:
@@ -307,9 +320,6 @@ async def test_nats_cluster_override_runs_the_mesh_on_three_jetstream_nodes(
             }
             assert replicas, "no streams on the cluster"
             assert all(n == 3 for n in replicas.values()), replicas
-    finally:
-        with timeline.step("cluster: compose down -v"):
-            await compose.run("down", "-v", "--timeout", "20", timeout=180)
 
 
 async def _has(http: httpx.AsyncClient, key: str, name: str) -> bool:

@@ -133,6 +133,13 @@ class Compose:
             raise DockerError(f"docker-compose {' '.join(args)} exited {code}:\n{out[-3000:]}")
         return out
 
+    async def volumes(self) -> list[str]:
+        """Names of the project's volumes."""
+        code, out = await adocker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
+        if code != 0:
+            raise DockerError(f"docker volume ls exited {code}: {out.strip()}")
+        return sorted(out.split())
+
     async def containers(self, service: str | None = None) -> list[str]:
         """Names of the project's containers (of one service), running or not, sorted."""
         filters = ["--filter", f"label=com.docker.compose.project={self.project}"]
