@@ -1,7 +1,9 @@
-"""Fixtures of the container tests: the images built once per session, and a mesh of containers per module.
+"""Fixtures of the container tests: the images built once per session, a mesh of containers per module, and the
+timelines the tests print.
 
-The containers use the host's network (``--network host``): the session's NATS and Valkey listen on
-127.0.0.1, which a container on a bridge network cannot reach.
+The containers of ``container_mesh`` use the host's network (``--network host``): the session's NATS and Valkey
+listen on 127.0.0.1, which a container on a bridge network cannot reach. ``test_compose.py`` runs its own NATS
+and Valkey containers on a compose project's bridge network instead.
 """
 
 from __future__ import annotations

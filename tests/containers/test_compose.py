@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from redis.asyncio import Redis
 
 from tests.containers.conftest import Timeline, free_port
 from tests.support.docker import REPO, BuiltImages, Compose, DockerError, adocker, ainspect
@@ -157,6 +158,21 @@ async def running(compose: Compose, timeline: Timeline, up: str, down: str, *ser
     assert await compose.volumes() == [], f"docker-compose down -v left volumes behind:\n{stopped}"
 
 
+async def servers_are_durable(env: dict[str, str]) -> None:
+    """NATS runs JetStream on the file store with every write flushed (deploy/nats-jetstream.conf), Valkey with the
+    append-only file and no eviction (deploy/redis.conf): read from the servers through their host ports."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        varz = (await http.get(f"http://127.0.0.1:{env['A2AMESH_NATS_MONITOR_PORT']}/varz")).json()
+    jetstream = varz["jetstream"]["config"]
+    assert jetstream["sync_always"] is True, jetstream
+    assert jetstream["store_dir"].startswith("/data/jetstream"), jetstream
+    assert varz["max_payload"] == 8 * 1024 * 1024, varz["max_payload"]
+    valkey = Redis.from_url(f"redis://127.0.0.1:{env['A2AMESH_REDIS_PORT']}/0", decode_responses=True)
+    async with valkey:
+        config = await valkey.config_get("appendonly") | await valkey.config_get("maxmemory-policy")
+    assert config == {"appendonly": "yes", "maxmemory-policy": "noeviction"}, config
+
+
 async def gateway_names(http: httpx.AsyncClient, key: str) -> set[str]:
     """The names in the gateway's directory (public, like the cards; the key is sent as a client would)."""
     answer = await http.get("/agents", headers={"Authorization": f"Bearer {key}"})
@@ -209,6 +225,7 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
                     interval=0.5,
                     what=f"the cards of {AGENTS + WORKFLOWS} at GET /agents",
                 )
+            await servers_are_durable(env)
             validators = await compose.containers("order_validator")
             for name in validators:
                 await eventually(
