@@ -36,7 +36,7 @@ CONTAINERS = {"nats": 1, "redis": 1, "executor": 2, "gateway": 1, **dict.fromkey
 HOLD = 5.0
 """Seconds the smoke test's order_validator holds an order before validating it: time to see which replica took
 it and kill that one while the run is in flight."""
-UP_WAIT = 120
+UP_WAIT = 180
 """Seconds for every container to run, pass its HEALTHCHECK and publish its card (Python starts on 2 busy cores)."""
 V = {"A2A-Version": "1.0"}
 
