@@ -1,13 +1,17 @@
-"""Fixtures of the container tests: the images built once per session, and a mesh of containers per module.
+"""Fixtures of the container tests: the images built once per session, a mesh of containers per module, and the
+timelines the tests print.
 
-The containers use the host's network (``--network host``): the session's NATS and Valkey listen on
-127.0.0.1, which a container on a bridge network cannot reach.
+The containers of ``container_mesh`` use the host's network (``--network host``): the session's NATS and Valkey
+listen on 127.0.0.1, which a container on a bridge network cannot reach. ``test_compose.py`` runs its own NATS
+and Valkey containers on a compose project's bridge network instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from a2amesh.config import Settings
-from tests.support.docker import SERVICES, BuiltImages, build_images, docker, require_engine
+from tests.support.docker import SERVERS, SERVICES, BuiltImages, build_images, docker, require_engine
 from tests.support.servers import MeshServers
 
 _built: list[BuiltImages] = []
+_timelines: list[Timeline] = []
 
 SHUTDOWN_GRACE = 5
 """A2AMESH_SHUTDOWN_GRACE of the containers: the time running work gets on SIGTERM."""
@@ -37,7 +42,7 @@ def images() -> Iterator[BuiltImages]:
     built = build_images(tag=f"test-{uuid.uuid4().hex[:8]}")
     _built.append(built)
     yield built
-    docker("rmi", *(built.image(s) for s in SERVICES), check=False)
+    docker("rmi", *(built.image(s) for s in (*SERVICES, *SERVERS)), check=False)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -45,6 +50,43 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"containers: deploy/build-images (base {built.base}) took {built.seconds:.1f}s in this session"
         )
+    for timeline in _timelines:
+        for line in timeline.lines():
+            terminalreporter.write_line(line)
+
+
+@dataclass
+class Timeline:
+    """Steps of a container test with their start (seconds since the first) and duration, printed at the end of
+    the module (``-s``) and in the session's summary, for quoting."""
+
+    title: str
+    rows: list[tuple[float, float, str]] = field(default_factory=list)
+    origin: float = field(default_factory=time.monotonic)
+
+    def add(self, label: str, seconds: float) -> None:
+        """A step that ran before the timeline started (the session's image build)."""
+        self.rows.append((-seconds, seconds, label))
+
+    @contextlib.contextmanager
+    def step(self, label: str) -> Iterator[None]:
+        start = time.monotonic()
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            suffix = " (FAILED)" if failed else ""
+            self.rows.append((start - self.origin, time.monotonic() - start, label + suffix))
+
+    def lines(self) -> list[str]:
+        total = max((at + took for at, took, _ in self.rows), default=0.0)
+        head = f"containers: {self.title} timeline ({total:.1f}s after the build)"
+        return [head, *(f"  {at:+7.1f}s  {took:6.2f}s  {label}" for at, took, label in self.rows)]
+
+    def report(self) -> None:
+        print("\n" + "\n".join(self.lines()))
+        _timelines.append(self)
 
 
 def free_port() -> int:

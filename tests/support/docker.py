@@ -13,6 +13,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = ("agent", "executor", "gateway")
+SERVERS = ("nats", "valkey")
+"""The images deploy/build-images --servers adds: NATS and Valkey from their wheels, for docker-compose.yml."""
 LOCAL_BASE = "a2amesh-base:bookworm"
 
 
@@ -35,15 +37,19 @@ def docker(*args: str, timeout: float = 60, check: bool = True) -> subprocess.Co
 
 async def adocker(*args: str, timeout: float = 60) -> tuple[int, str]:
     """``docker ARGS`` from a test (bounded, off the event loop's thread); its exit code and combined output."""
+    return await _run("docker", *args, timeout=timeout)
+
+
+async def _run(*command: str, timeout: float, env: dict[str, str] | None = None) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        "docker", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env
     )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        raise DockerError(f"docker {' '.join(args)} did not finish within {timeout:g}s") from None
+        raise DockerError(f"{' '.join(command)} did not finish within {timeout:g}s") from None
     return proc.returncode or 0, out.decode(errors="replace")
 
 
@@ -84,10 +90,11 @@ class BuiltImages:
 
 
 def build_images(tag: str) -> BuiltImages:
-    """Run ``deploy/build-images`` once: with ``A2AMESH_DOCKER_BASE`` as the base when set (e.g. python:3.11-slim
-    where Docker Hub is reachable), else on the local debootstrap base with a wheelhouse (no Docker Hub here)."""
+    """Run ``deploy/build-images --servers`` once: with ``A2AMESH_DOCKER_BASE`` as the base when set (e.g.
+    python:3.11-slim where Docker Hub is reachable), else on the local debootstrap base with a wheelhouse (no
+    Docker Hub here)."""
     base = os.environ.get("A2AMESH_DOCKER_BASE", "")
-    args = ["--base", base] if base else ["--local-base", "--wheelhouse"]
+    args = ["--servers", *(["--base", base] if base else ["--local-base", "--wheelhouse"])]
     start = time.monotonic()
     try:
         done = subprocess.run(
@@ -102,3 +109,43 @@ def build_images(tag: str) -> BuiltImages:
     if done.returncode != 0:
         raise DockerError(f"deploy/build-images {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return BuiltImages(tag=tag, seconds=time.monotonic() - start, base=base or LOCAL_BASE)
+
+
+@dataclass(frozen=True)
+class Compose:
+    """``docker-compose`` (v1, Debian's 1.29) on the repository's compose files, as one project with its own
+    environment (image names, host ports, the gateway key)."""
+
+    project: str
+    files: tuple[Path, ...]
+    env: dict[str, str]
+
+    async def run(self, *args: str, timeout: float = 120, check: bool = True) -> str:
+        """``docker-compose -p PROJECT -f FILE… ARGS``; its output; :class:`DockerError` when it exits non-zero and
+        ``check``."""
+        files = [arg for f in self.files for arg in ("-f", str(f))]
+        command = ("docker-compose", "--ansi", "never", "-p", self.project, *files, *args)
+        try:
+            code, out = await _run(*command, timeout=timeout, env={**os.environ, **self.env})
+        except FileNotFoundError:
+            raise DockerError("docker-compose is not installed (.ci/install-docker installs it)") from None
+        if check and code != 0:
+            raise DockerError(f"docker-compose {' '.join(args)} exited {code}:\n{out[-3000:]}")
+        return out
+
+    async def volumes(self) -> list[str]:
+        """Names of the project's volumes."""
+        code, out = await adocker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
+        if code != 0:
+            raise DockerError(f"docker volume ls exited {code}: {out.strip()}")
+        return sorted(out.split())
+
+    async def containers(self, service: str | None = None) -> list[str]:
+        """Names of the project's containers (of one service), running or not, sorted."""
+        filters = ["--filter", f"label=com.docker.compose.project={self.project}"]
+        if service is not None:
+            filters += ["--filter", f"label=com.docker.compose.service={service}"]
+        code, out = await adocker("ps", "-a", *filters, "--format", "{{.Names}}")
+        if code != 0:
+            raise DockerError(f"docker ps exited {code}: {out.strip()}")
+        return sorted(out.split())

@@ -1,0 +1,103 @@
+"""deploy/k8s/ against the Kubernetes API schemas (kubernetes-validate, offline, strict) for a pinned version, and
+what docs/deploy.md promises of them: probes on what each image serves, requests, hardened pods, secrets by
+reference, a PodDisruptionBudget per Deployment, a grace period above the shutdown grace."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "deploy" / "k8s"
+KUBERNETES_VERSION = "1.33"
+"""The Kubernetes version the manifests are validated for (a current release line; bump with the schemas)."""
+SECRET_VARS = {"REDIS_URL", "NATS_PASSWORD", "A2AMESH_API_KEYS"}
+PROBE = ["python", "/app/probe.py"]
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        docs += [(path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return docs
+
+
+def of_kind(kind: str) -> list[dict[str, Any]]:
+    return [doc for _, doc in documents() if doc["kind"] == kind]
+
+
+def dockerfile_healthcheck(service: str) -> list[str]:
+    """The exec form of a service image's HEALTHCHECK CMD."""
+    text = (REPO / "services" / service / "Dockerfile").read_text()
+    match = re.search(r"^HEALTHCHECK .*? CMD (\[.*\])$", text, re.MULTILINE)
+    assert match, f"services/{service}/Dockerfile has no HEALTHCHECK in exec form"
+    command: list[str] = yaml.safe_load(match.group(1))
+    return command
+
+
+@pytest.mark.parametrize(("file", "doc"), documents(), ids=lambda v: v if isinstance(v, str) else v["kind"])
+def test_manifest_validates_against_the_kubernetes_schema(file: str, doc: dict[str, Any]) -> None:
+    """Guards against fields Kubernetes would reject or silently drop (strict: unknown fields are errors)."""
+    kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_validator_rejects_a_broken_deployment() -> None:
+    """Guards against a validation that passes anything (a schema not found, a lenient mode)."""
+    broken = copy.deepcopy(of_kind("Deployment")[0])
+    broken["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError, match="resource"):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+def test_deployments_are_hardened_probed_and_covered_by_a_disruption_budget() -> None:
+    """Guards against a pod running as root or writable, without requests, with a secret in plain text, without
+    a probe on what its image serves, a grace period Kubernetes cuts short, or no PodDisruptionBudget."""
+    config = of_kind("ConfigMap")[0]["data"]
+    grace = float(config["A2AMESH_SHUTDOWN_GRACE"])
+    budgets = [pdb["spec"]["selector"]["matchLabels"] for pdb in of_kind("PodDisruptionBudget")]
+    deployments = {d["metadata"]["name"]: d for d in of_kind("Deployment")}
+    assert set(deployments) == {"a2amesh-executor", "a2amesh-gateway", "order-validator"}
+    for name, deployment in deployments.items():
+        pod = deployment["spec"]["template"]["spec"]
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items(), name
+        assert any(b.items() <= labels.items() for b in budgets), f"{name} has no PodDisruptionBudget"
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["runAsUser"] == 10001, name
+        assert pod["automountServiceAccountToken"] is False, name
+        assert pod["terminationGracePeriodSeconds"] > grace, name
+        (container,) = pod["containers"]
+        security = container["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True, name
+        assert security["allowPrivilegeEscalation"] is False, name
+        assert security["capabilities"]["drop"] == ["ALL"], name
+        assert {"cpu", "memory"} <= container["resources"]["requests"].keys(), name
+        for var in container.get("env", []):
+            if var["name"] in SECRET_VARS:
+                assert "secretKeyRef" in var.get("valueFrom", {}), f"{name}: {var['name']} is not from a Secret"
+        assert container["envFrom"] == [{"configMapRef": {"name": "a2amesh"}}], name
+        image = container["image"].split(":")[0]
+        if image == "a2amesh-gateway":
+            assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+            assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        else:
+            # agents and executors serve no HTTP: the same check as their image's HEALTHCHECK
+            service = image.removeprefix("a2amesh-")
+            assert container["readinessProbe"]["exec"]["command"] == PROBE == dockerfile_healthcheck(service), name
+            assert "livenessProbe" not in container, f"{name}: a NATS outage would restart every pod"
+
+
+def test_the_gateway_service_reaches_the_gateway_pods() -> None:
+    """Guards against a Service whose selector or target port matches no gateway container."""
+    (service,) = of_kind("Service")
+    gateway = next(d for d in of_kind("Deployment") if d["metadata"]["name"] == "a2amesh-gateway")
+    pod = gateway["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    ports = {p["name"] for c in pod["spec"]["containers"] for p in c["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
