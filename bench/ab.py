@@ -16,6 +16,10 @@ sides take turns, ``--load-pairs`` times each, at keeping 100 executions of the 
 for SECONDS (the throughput section's closed loop), with each side's executor and agent CPU measured
 over its own turn; ``--replicas K`` starts K echo agent processes per side. The figures: node
 executions/s and executor and agent CPU per node (the agents' summed), the median of the turns.
+
+``--llm ROUNDS`` adds an LLM phase: each side also runs the LLM benchmark agent (``bench/llm_node.py``'s
+``llmnode``, its own process) on one shared fake model, and the sides alternate runs of a 10-LLM-node
+chain; per node: the run time and the CPU of that side's LLM agent and executor over the run.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/ab
 
 from a2amesh.client import Client
 from bench.common import BenchContext, Child, Figure, Section, main, ms_since
+from bench.llm_node import fake_base_url, llm_env, run_llm_chain, write_llm_agent
 from bench.throughput import closed_loop
 from bench.wfkit import (
     ECHO,
@@ -56,6 +61,7 @@ LOAD = {
     "agent_cpu": ("agent CPU per node under load (all replicas)", "ms"),
 }
 IN_FLIGHT = 100
+LLM_NODES = 10
 
 
 async def load_phase(
@@ -89,55 +95,113 @@ async def load_phase(
     return figures
 
 
-def section(before: Path, rounds: int, load: float = 0.0, pairs: int = 3, replicas: int = 1) -> Section:
+async def llm_phase(
+    ctx: BenchContext, clients: dict[str, Client], procs: dict[str, dict[str, list[Child]]], rounds: int
+) -> list[Figure]:
+    """The sides alternate runs of the LLM chain; per node: run time (median), LLM agent and executor CPU
+    (each side's total over its runs ÷ its nodes: /proc counts CPU in 10 ms ticks, too coarse for one run)."""
+    latency: dict[str, list[float]] = {s: [] for s in SIDES}
+    cpu: dict[str, dict[str, float]] = {s: {"agent": 0.0, "executor": 0.0} for s in SIDES}
+    for i in range(ctx.scale(5, 1)):  # warm-up
+        for side in SIDES:
+            await run_llm_chain(clients[side], LLM_NODES, i)
+    order = list(SIDES)
+    n = ctx.scale(rounds, 2)
+    for i in range(n):
+        order.reverse()
+        for side in order:
+            meter = CpuMeter({"agent": procs[side]["llm"][0].pid, "executor": procs[side]["executor"][0].pid})
+            meter.start()
+            latency[side].append(await run_llm_chain(clients[side], LLM_NODES, i) / LLM_NODES)
+            for name, seconds in meter.stop().items():
+                if name in cpu[side]:
+                    cpu[side][name] += seconds
+    figures = [
+        Figure.from_samples(f"ab.llm.{side}", f"{LLM_NODES}-LLM-node chain, per node: {side}", latency[side])
+        for side in SIDES
+    ]
+    for name in ("agent", "executor"):
+        for side in SIDES:
+            value = cpu[side][name] * 1000 / (n * LLM_NODES)
+            label = f"{'LLM agent' if name == 'agent' else 'executor'} CPU per LLM node: {side}"
+            figures.append(Figure(f"ab.llm_{name}_cpu.{side}", label, value, "ms", n=n * LLM_NODES, note="mean"))
+    return figures
+
+
+async def start_side(
+    ctx: BenchContext, side: str, before: Path, replicas: int, llm_url: str | None
+) -> tuple[Client, dict[str, list[Child]]]:
+    """One side's namespace, echo agents, executor (and LLM agent with ``llm_url``); its client once all serve."""
+    ns = ctx.new_namespace(side)
+    env = {"PYTHONPATH": str(before)} if side == "before" else {}
+    workflows = [chain_workflow(f"chain{n}", n) for n in (1, 10, 50)]
+    names = ["echo", "chain1", "chain10", "chain50"]
+    if llm_url is not None:
+        workflows.append(chain_workflow(f"llm{LLM_NODES}", LLM_NODES, agent="llmnode"))
+        names.append(f"llm{LLM_NODES}")
+    folder = write_workflows(ctx.tmp / f"wf-{ns}", workflows)
+    await prepare_namespace(ctx, ns)
+    agents = await start_agents(ctx, ECHO, ns, replicas, env=env)
+    executor, _ = await start_executor(ctx, folder, ns, env=env)
+    procs = {"executor": [executor], "agent": agents}
+    if llm_url is not None:
+        llm_yaml = write_llm_agent(ctx.tmp / f"agents-{ns}")
+        procs["llm"] = await start_agents(ctx, llm_yaml, ns, env={**env, **llm_env(llm_url)})
+    client = await Client.connect(ctx.settings(ns), name=f"bench-ab-{side}")
+    for name in names:
+        await client.registry.wait_for(name, 30)
+    return client, procs
+
+
+async def latency_rounds(ctx: BenchContext, clients: dict[str, Client], rounds: int) -> list[Figure]:
+    """The latency rounds (see the module docstring)."""
+    samples: dict[str, dict[str, list[float]]] = {s: {m: [] for m in MEASURES} for s in SIDES}
+    for i in range(ctx.scale(30, 1)):  # warm-up
+        for side in SIDES:
+            await clients[side].send("echo", {"i": i})
+            await run_chain(clients[side], "chain10", i)
+    order = list(SIDES)
+    for i in range(ctx.scale(rounds, 3)):
+        order.reverse()
+        for side in order:
+            t0 = time.perf_counter()
+            await clients[side].send("echo", {"i": i})
+            samples[side]["call"].append(ms_since(t0))
+        for side in order:
+            samples[side]["chain1"].append(await run_chain(clients[side], "chain1", i))
+        for side in order:
+            samples[side]["chain10"].append(await run_chain(clients[side], "chain10", i) / 10)
+        if i % 5 == 0:
+            for side in order:
+                samples[side]["chain50"].append(await run_chain(clients[side], "chain50", i) / 50)
+    return [
+        Figure.from_samples(f"ab.{measure}.{side}", f"{label}: {side}", samples[side][measure])
+        for measure, label in MEASURES.items()
+        for side in SIDES
+        if samples[side][measure]
+    ]
+
+
+def section(before: Path, rounds: int, load: float = 0.0, pairs: int = 3, replicas: int = 1, llm: int = 0) -> Section:
     """The A/B section for the package folder ``before``."""
 
     async def run(ctx: BenchContext) -> list[Figure]:
         clients: dict[str, Client] = {}
         procs: dict[str, dict[str, list[Child]]] = {}
-        extra: list[Figure] = []
+        figures: list[Figure] = []
+        llm_url = (await fake_base_url(ctx))[1] if llm > 0 else None
         try:
             for side in SIDES:
-                ns = ctx.new_namespace(side)
-                env = {"PYTHONPATH": str(before)} if side == "before" else {}
-                folder = write_workflows(ctx.tmp / f"wf-{ns}", [chain_workflow(f"chain{n}", n) for n in (1, 10, 50)])
-                await prepare_namespace(ctx, ns)
-                agents = await start_agents(ctx, ECHO, ns, replicas, env=env)
-                executor, _ = await start_executor(ctx, folder, ns, env=env)
-                procs[side] = {"executor": [executor], "agent": agents}
-                clients[side] = await Client.connect(ctx.settings(ns), name=f"bench-ab-{side}")
-                for name in ("echo", "chain1", "chain10", "chain50"):
-                    await clients[side].registry.wait_for(name, 30)
-            samples: dict[str, dict[str, list[float]]] = {s: {m: [] for m in MEASURES} for s in SIDES}
-            for i in range(ctx.scale(30, 1)):  # warm-up
-                for side in SIDES:
-                    await clients[side].send("echo", {"i": i})
-                    await run_chain(clients[side], "chain10", i)
-            order = list(SIDES)
-            for i in range(ctx.scale(rounds, 3)):
-                order.reverse()
-                for side in order:
-                    t0 = time.perf_counter()
-                    await clients[side].send("echo", {"i": i})
-                    samples[side]["call"].append(ms_since(t0))
-                for side in order:
-                    samples[side]["chain1"].append(await run_chain(clients[side], "chain1", i))
-                for side in order:
-                    samples[side]["chain10"].append(await run_chain(clients[side], "chain10", i) / 10)
-                if i % 5 == 0:
-                    for side in order:
-                        samples[side]["chain50"].append(await run_chain(clients[side], "chain50", i) / 50)
+                clients[side], procs[side] = await start_side(ctx, side, before, replicas, llm_url)
+            figures += await latency_rounds(ctx, clients, rounds)
+            if llm > 0:
+                figures += await llm_phase(ctx, clients, procs, llm)
             if load > 0:
-                extra = await load_phase(ctx, clients, procs, 1.0 if ctx.quick else load, pairs)
+                figures += await load_phase(ctx, clients, procs, 1.0 if ctx.quick else load, pairs)
         finally:
             for client in clients.values():
                 await client.close()
-        return [
-            Figure.from_samples(f"ab.{measure}.{side}", f"{label}: {side}", samples[side][measure])
-            for measure, label in MEASURES.items()
-            for side in SIDES
-            if samples[side][measure]
-        ] + extra
+        return figures
 
     return Section("ab", f"A/B: {before} (before) against this tree (after)", run, latency=True)
 
@@ -151,9 +215,10 @@ if __name__ == "__main__":
     pre.add_argument("--load", type=float, default=0.0, help="seconds of each closed-loop turn (default 0: none)")
     pre.add_argument("--load-pairs", type=int, default=3, help="turns of each side in the load phase (default 3)")
     pre.add_argument("--replicas", type=int, default=1, help="echo agent processes per side (default 1)")
+    pre.add_argument("--llm", type=int, default=0, help="rounds of the LLM phase (default 0: none)")
     known, rest = pre.parse_known_args()
     package = known.before.resolve()
     if not (package / "a2amesh" / "__init__.py").is_file():
         raise SystemExit(f"--before: {package} holds no a2amesh package (give a checkout's shared/ folder)")
-    ab = section(package, known.rounds, known.load, known.load_pairs, known.replicas)
+    ab = section(package, known.rounds, known.load, known.load_pairs, known.replicas, known.llm)
     raise SystemExit(main([floors.SECTION, ab], "ab", __doc__ or "", rest))

@@ -98,6 +98,40 @@ async def sam_same_run(ctx: BenchContext, sizes: tuple[int, ...]) -> dict[int, l
         await fake.stop()
 
 
+def write_llm_agent(folder: Path) -> Path:
+    """The benchmark's LLM agent ``llmnode`` (model ``fake-model``) as a YAML file in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "llmnode.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "llmnode",
+                "description": "an LLM agent answering from the benchmark's fake model",
+                "version": "1.0.0",
+                "llm": {"model": "fake-model"},
+                "max_concurrency": 16,
+            }
+        )
+    )
+    return path
+
+
+def llm_env(base_url: str) -> dict[str, str]:
+    """The environment of an ``llmnode`` process pointed at the fake model."""
+    return {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "x"}
+
+
+async def run_llm_chain(client: Client, n: int, i: int) -> float:
+    """One execution of ``llm{n}``; milliseconds. Raises unless every node answered in its two turns."""
+    t0 = time.perf_counter()
+    task = await client.send(f"llm{n}", {"question": i}, timeout=60)
+    elapsed = ms_since(t0)
+    if task.status.state != TaskState.COMPLETED or task.output() != {"out": {"ok": True, "turns": 2}}:
+        text = task.status.message.text() if task.status.message else ""
+        raise RuntimeError(f"llm{n} ended {task.status.state.value}: {text} {task.output()!r}")
+    return elapsed
+
+
 async def fake_base_url(ctx: BenchContext) -> tuple[object, str]:
     child = await ctx.spawn("fake-openai", [sys.executable, str(REPO / "bench" / "fake_openai.py")], ctx.child_env("x"))
     deadline = time.monotonic() + 20
@@ -114,23 +148,10 @@ async def fake_base_url(ctx: BenchContext) -> tuple[object, str]:
 async def run(ctx: BenchContext) -> list[Figure]:
     ns = ctx.new_namespace("llm")
     fake, base_url = await fake_base_url(ctx)
-    agents_dir = ctx.tmp / f"agents-{ns}"
-    agents_dir.mkdir(parents=True, exist_ok=True)
-    agent_yaml = agents_dir / "llmnode.yaml"
-    agent_yaml.write_text(
-        yaml.safe_dump(
-            {
-                "name": "llmnode",
-                "description": "an LLM agent answering from the benchmark's fake model",
-                "version": "1.0.0",
-                "llm": {"model": "fake-model"},
-                "max_concurrency": 16,
-            }
-        )
-    )
+    agent_yaml = write_llm_agent(ctx.tmp / f"agents-{ns}")
     folder = write_workflows(ctx.tmp / f"wf-{ns}", [chain_workflow(f"llm{n}", n, agent="llmnode") for n in SIZES])
     await prepare_namespace(ctx, ns)
-    (agent,) = await start_agents(ctx, agent_yaml, ns, env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "x"})
+    (agent,) = await start_agents(ctx, agent_yaml, ns, env=llm_env(base_url))
     executor, _ = await start_executor(ctx, folder, ns)
     client = await Client.connect(ctx.settings(ns), name="bench-llm")
     figures: list[Figure] = []
@@ -139,13 +160,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
             await client.registry.wait_for(f"llm{n}", 30)
 
         async def once(n: int, i: int) -> float:
-            t0 = time.perf_counter()
-            task = await client.send(f"llm{n}", {"question": i}, timeout=60)
-            elapsed = ms_since(t0)
-            if task.status.state != TaskState.COMPLETED or task.output() != {"out": {"ok": True, "turns": 2}}:
-                text = task.status.message.text() if task.status.message else ""
-                raise RuntimeError(f"llm{n} ended {task.status.state.value}: {text} {task.output()!r}")
-            return elapsed
+            return await run_llm_chain(client, n, i)
 
         for n in SIZES:
             for i in range(ctx.scale(5, 1)):

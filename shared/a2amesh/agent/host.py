@@ -340,11 +340,13 @@ class AgentHost(Worker):
             call_depth=request.call_depth,
         )
         self._running[task_id] = run
+        # every log line of this task (ours and the handler's) carries its ids; set and reset by token, which
+        # restores what was bound before without copying the whole context as bound_contextvars does
+        tokens = structlog.contextvars.bind_contextvars(agent=self.name, task_id=task_id, context_id=context_id)
         try:
-            # every log line of this task (ours and the handler's) carries its ids
-            with structlog.contextvars.bound_contextvars(agent=self.name, task_id=task_id, context_id=context_id):
-                await self._claim_and_run(run, history)
+            await self._claim_and_run(run, history)
         finally:
+            structlog.contextvars.reset_contextvars(**tokens)
             self._running.pop(task_id, None)
             run.finished.set()
 

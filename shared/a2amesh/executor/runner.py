@@ -371,7 +371,7 @@ class ExecutionRunner(Generic[StateT]):
                 output=json.dumps(state.output, default=str),
                 finished=int((state.finished_at or time.time()) * 1000),
             )
-        write = self.engine.state_write(old, state, touched, self._positions)
+        write = self.engine.state_write(old, state, touched, self._positions, changed)
         self._positions = None  # until this write is known to have landed
         result = await self.deps.store.commit(
             self.execution_id,

@@ -213,10 +213,16 @@ class ExecutableEngine(Protocol[RunStateT]):
         ...
 
     def state_write(
-        self, old: RunStateT, new: RunStateT, touched: Iterable[str] | None, positions: dict[str, int] | None
+        self,
+        old: RunStateT,
+        new: RunStateT,
+        touched: Iterable[str] | None,
+        positions: dict[str, int] | None,
+        records: Mapping[str, str] | None = None,
     ) -> StateWrite:
         """What to write of ``new`` after ``old`` (the last write); ``positions``: the ordinals that write left
-        (None: write everything). The dict handed in may be updated in place."""
+        (None: write everything). The dict handed in may be updated in place. ``records``: the step's
+        :meth:`node_records`, which an engine may reuse instead of serialising those instances again."""
         ...
 
     def node_records(self, old: RunStateT, new: RunStateT, touched: Iterable[str] | None, now: float) -> dict[str, str]:

@@ -10,7 +10,7 @@ every instance.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from a2amesh.workflow.dag.state import ExecutionState, NodeRun
 from a2amesh.workflow.engine_protocol import StateWrite
@@ -29,9 +29,23 @@ _RECORD_EXCLUDE = {
 }
 
 
+_IDLE = NodeRun(path="", node_id="", type="")
+_IDLE_BOOKKEEPING = tuple((name, getattr(_IDLE, name)) for name in _RECORD_EXCLUDE)
+_IDLE_TAIL = "," + _IDLE.model_dump_json(include=_RECORD_EXCLUDE)[1:]
+"""The bookkeeping fields at their defaults, as JSON members closing an object (``,"items":null,…}``)."""
+
+
 def node_record(run: NodeRun) -> str:
     """The JSON record of a node instance kept for ``a2amesh show`` (container bookkeeping left out)."""
     return run.model_dump_json(exclude=_RECORD_EXCLUDE)
+
+
+def _instance_json(run: NodeRun, record: str | None) -> str:
+    """The whole instance as JSON; from its ``record`` when one was made and its bookkeeping is all at the
+    defaults (every agent call's instance): one serialisation per changed instance and step, not two."""
+    if record is not None and all(getattr(run, name) == idle for name, idle in _IDLE_BOOKKEEPING):
+        return record[:-1] + _IDLE_TAIL
+    return run.model_dump_json()
 
 
 def initial_records(state: ExecutionState) -> dict[str, str]:
@@ -57,12 +71,16 @@ def _changed(before: NodeRun | None, run: NodeRun) -> bool:
 
 
 def state_write(
-    old: ExecutionState, new: ExecutionState, touched: Iterable[str] | None, positions: dict[str, int] | None
+    old: ExecutionState,
+    new: ExecutionState,
+    touched: Iterable[str] | None,
+    positions: dict[str, int] | None,
+    records: Mapping[str, str] | None = None,
 ) -> StateWrite:
     """The split write of ``new`` after ``old``: the changed instances, every ordinal, whether all are written.
 
     ``positions``: the ordinals of the last write (None: write every instance); updated in place when
-    the step only appended instances.
+    the step only appended instances. ``records``: this step's node records (:func:`node_records`), reused.
     """
     nodes = new.nodes
     reset = positions is None
@@ -83,8 +101,11 @@ def state_write(
             paths = [path for path, run in nodes.items() if dict.get(old.nodes, path) is not run]
         else:
             paths = {*touched, *fresh}
-    records = {
-        path: f"{positions[path]} {dict.__getitem__(nodes, path).model_dump_json()}" for path in paths if path in nodes
+    made = records or {}
+    entries = {
+        path: f"{positions[path]} {_instance_json(dict.__getitem__(nodes, path), made.get(path))}"
+        for path in paths
+        if path in nodes
     }
     head = new.model_dump_json(exclude={"nodes"})
-    return StateWrite(head[:-1] + ',"nodes":null}', records, positions, reset)
+    return StateWrite(head[:-1] + ',"nodes":null}', entries, positions, reset)

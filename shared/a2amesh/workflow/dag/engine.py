@@ -319,9 +319,10 @@ class Engine:
         new: ExecutionState,
         touched: Iterable[str] | None,
         positions: dict[str, int] | None,
+        records: Mapping[str, str] | None = None,
     ) -> StateWrite:
         """The split write of ``new`` (:func:`~a2amesh.workflow.dag.checkpoint.state_write`)."""
-        return checkpoint.state_write(old, new, touched, positions)
+        return checkpoint.state_write(old, new, touched, positions, records)
 
     def node_records(
         self, old: ExecutionState, new: ExecutionState, touched: Iterable[str] | None, now: float

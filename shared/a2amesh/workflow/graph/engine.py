@@ -58,7 +58,7 @@ where ``onLimit`` says: a HUMAN_HANDOFF node (resuming it restarts the counts), 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel
 
@@ -279,7 +279,12 @@ class GraphEngine:
             state.pending.reply_to = subject
 
     def state_write(
-        self, old: GraphState, new: GraphState, touched: Iterable[str] | None, positions: dict[str, int] | None
+        self,
+        old: GraphState,
+        new: GraphState,
+        touched: Iterable[str] | None,
+        positions: dict[str, int] | None,
+        records: Mapping[str, str] | None = None,
     ) -> StateWrite:
         """The whole state (a graph's state is not split)."""
         return StateWrite(new.model_dump_json())
