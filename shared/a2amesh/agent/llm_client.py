@@ -1,10 +1,9 @@
-"""A chat-completions client for any OpenAI-compatible endpoint, configured through the ``openai`` package.
+"""A chat-completions client for any OpenAI-compatible endpoint, through the ``openai`` package.
 
-Each call has a timeout and bounded retries with backoff on HTTP 408/409/429/5xx and connection errors,
-honouring ``Retry-After``. Whole answers (every workflow node's calls, embeddings, images) are posted
-by :mod:`a2amesh.agent.llm_http` with the ``openai`` client's headers and base URL; streamed answers go
-through the ``openai`` client (its own retry loop, the same policy) and are accumulated (text and tool
-calls) while their text deltas are passed on, coalesced to at most one every 50 ms.
+Each call has a timeout and bounded retries with backoff on HTTP 408/409/429/5xx and connection errors
+(the ``openai`` client's own retry loop, which honours ``Retry-After``). Streaming answers are
+accumulated (text and tool calls) while their text deltas are passed on, coalesced to at most one
+every 50 ms.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from typing import Any
 
 import openai
 
-from a2amesh.agent.llm_http import JsonEndpoint
 from a2amesh.errors import LlmError
 from a2amesh.jsontext import loads
 from a2amesh.logs import get_logger
@@ -152,7 +150,6 @@ class ChatModel:
         self.stream = stream
         self._api_key = api_key
         self._client: openai.AsyncOpenAI | None = None
-        self._endpoint: JsonEndpoint | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _openai(self) -> openai.AsyncOpenAI:
@@ -166,36 +163,15 @@ class ChatModel:
                 max_retries=self.max_retries,
                 http_client=_http_client(),
             )
-            self._endpoint = None
             self._loop = loop
         return self._client
 
-    def _json(self) -> JsonEndpoint:
-        """The whole-answer path of the running loop: the ``openai`` client's URL and headers (organization and
-        project as that client reads them from the environment) and the key as the bearer token it sends."""
-        client = self._openai()
-        if self._endpoint is None:
-            headers = {k: v for k, v in client.default_headers.items() if isinstance(v, str)}
-            headers["Authorization"] = f"Bearer {self._api_key}"
-            self._endpoint = JsonEndpoint(
-                base_url=str(client.base_url),
-                headers=headers,
-                timeout=self.timeout,
-                max_retries=self.max_retries,
-                name=self.base_url,
-            )
-        return self._endpoint
-
     async def aclose(self) -> None:
-        """Close the HTTP clients of the running loop, if any."""
+        """Close the HTTP client of the running loop, if any."""
         client, self._client = self._client, None
-        endpoint, self._endpoint = self._endpoint, None
-        if self._loop is asyncio.get_running_loop():
-            if endpoint is not None:
-                await endpoint.aclose()
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.close()
+        if client is not None and self._loop is asyncio.get_running_loop():
+            with contextlib.suppress(Exception):
+                await client.close()
 
     async def complete(
         self,
@@ -223,12 +199,13 @@ class ChatModel:
             kwargs.update({k: v for k, v in options.items() if v is not None})
         # Stream only when someone reads the deltas: a streamed answer costs about twice the client CPU.
         streaming = (self.stream if stream is None else stream) and on_delta is not None
-        if not streaming:
-            return self._completion_of(await self._json().post("chat/completions", kwargs))
         try:
-            return await self._streamed(kwargs, on_delta)
+            if streaming:
+                return await self._streamed(kwargs, on_delta)
+            body = await self._openai().post("/chat/completions", body=kwargs, cast_to=bytes)
         except openai.OpenAIError as e:
             raise self._failure(e) from e
+        return self._completion_of(body)
 
     async def embed(self, texts: list[str], *, model: str) -> Embeddings:
         """Embed texts with ``POST /embeddings`` (one vector per text, in order).
@@ -236,7 +213,12 @@ class ChatModel:
         Raises:
             LlmError: the endpoint failed after its retries, or answered something that is not embeddings.
         """
-        body = await self._json().post("embeddings", {"model": model, "input": texts, "encoding_format": "float"})
+        try:
+            body = await self._openai().post(
+                "/embeddings", body={"model": model, "input": texts, "encoding_format": "float"}, cast_to=bytes
+            )
+        except openai.OpenAIError as e:
+            raise self._failure(e) from e
         try:
             data = loads(body)
             rows = sorted(data["data"], key=lambda row: int(row.get("index", 0)))
@@ -262,7 +244,10 @@ class ChatModel:
         if model:
             body["model"] = model
         body.update({k: v for k, v in options.items() if v is not None})
-        raw = await self._json().post("images/generations", body)
+        try:
+            raw = await self._openai().post("/images/generations", body=body, cast_to=bytes)
+        except openai.OpenAIError as e:
+            raise self._failure(e) from e
         try:
             rows = loads(raw)["data"]
             images = [GeneratedImage(base64.b64decode(row["b64_json"]), row.get("revised_prompt")) for row in rows]
@@ -277,11 +262,18 @@ class ChatModel:
     def _failure(self, e: openai.OpenAIError) -> LlmError:
         """An ``openai`` error as one line saying what the endpoint did."""
         if isinstance(e, openai.APIStatusError):
-            return self._json().status_error(e.status_code, _error_message(e))
+            return LlmError(
+                f"the model endpoint {self.base_url} answered HTTP {e.status_code} "
+                f"(after {self.max_retries} retries): {_error_message(e)}",
+                status=e.status_code,
+            )
         if isinstance(e, openai.APITimeoutError):
-            return self._json().timeout_error()
+            return LlmError(
+                f"the model endpoint {self.base_url} did not answer within {self.timeout:g}s "
+                f"(after {self.max_retries} retries)"
+            )
         if isinstance(e, openai.APIConnectionError):
-            return self._json().connection_error(str(e))
+            return LlmError(f"cannot reach the model endpoint {self.base_url}: {e}")
         return LlmError(f"the model endpoint {self.base_url} failed: {e}")
 
     def _completion_of(self, body: bytes) -> Completion:
