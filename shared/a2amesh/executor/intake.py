@@ -122,6 +122,7 @@ class ExecutionIntake:
         ctx, args = self.ctx, new.args
         state, commands = await self._starter(new.engine).start(new.engine, args)
         runner = make_runner(ctx.deps, new.engine, state, epoch=1, reply=new.reply)
+        runner.history = list(new.history or [])
         call_ids = runner.prepare(commands)
         timers = {timer_id: int(due * 1000) for timer_id, due in state.timers.items()}
         working = Task(

@@ -13,6 +13,7 @@ from typing import Any
 
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import WorkMsg
+from a2amesh.client import continuation_refusal
 from a2amesh.errors import A2AMeshError, RpcError, TaskNotFound
 from a2amesh.executor.context import ExecutorContext
 from a2amesh.executor.intake import input_of
@@ -51,6 +52,10 @@ class Resumer:
                 f"task {task_id} of workflow {name} is {status or 'unknown'}, not paused for a review; "
                 "send a new message to start a run",
             )
+        stored = await ctx.tasks.get(task_id)
+        refusal = None if stored is None else continuation_refusal(stored, message)
+        if refusal is not None:
+            raise refusal
         body = await input_of(message, ctx.artifacts, user=None)
         try:
             event = ReviewAnswered.model_validate(body)
@@ -81,6 +86,8 @@ class Resumer:
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
         )
         runner = open_runner(ctx.deps, engine, raw, epoch=epoch, reply=reply)
+        if stored is not None and NODE_PATH_KEY not in (message.metadata or {}):
+            runner.history = [*(stored.history or []), message]
         latest = await ctx.store.execution(task_id) or ExecutionRecord()
         if latest.cancel:
             runner.cancel()  # canceled while parked, before this resume took it: the cancellation wins next

@@ -18,7 +18,7 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils import errors as sdk
 
 from a2amesh.bus import headers as h
-from a2amesh.client import Call, Client
+from a2amesh.client import Call, Client, TokenDelta
 from a2amesh.errors import RpcError, TransportError
 from a2amesh.gateway import conversion
 from a2amesh.gateway.auth import Caller
@@ -111,15 +111,28 @@ class MeshRequestHandler(RequestHandler):
         info = call_info(context)
         request = _convert(conversion.send_request_from_proto, params)
         try:
-            call = await self._send(info, request, stream=True)
+            call = await self._send(info, request, stream=True, deltas=True)
             # A client that goes away closes this generator; the task itself carries on (no CancelTask).
-            async with contextlib.aclosing(call.events()) as events:
+            held: list[TokenDelta] = []  # deltas heard before the first event (the task) are sent after it
+            started = False
+            async with contextlib.aclosing(call.events_and_deltas()) as events:
                 async for event in events:
+                    if isinstance(event, TokenDelta):
+                        if started:
+                            yield conversion.delta_to_proto(event)
+                        else:
+                            held.append(event)
+                        continue
                     yield conversion.event_to_proto(event)
+                    if not started:
+                        started = True
+                        for delta in held:
+                            yield conversion.delta_to_proto(delta)
+                        held.clear()
         except (TransportError, RpcError) as e:
             _raise(e)
 
-    async def _send(self, info: CallInfo, request: SendMessageRequest, *, stream: bool) -> Call:
+    async def _send(self, info: CallInfo, request: SendMessageRequest, *, stream: bool, deltas: bool = False) -> Call:
         """Dispatch a SendMessage over the mesh for the caller ``info`` describes; the task id goes to its log."""
         config = request.configuration
         call = await self.client.dispatch(
@@ -129,6 +142,7 @@ class MeshRequestHandler(RequestHandler):
             timeout=self.call_timeout,
             headers=info.headers(),
             history_length=config.history_length if config else None,
+            deltas=deltas,
         )
         info.task_id = call.task_id
         return call
