@@ -128,7 +128,7 @@ async def test_card_directory_and_probes(mesh: Worker, gateway: Any) -> None:
         assert [i["protocolVersion"] for i in card["supportedInterfaces"][:4]] == ["1.0", "1.0", "0.3", "0.3"]
         assert "urn:a2amesh:binding:nats:v1" in bindings
         assert card["supportedInterfaces"][0]["url"] == f"{url}/agents/flow/"
-        assert card["capabilities"].get("pushNotifications", False) is False
+        assert card["capabilities"]["pushNotifications"] is True  # the gateway has its Redis store
         assert r.headers["etag"]
         assert "max-age" in r.headers["cache-control"]
         again = await http.get("/agents/flow/.well-known/agent-card.json", headers={"If-None-Match": r.headers["etag"]})

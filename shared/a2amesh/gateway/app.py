@@ -39,10 +39,13 @@ from a2amesh.gateway.bodies import read_body, replay
 from a2amesh.gateway.conversion import card_to_proto
 from a2amesh.gateway.handler import CALL_STATE_KEY, CallInfo, MeshRequestHandler
 from a2amesh.gateway.mcp_mount import MCP_PATH, WORKFLOW_MCP_PATH, McpMount
+from a2amesh.gateway.push import PushNotifications, PushSettings
 from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.ids import NAME_RE
 from a2amesh.logs import get_logger
 from a2amesh.protocol import codes
+from a2amesh.store.keys import Keys
+from a2amesh.store.push import PushConfigStore
 from a2amesh.store.redis import Redis
 
 log = get_logger("gateway")
@@ -297,7 +300,11 @@ def create_app(
     """
     errors.register()
     auth = Authenticator(settings.api_keys)
-    handler = MeshRequestHandler(client, call_timeout=client.settings.call_timeout)
+    push = None
+    if redis is not None:
+        store = PushConfigStore(redis, Keys(client.settings.namespace), ttl=client.settings.task_retention)
+        push = PushNotifications(store, PushSettings(allow_private=settings.push_private_targets))
+    handler = MeshRequestHandler(client, call_timeout=client.settings.call_timeout, push=push)
     security = auth.security()
 
     async def card_modifier(_: pb.AgentCard) -> pb.AgentCard:
@@ -305,7 +312,7 @@ def create_app(
         card = client.registry.get(target.agent)
         if card is None:  # gone between the gate's check and now
             raise LookupError(target.agent)
-        return card_to_proto(cards.rewrite_card(card, target.base_url, security))
+        return card_to_proto(cards.rewrite_card(card, target.base_url, security, push=push is not None))
 
     gate = AgentGate(
         Router(routes=sdk_routes(handler, card_modifier, settings)),
@@ -378,7 +385,9 @@ def create_app(
         mesh.extras["mcp_servers"] = mcp.server.workflows
         routes[:0] = dashboard_routes(mesh, directory=list_agents)  # its /agents answers JSON unless asked for HTML
         routes.append(Mount("", app=create_api(mesh)))  # last: /api/…, /openapi.json, /docs
-    return Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})
+    app = Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})
+    app.state.push = push  # closed by the server once it stops serving (queued deliveries get a grace period)
+    return app
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:

@@ -2,7 +2,7 @@
 
 A card from the registry lists its NATS interface; the gateway adds its JSON-RPC and HTTP+JSON URLs (first, so
 HTTP clients pick them), declares the security schemes the gateway enforces, and never claims what it does not
-serve (push notifications, an extended card).
+serve (push notifications without the Redis store, an extended card).
 """
 
 from __future__ import annotations
@@ -32,8 +32,11 @@ def rewrite_card(
     card: AgentCard,
     base_url: str,
     security: tuple[dict[str, dict[str, Any]], list[dict[str, Any]]] | None,
+    *,
+    push: bool = False,
 ) -> AgentCard:
-    """The registry's card with the gateway's interfaces and security added."""
+    """The registry's card with the gateway's interfaces and security added; ``push``: whether the gateway
+    serves push notifications (it does with its Redis store)."""
     base = agent_base(base_url, card.name)
     http = [
         AgentInterface(url=f"{base}/", protocol_binding=JSONRPC, protocol_version=codes.A2A_VERSION),
@@ -43,7 +46,7 @@ def rewrite_card(
         AgentInterface(url=base, protocol_binding=HTTP_JSON, protocol_version=V0_3),
     ]
     others = [i for i in card.supported_interfaces if i.protocol_binding not in (JSONRPC, HTTP_JSON)]
-    caps = card.capabilities.model_copy(update={"streaming": True, "push_notifications": False})
+    caps = card.capabilities.model_copy(update={"streaming": True, "push_notifications": push})
     if caps.extended_agent_card:
         caps = caps.model_copy(update={"extended_agent_card": False})
     update: dict[str, Any] = {"supported_interfaces": [*http, *others], "capabilities": caps}
