@@ -226,3 +226,20 @@ async def test_integers_in_data_parts_stay_integers(http: httpx.AsyncClient, bin
     assert result["echo"] == data
     assert all(type(result["echo"][k]) is type(v) for k, v in data.items()), result["echo"]
     assert type(result["echo"]["nested"][1]["k"]) is int
+
+
+@pytest.mark.parametrize("agent", TARGETS)
+async def test_card_for_a2a_1_has_no_0_3_fields(http: httpx.AsyncClient, agent: str) -> None:
+    """CARD-STRUCT-001 for a client that says ``A2A-Version: 1.0``: the 1.0 card alone; without the header (a
+    0.3 client sends none) the 0.3 fields and interfaces are there too; the card varies on A2A-Version."""
+    path = f"/agents/{agent}/.well-known/agent-card.json"
+    compat = await http.get(path)
+    strict = await http.get(path, headers=V)
+    legacy = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces"}
+    assert legacy <= set(compat.json()), compat.json()
+    assert not legacy & set(strict.json()), strict.json()
+    assert {i["protocolVersion"] for i in compat.json()["supportedInterfaces"][:4]} == {"1.0", "0.3"}
+    assert [i["protocolVersion"] for i in strict.json()["supportedInterfaces"][:2]] == ["1.0", "1.0"]
+    assert all(i["protocolVersion"] != "0.3" for i in strict.json()["supportedInterfaces"])
+    assert strict.headers["vary"] == compat.headers["vary"] == "A2A-Version"
+    assert strict.headers["etag"] != compat.headers["etag"]

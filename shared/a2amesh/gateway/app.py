@@ -60,6 +60,8 @@ _TRACEPARENT_LEN = 55
 class _CardTarget:
     agent: str
     base_url: str
+    a2a_1: bool = False
+    """The card request said ``A2A-Version: 1.x``: it gets the A2A 1.0 card alone (no 0.3 interfaces or fields)."""
 
 
 _card_target: contextvars.ContextVar[_CardTarget] = contextvars.ContextVar("a2amesh_gateway_card")
@@ -164,9 +166,13 @@ class AgentGate:
         status = [0]
         info: CallInfo | None = None
 
+        card = sub_path == CARD_PATH
+
         async def send_logged(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                if card:  # the card depends on the A2A-Version asked for (see cards.rewrite_card)
+                    message = {**message, "headers": [*message.get("headers", []), (b"vary", b"A2A-Version")]}
             await send(message)
 
         try:
@@ -177,7 +183,9 @@ class AgentGate:
             info, receive = checked
             if info is not None:
                 scope[CALL_STATE_KEY] = info
-            token = _card_target.set(_CardTarget(agent, base_url(scope, self.settings)))
+            asked = Request(scope).headers.get(h.VERSION, "") if card else ""
+            target = _CardTarget(agent, base_url(scope, self.settings), a2a_1=asked.startswith("1."))
+            token = _card_target.set(target)
             try:
                 await self.router(scope, receive, send_logged)
             finally:
@@ -312,7 +320,8 @@ def create_app(
         card = client.registry.get(target.agent)
         if card is None:  # gone between the gate's check and now
             raise LookupError(target.agent)
-        return card_to_proto(cards.rewrite_card(card, target.base_url, security, push=push is not None))
+        rewritten = cards.rewrite_card(card, target.base_url, security, push=push is not None, v0_3=not target.a2a_1)
+        return card_to_proto(rewritten)
 
     gate = AgentGate(
         Router(routes=sdk_routes(handler, card_modifier, settings)),

@@ -26,7 +26,7 @@ import ipaddress
 import json
 import socket
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 import httpx
@@ -193,15 +193,15 @@ class PushNotifications:
             self._background.spawn(self._drain(task_id, chain), name=f"push-{task_id}")
 
     async def deliver_all(
-        self, task_id: str, configs: list[pb.TaskPushNotificationConfig], events: AsyncIterator[Event]
+        self, task_id: str, configs: list[pb.TaskPushNotificationConfig], events: AsyncGenerator[Event]
     ) -> None:
         """Deliver every update ``events`` yields (a follower's stream), then close it."""
         with contextlib.suppress(Exception):  # the follower ends with its stream; its errors are the stream's
-            async with contextlib.aclosing(events):  # type: ignore[type-var]
+            async with contextlib.aclosing(events):
                 async for event in events:
                     self.deliver(task_id, configs, event)
 
-    def follow(self, task_id: str, configs: list[pb.TaskPushNotificationConfig], events: AsyncIterator[Event]) -> None:
+    def follow(self, task_id: str, configs: list[pb.TaskPushNotificationConfig], events: AsyncGenerator[Event]) -> None:
         """Deliver the updates of a stream in the background (a task running on after its call's answer)."""
         self._background.spawn(self.deliver_all(task_id, configs, events), name=f"push-follow-{task_id}")
 
