@@ -480,8 +480,8 @@ class Client:
 
         A messageId is the request's idempotency key (SPEC §3.3): an exact resend gets the first copy's answer. The
         first copy is found in the task's history. A message continuing a task that is not in its history was
-        refused when the task cannot take it (:func:`continuation_refusal`). A task still queued, or whose record
-        keeps no history, is followed as before.
+        refused when the task cannot take it (:func:`continuation_refusal`). A task still queued, one whose record
+        keeps no history, or one that cannot be read now is followed as before.
         """
         if message.message_id.endswith(_reuse_suffix(message)):
             return False  # already re-sent under its own id
@@ -491,6 +491,8 @@ class Client:
             if e.code == codes.TASK_NOT_FOUND and message.task_id:
                 raise
             return False
+        except TransportError:
+            return False  # the task cannot be read now: follow it, as before this check
         history = task.history or []
         same_id = [m for m in history if m.message_id == message.message_id]
         if same_id:

@@ -100,9 +100,9 @@ class MeshRequestHandler(RequestHandler):
             call = await self._send(info, request, stream=immediate or pushing)
             if inline is not None:
                 configs = [*configs, await self._push_required().set(call.task_id, inline)]
-            events = self._proto_events(call)
             if immediate:
                 # returnImmediately: answer with the task as first reported; the work goes on without us.
+                events = self._proto_events(call)
                 async for event in events:
                     self._push(call.task_id, configs, event)
                     break
@@ -114,7 +114,7 @@ class MeshRequestHandler(RequestHandler):
                 if task is None:
                     raise sdk.InvalidAgentResponseError(f"{info.agent!r} sent no task")
             elif pushing:
-                async with contextlib.aclosing(events):
+                async with contextlib.aclosing(self._proto_events(call)) as events:
                     async for event in events:
                         self._push(call.task_id, configs, event)
                 task = call.task

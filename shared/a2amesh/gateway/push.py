@@ -239,6 +239,9 @@ class PushNotifications:
                 break
             except httpx.HTTPError as e:
                 problem = type(e).__name__
+            except Exception as e:  # a URL httpx cannot use: sending it again will not help
+                problem = type(e).__name__
+                break
             if attempt < self.settings.attempts:
                 log.info("push.retry", task_id=task_id, config_id=config.id, attempt=attempt, problem=problem)
                 await asyncio.sleep(delay)
