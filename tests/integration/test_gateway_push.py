@@ -260,3 +260,24 @@ async def test_config_on_a_running_task_hears_its_end(
     assert "error" not in created, created
     worker.release.set()
     await eventually(lambda: "TASK_STATE_COMPLETED" in receiver.states(), timeout=15, what="the completed update")
+
+
+async def test_stream_client_leaving_early_does_not_stop_delivery(
+    http: httpx.AsyncClient, worker: Worker, receiver: Receiver
+) -> None:
+    """A SendStreamingMessage with a webhook whose client goes away after the first event: the gateway follows
+    the task for the webhook, which hears it complete."""
+    config = {"url": receiver.url}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {"message": msg({"wait": True}), "configuration": {"taskPushNotificationConfig": config}},
+    }
+    async with http.stream("POST", "/", json=body, headers=V) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("data:"):
+                break  # the first event: then the client leaves
+    await within(worker.started.wait(), 15, "the task to start")
+    worker.release.set()
+    await eventually(lambda: "TASK_STATE_COMPLETED" in receiver.states(), timeout=15, what="the completed update")
