@@ -243,3 +243,20 @@ async def test_card_for_a2a_1_has_no_0_3_fields(http: httpx.AsyncClient, agent: 
     assert all(i["protocolVersion"] != "0.3" for i in strict.json()["supportedInterfaces"])
     assert strict.headers["vary"] == compat.headers["vary"] == "A2A-Version"
     assert strict.headers["etag"] != compat.headers["etag"]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+@pytest.mark.parametrize("agent", TARGETS)
+async def test_resend_of_an_accepted_continuation_gets_the_task(
+    http: httpx.AsyncClient, binding: str, agent: str
+) -> None:
+    """An exact resend of the message that continued (and finished) a task is the same request: it gets the
+    finished task, not the refusal a new message to a finished task gets."""
+    task = await paused(http, binding, agent)
+    cont = {"data": {"decision": "approve", "data": None}} if agent == "conf_flow" else {"data": {"go": 1}}
+    follow_up = message(taskId=task["id"], parts=[cont])
+    first = await send(http, binding, agent, follow_up)
+    assert first["task"]["status"]["state"] == "TASK_STATE_COMPLETED", first
+    again = await send(http, binding, agent, follow_up)
+    assert again.get("task", {}).get("id") == task["id"], again
+    assert again["task"]["status"]["state"] == "TASK_STATE_COMPLETED", again

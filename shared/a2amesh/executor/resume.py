@@ -86,7 +86,8 @@ class Resumer:
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
         )
         runner = open_runner(ctx.deps, engine, raw, epoch=epoch, reply=reply)
-        if stored is not None and NODE_PATH_KEY not in (message.metadata or {}):
+        if stored is not None:
+            # the message that resumed it (a parent's forwarded answer too): a resend of it finds it there
             runner.history = [*(stored.history or []), message]
         latest = await ctx.store.execution(task_id) or ExecutionRecord()
         if latest.cancel:
