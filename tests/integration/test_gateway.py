@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -95,7 +96,7 @@ async def test_sdk_client_full_cycle(mesh: Worker, gateway: Any, binding: str, t
 
     # a task that waits: follow it from a second replica, then cancel it
     async with sdk_client(f"{url}/agents/{target}", binding) as c:
-        stream = c.send_message(message({"wait": True}))
+        stream = cast(AsyncGenerator[pb.StreamResponse], c.send_message(message({"wait": True})))
         first = await within(anext(stream), 15, "the first event")
         task_id = first.task.id
         await within(mesh.started.wait(), 15, "the worker to start")
