@@ -31,6 +31,14 @@ nodes:
 output_mapping: "{{a.output}}"
 """
 
+REVIEW_FLOW = """
+name: conf_review
+nodes:
+  - {id: a, type: agent, agent_name: conf, input: "{{workflow.input}}"}
+  - {id: check, type: human_review, depends_on: [a], prompt: "ok?", data: "{{a.output}}"}
+output_mapping: "{{check.output}}"
+"""
+
 TARGETS = ["conf", "conf_flow"]
 
 
@@ -80,7 +88,7 @@ def reason(body: dict[str, Any]) -> str:
 @pytest.fixture
 async def http(agent_host: Any, executor: Any, gateway: Any, client: Client) -> Any:
     await agent_host("conf", answer)
-    await executor({"conf_flow": FLOW})
+    await executor({"conf_flow": FLOW, "conf_review": REVIEW_FLOW})
     await client.registry.wait_for("conf_flow", 5)
     url = await gateway()
     async with httpx.AsyncClient(base_url=url, timeout=20) as h:
@@ -260,3 +268,27 @@ async def test_resend_of_an_accepted_continuation_gets_the_task(
     again = await send(http, binding, agent, follow_up)
     assert again.get("task", {}).get("id") == task["id"], again
     assert again["task"]["status"]["state"] == "TASK_STATE_COMPLETED", again
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_any_message_answers_an_agents_question_in_a_workflow(http: httpx.AsyncClient, binding: str) -> None:
+    """A workflow paused because its agent asked for input is continued by a plain message, as the agent would be
+    (its input reaches the agent as the approved data); a human review still takes a review answer only."""
+    task = await paused(http, binding, "conf_flow")
+    assert task["status"]["message"]["parts"][1]["data"]["free_answer"] is True, task["status"]
+    got = await send(http, binding, "conf_flow", message(taskId=task["id"], parts=[{"text": "more"}]))
+    assert got["task"]["status"]["state"] == "TASK_STATE_COMPLETED", got
+    assert got["task"]["artifacts"][0]["parts"][0]["data"]["echo"] == {
+        "decision": "approve",
+        "data": {"text": "more"},
+    }, got
+
+    got = await send(http, binding, "conf_review", message(parts=[{"data": {"n": 1}}]))
+    review = got["task"]
+    assert review["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", got
+    refused = await send(http, binding, "conf_review", message(taskId=review["id"], parts=[{"text": "yes"}]))
+    assert refused.get("error", {}).get("code") == -32602, refused
+    assert '"decision"' in refused["error"]["message"], refused
+    answer = {"data": {"decision": "approve", "data": None}}
+    got = await send(http, binding, "conf_review", message(taskId=review["id"], parts=[answer]))
+    assert got["task"]["status"]["state"] == "TASK_STATE_COMPLETED", got

@@ -18,8 +18,8 @@ from a2amesh.errors import A2AMeshError, RpcError, TaskNotFound
 from a2amesh.executor.context import ExecutorContext
 from a2amesh.executor.intake import input_of
 from a2amesh.executor.runner import ExecutionRunner, open_runner
-from a2amesh.protocol import Message, Part, Role, codes
-from a2amesh.protocol.vocabulary import NODE_PATH_KEY
+from a2amesh.protocol import Message, Part, Role, Task, codes
+from a2amesh.protocol.vocabulary import NODE_PATH_KEY, REVIEW_FREE_ANSWER
 from a2amesh.store.executions import ExecutionRecord
 from a2amesh.worker.decode import WorkRequest
 from a2amesh.worker.replies import ReplyInfo, send_error, valid_reply_subject
@@ -60,11 +60,14 @@ class Resumer:
         try:
             event = ReviewAnswered.model_validate(body)
         except ValueError as e:
-            raise RpcError(
-                codes.INVALID_PARAMS,
-                'a resume carries {"decision": "approve" | "edit" | "reject", "data": ..., "reason"?, "path"?}: '
-                + str(e).splitlines()[0],
-            ) from e
+            free = _free_answer(stored, body)
+            if free is None:
+                raise RpcError(
+                    codes.INVALID_PARAMS,
+                    'a resume carries {"decision": "approve" | "edit" | "reject", "data": ..., "reason"?, "path"?}: '
+                    + str(e).splitlines()[0],
+                ) from e
+            event = free
         if NODE_PATH_KEY not in (message.metadata or {}) and await self._forward_up(msg, request, record, event):
             return
         outcome, epoch = await ctx.store.acquire(task_id, ctx.instance)
@@ -195,6 +198,17 @@ class Resumer:
         ctx.log.info("execution.cancel_paused", execution_id=task_id)
         ctx.drivers.launch(runner, [])
         return runner
+
+
+def _free_answer(stored: Task | None, body: Any) -> ReviewAnswered | None:
+    """The answer a plain message gives an execution paused on an agent's question (its review says
+    ``free_answer``): approved with the message's input as data, as the agent would take a message; None for a
+    human review, which takes a review answer only."""
+    review = (stored.metadata or {}).get("review") if stored is not None else None
+    if not isinstance(review, dict) or review.get(REVIEW_FREE_ANSWER) is not True:
+        return None
+    path = review.get("path")
+    return ReviewAnswered(decision="approve", data=body, path=path if isinstance(path, str) and path else None)
 
 
 def _next_due_ms(timers: dict[str, float]) -> int | None:
