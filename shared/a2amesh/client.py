@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus, Received
+from a2amesh.bus.nats import Bus, Received, Subscription
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_error
 from a2amesh.ids import instance_id, nuid, task_id_for
+from a2amesh.jsontext import content_digest
 from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.mailbox import Mailbox
@@ -71,15 +72,32 @@ def make_message(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TokenDelta:
+    """A token delta of a streaming call (SPEC §3.5: its delta subject, best effort, never persisted).
+
+    Attributes:
+        task_id: the task the text belongs to; context_id: its context.
+        index: 0, 1, 2 … over the task's deltas.
+        text: the text generated since the previous delta.
+    """
+
+    task_id: str
+    context_id: str | None
+    index: int
+    text: str
+
+
 @dataclass
 class CallEvent:
-    """One accepted reply of a call."""
+    """One accepted reply of a call (or, for a call that asked for them, a token delta)."""
 
     attempt: int
     seq: int
     final: bool
     response: StreamResponse | None = None
     error: A2AMeshError | None = None
+    delta: TokenDelta | None = None
 
 
 @dataclass
@@ -89,6 +107,7 @@ class _Pending:
     attempt: int = 0
     seq: int = 0
     finished: bool = False
+    deltas: bool = False
 
 
 class TaskAssembler:
@@ -148,6 +167,14 @@ class Call:
             TransportError: ``DEADLINE_EXCEEDED`` when the deadline passes first.
             RpcError: the callee answered with a JSON-RPC error.
         """
+        async with contextlib.aclosing(self.events_and_deltas()) as events:
+            async for event in events:
+                if not isinstance(event, TokenDelta):
+                    yield event
+
+    async def events_and_deltas(self) -> AsyncGenerator[StreamResponse | TokenDelta]:
+        """:meth:`events`, with the token deltas heard meanwhile when the call asked for them
+        (``Client.dispatch(deltas=True)``); a delta never changes :attr:`task`."""
         try:
             while True:
                 remaining = self.deadline - time.time()
@@ -162,6 +189,9 @@ class Call:
                     ) from e
                 if ev.error is not None:
                     raise ev.error
+                if ev.delta is not None:
+                    yield ev.delta
+                    continue
                 assert ev.response is not None
                 self._assembler.apply(ev.response)
                 yield ev.response
@@ -217,6 +247,8 @@ class Client:
         self._pending: dict[str, _Pending] = {}
         self._recovering = Background()
         self._started = False
+        self._delta_listening: asyncio.Lock | None = None
+        self._delta_subscription: Subscription | None = None
 
     @classmethod
     async def connect(cls, settings: Settings, *, name: str = "a2amesh-client") -> Client:
@@ -278,6 +310,10 @@ class Client:
     async def close(self) -> None:
         """Stop reply recovery, the registry (if owned) and the bus (if owned)."""
         self._recovering.cancel()
+        if self._delta_subscription is not None:
+            subscription, self._delta_subscription = self._delta_subscription, None
+            with contextlib.suppress(Exception):  # the bus may be closed already
+                await subscription.unsubscribe()
         if self._owns_registry and self._registry is not None:
             await self._registry.stop()
         if self._owns_bus:
@@ -289,6 +325,34 @@ class Client:
 
     def _forget(self, call_id: str) -> None:
         self._pending.pop(call_id, None)
+
+    async def _listen_for_deltas(self) -> None:
+        """Subscribe to this process's delta subjects (once, at the first call that asks for deltas)."""
+        if self._delta_subscription is not None:
+            return
+        if self._delta_listening is None:
+            self._delta_listening = asyncio.Lock()
+        async with self._delta_listening:
+            if self._delta_subscription is None:
+                subject = self.bus.subjects.delta(self.instance, "*")
+                self._delta_subscription = await self.bus.subscribe(subject, self._on_delta)
+
+    async def _on_delta(self, msg: Received) -> None:
+        pending = self._pending.get(msg.subject.rsplit(".", 1)[-1])
+        if pending is None or pending.finished or not pending.deltas or msg.headers.get(h.AGENT) != pending.agent:
+            return
+        try:
+            body = json.loads(msg.data)
+            delta = TokenDelta(
+                task_id=str(body["taskId"]),
+                context_id=body.get("contextId"),
+                index=int(body["index"]),
+                text=str(body["text"]),
+            )
+        except (ValueError, KeyError, TypeError) as e:  # best effort: a bad delta is dropped, the final holds all
+            log.debug("delta.dropped", error=str(e) or type(e).__name__)
+            return
+        pending.queue.put_nowait(CallEvent(pending.attempt, pending.seq, False, delta=delta))
 
     async def _on_reply(self, msg: Received) -> None:
         call_id = msg.subject.rsplit(".", 1)[-1]
@@ -346,6 +410,7 @@ class Client:
         request_id: str | int | None = None,
         call_id: str | None = None,
         history_length: int | None = None,
+        deltas: bool = False,
     ) -> Call:
         """Publish a SendMessage / SendStreamingMessage and return the call in flight.
 
@@ -353,15 +418,22 @@ class Client:
         workflow executor does to checkpoint the reply subject before publishing. ``history_length``: how
         many of the task's latest messages its answers carry (A2A ``historyLength``; 0: none, as the
         workflow executor asks, since it reads only the status and artifacts).
+        ``deltas``: a streaming call also hears its token deltas (:meth:`Call.events_and_deltas`).
+
+        A messageId already used for a different message is a new request: it is sent again under
+        :func:`reused_message_id` (docs/protocol.md "Identities").
 
         Raises:
             TransportError: ``AGENT_NOT_FOUND`` (no live card), ``PAYLOAD_TOO_LARGE``, ``UNAVAILABLE``.
+            RpcError: a resend of a request whose first copy was refused, refused the same way.
         """
         await self.registry.resolve(agent)
         if deadline is None:
             deadline = time.time() + (timeout if timeout is not None else self.settings.call_timeout)
         call_id = call_id or nuid()
-        pending = _Pending(agent=agent)
+        pending = _Pending(agent=agent, deltas=deltas and stream)
+        if pending.deltas:
+            await self._listen_for_deltas()
         method = codes.SEND_STREAMING_MESSAGE if stream else codes.SEND_MESSAGE
         config = None if history_length is None else SendMessageConfiguration(history_length=history_length)
         body = encode_request(method, SendMessageRequest(message=message, configuration=config), request_id or call_id)
@@ -380,13 +452,56 @@ class Client:
         self._pending[call_id] = pending
         try:
             ack = await self.bus.js_publish(self.bus.subjects.request(agent), body, hdrs)
-            if ack.duplicate:
-                # The same request is already queued or running for another caller: follow its task.
+            reused = ack.duplicate and await self._resend_is_new(agent, message, task_id, hdrs)
+            if ack.duplicate and not reused:
+                # The same request is already queued, running or answered for another caller: follow its task.
                 await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs)
         except BaseException:
             self._forget(call_id)
             raise
-        return call
+        if not reused:
+            return call
+        self._forget(call_id)
+        return await self.dispatch(
+            agent,
+            message.model_copy(update={"message_id": reused_message_id(message)}),
+            stream=stream,
+            deadline=deadline,
+            headers=headers,
+            call_depth=call_depth,
+            request_id=request_id,
+            history_length=history_length,
+            deltas=deltas,
+        )
+
+    async def _resend_is_new(self, agent: str, message: Message, task_id: str, hdrs: Mapping[str, str]) -> bool:
+        """Whether a request JetStream reported as a duplicate is a new one (its messageId reused for another
+        message); raises what its first copy was answered when that was a refusal.
+
+        A messageId is the request's idempotency key (SPEC §3.3): an exact resend gets the first copy's answer. The
+        first copy is found in the task's history. A message continuing a task that is not in its history was
+        refused when the task cannot take it (:func:`continuation_refusal`). A task still queued, one whose record
+        keeps no history, or one that cannot be read now is followed as before.
+        """
+        if message.message_id.endswith(_reuse_suffix(message)):
+            return False  # already re-sent under its own id
+        try:
+            task = await self.get_task(agent, task_id, headers=hdrs)
+        except RpcError as e:
+            if e.code == codes.TASK_NOT_FOUND and message.task_id:
+                raise
+            return False
+        except TransportError:
+            return False  # the task cannot be read now: follow it, as before this check
+        history = task.history or []
+        same_id = [m for m in history if m.message_id == message.message_id]
+        if same_id:
+            return all(m.parts != message.parts for m in same_id)
+        if message.task_id and history:
+            refusal = continuation_refusal(task, message)
+            if refusal is not None:
+                raise refusal
+        return False
 
     async def _subscribe_existing(self, agent: str, task_id: str, reply_to: str, hdrs: dict[str, str]) -> None:
         body = encode_request(codes.SUBSCRIBE_TO_TASK, SubscribeToTaskRequest(id=task_id), nuid())
@@ -471,6 +586,34 @@ class Client:
         await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs)
         async for ev in call.events():
             yield ev
+
+
+def continuation_refusal(task: Task, message: Message) -> RpcError | None:
+    """Why ``message`` (carrying ``task``'s id) cannot continue ``task``, or None: a task in a terminal state takes
+    no more messages (UnsupportedOperationError), and a ``contextId`` other than the task's is refused (A2A 1.0
+    §3.4.3: a taskId and a contextId that do not belong together)."""
+    if task.status.state.terminal:
+        return RpcError(
+            codes.UNSUPPORTED_OPERATION, f"task {task.id} is {task.status.state.value}; start a new task instead"
+        )
+    if message.context_id and task.context_id and message.context_id != task.context_id:
+        return RpcError(
+            codes.INVALID_PARAMS,
+            f"message.contextId {message.context_id!r} does not match the contextId {task.context_id!r} of task "
+            f"{task.id}; leave contextId out to continue the task in its own context",
+        )
+    return None
+
+
+def _reuse_suffix(message: Message) -> str:
+    parts = [p.model_dump(mode="json", by_alias=True, exclude_none=True) for p in message.parts]
+    return "~" + content_digest(parts)[:16]
+
+
+def reused_message_id(message: Message) -> str:
+    """The messageId a message is sent under when its own was already used for a different message: the id and
+    a digest of the parts, ``{messageId}~{sha256[:16]}``, so a resend of it is de-duplicated in turn."""
+    return message.message_id + _reuse_suffix(message)
 
 
 def request_msg_id(agent: str, message: Message) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -95,7 +96,7 @@ async def test_sdk_client_full_cycle(mesh: Worker, gateway: Any, binding: str, t
 
     # a task that waits: follow it from a second replica, then cancel it
     async with sdk_client(f"{url}/agents/{target}", binding) as c:
-        stream = c.send_message(message({"wait": True}))
+        stream = cast(AsyncGenerator[pb.StreamResponse], c.send_message(message({"wait": True})))
         first = await within(anext(stream), 15, "the first event")
         task_id = first.task.id
         await within(mesh.started.wait(), 15, "the worker to start")
@@ -128,7 +129,7 @@ async def test_card_directory_and_probes(mesh: Worker, gateway: Any) -> None:
         assert [i["protocolVersion"] for i in card["supportedInterfaces"][:4]] == ["1.0", "1.0", "0.3", "0.3"]
         assert "urn:a2amesh:binding:nats:v1" in bindings
         assert card["supportedInterfaces"][0]["url"] == f"{url}/agents/flow/"
-        assert card["capabilities"].get("pushNotifications", False) is False
+        assert card["capabilities"]["pushNotifications"] is True  # the gateway has its Redis store
         assert r.headers["etag"]
         assert "max-age" in r.headers["cache-control"]
         again = await http.get("/agents/flow/.well-known/agent-card.json", headers={"If-None-Match": r.headers["etag"]})

@@ -72,3 +72,25 @@ async def test_review_reject_fails_without_on_reject(agent_host: Any, executor: 
     done = await within(client.send("refund", no), 10, "the rejected run")
     assert done.status.state == TaskState.FAILED
     assert "not eligible" in (done.status.message.text() if done.status.message else "")
+
+
+FIRST_REVIEW = """
+name: first_review
+nodes:
+  - {id: check, type: human_review, prompt: "Go on with {{workflow.input.n}}?", data: "{{workflow.input}}"}
+output_mapping: "{{check.output}}"
+"""
+
+
+async def test_a_review_as_first_node_pauses_and_answers_the_caller(executor: Any, client: Client) -> None:
+    """A workflow whose first step only waits for a human pauses at once and answers its caller INPUT_REQUIRED
+    (before, its first step never paused and the caller waited out its deadline); the answer continues it."""
+    await executor({"first_review": FIRST_REVIEW})
+    await client.registry.wait_for("first_review", 5)
+    task = await within(client.send("first_review", {"n": 1}), 10, "the paused answer")
+    assert task.status.state == TaskState.INPUT_REQUIRED, task.status
+    assert _review(task)["prompt"] == "Go on with 1?"
+    resumed = make_message(data={"decision": "approve", "data": None}, task_id=task.id)
+    done = await within(client.send("first_review", resumed), 10, "the approved run")
+    assert done.status.state == TaskState.COMPLETED, done.status
+    assert done.output() == {"n": 1}

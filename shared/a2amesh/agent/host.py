@@ -18,7 +18,7 @@ from a2amesh.agent.results import spill_large_output
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, PullConsumer, Received, WorkMsg
 from a2amesh.bus.setup import ensure_consumer, init_mesh
-from a2amesh.client import Client
+from a2amesh.client import Client, continuation_refusal
 from a2amesh.config import Settings
 from a2amesh.errors import (
     A2AMeshError,
@@ -310,11 +310,9 @@ class AgentHost(Worker):
             existing = await self.tasks.get(message.task_id)
             if existing is None:
                 raise TaskNotFound(message.task_id)
-            if existing.status.state.terminal:
-                raise RpcError(
-                    codes.UNSUPPORTED_OPERATION,
-                    f"task {message.task_id} is {existing.status.state.value}; start a new task instead",
-                )
+            refusal = continuation_refusal(existing, message)
+            if refusal is not None:
+                raise refusal
             task_id = message.task_id
             context_id = message.context_id or existing.context_id or nuid()
             history = list(existing.history or [])
@@ -378,7 +376,9 @@ class AgentHost(Worker):
             await self._finish(run, TaskOutcome(TaskState.CANCELED, message="canceled before it started"))
             return
         if view.state is not None and view.state.interrupted and view.task is not None:
-            run.task = run.task.model_copy(update={"history": [*(view.task.history or []), *(run.task.history or [])]})
+            # the stored history (as of the claim), then this message (the last of the history read before it)
+            latest = (run.task.history or [])[-1:]
+            run.task = run.task.model_copy(update={"history": [*(view.task.history or []), *latest]})
         if msg.num_delivered >= self.settings.max_deliver:
             err = transport_rpc_error(
                 codes.MAX_DELIVERIES,

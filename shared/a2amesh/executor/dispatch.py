@@ -33,7 +33,13 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.protocol.base import utc_timestamp
-from a2amesh.protocol.vocabulary import NODE_REQUEST, NODE_RESULT, REVIEW_REQUEST, WORKFLOW_EVENT_KEY
+from a2amesh.protocol.vocabulary import (
+    NODE_REQUEST,
+    NODE_RESULT,
+    REVIEW_FREE_ANSWER,
+    REVIEW_REQUEST,
+    WORKFLOW_EVENT_KEY,
+)
 from a2amesh.rpc import decode_stream_reply, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.tasks import TaskStore
@@ -188,6 +194,7 @@ async def result_event(
             "prompt": text or f"{agent} asks for input",
             "data": task.output(),
             "edit_schema": None,
+            REVIEW_FREE_ANSWER: True,  # an agent's question: any message answers it (executor/resume.py)
         }
         return NodePaused(path=path, attempt=attempt, review=review, task_id=task.id, usage=usage)
     kind = "error" if error.split(":", 1)[0] in codes.TRANSPORT_REASONS else "failure"

@@ -31,10 +31,16 @@ _TASK_STATE: dict[str, TaskState] = {
 
 
 async def final_task(
-    state: RunState, *, task_id: str, reply: ReplyInfo, settings: Settings, artifacts: ArtifactStore
+    state: RunState,
+    *,
+    task_id: str,
+    reply: ReplyInfo,
+    settings: Settings,
+    artifacts: ArtifactStore,
+    history: list[Message] | None = None,
 ) -> Task:
     """The final Task of a workflow's task: output as ``artifacts[0]`` (a large output saved as an artifact),
-    plus the node result part when the caller is a workflow node."""
+    plus the node result part when the caller is a workflow node; ``history``: its callers' messages."""
     task_state = _TASK_STATE.get(state.status, TaskState.FAILED)
     ok = state.status == ExecutionStatus.COMPLETED
     output = state.output if ok else None
@@ -90,11 +96,12 @@ async def final_task(
             ),
         ),
         artifacts=artifacts_out,
+        history=history or None,
         metadata={"execution_id": state.execution_id, "workflow": state.workflow, "usage": state.usage},
     )
 
 
-def paused_task(state: RunState, command: RequestReview, *, task_id: str) -> Task:
+def paused_task(state: RunState, command: RequestReview, *, task_id: str, history: list[Message] | None = None) -> Task:
     """The TASK_STATE_INPUT_REQUIRED Task of a pause, with the review (SPEC §7)."""
     review = dict(command.review)
     prompt = str(review.get("prompt") or "input required")
@@ -112,6 +119,7 @@ def paused_task(state: RunState, command: RequestReview, *, task_id: str) -> Tas
                 context_id=state.context_id,
             ),
         ),
+        history=history or None,
         metadata={"execution_id": state.execution_id, "workflow": state.workflow, "review": review},
     )
 

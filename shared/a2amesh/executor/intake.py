@@ -122,6 +122,7 @@ class ExecutionIntake:
         ctx, args = self.ctx, new.args
         state, commands = await self._starter(new.engine).start(new.engine, args)
         runner = make_runner(ctx.deps, new.engine, state, epoch=1, reply=new.reply)
+        runner.history = list(new.history or [])
         call_ids = runner.prepare(commands)
         timers = {timer_id: int(due * 1000) for timer_id, due in state.timers.items()}
         working = Task(
@@ -160,6 +161,9 @@ class ExecutionIntake:
         if not created.created:
             return Created("exists", working)
         faults.crash_point("after_execution_create")
+        paused = runner.parked  # its first step only waits for a human (a review first): no step will say so
+        if paused:
+            await ctx.store.set_fields(args.execution_id, {"status": "paused"})
         # The WORKING task was written with the execution, so a callee asked about its caller finds it: the
         # first dispatches go out while the indexes are written, and the caller waits for both.
         sending = runner.send_dispatches(commands, call_ids, events=False)
@@ -168,7 +172,7 @@ class ExecutionIntake:
                 ctx.store.index_created(
                     args.execution_id,
                     workflow=args.workflow,
-                    status=created.status,
+                    status="paused" if paused else created.status,
                     timers=timers,
                     parent=new.reply.parent_execution,
                     at=created.at,

@@ -13,12 +13,13 @@ from typing import Any
 
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import WorkMsg
+from a2amesh.client import continuation_refusal
 from a2amesh.errors import A2AMeshError, RpcError, TaskNotFound
 from a2amesh.executor.context import ExecutorContext
 from a2amesh.executor.intake import input_of
 from a2amesh.executor.runner import ExecutionRunner, open_runner
-from a2amesh.protocol import Message, Part, Role, codes
-from a2amesh.protocol.vocabulary import NODE_PATH_KEY
+from a2amesh.protocol import Message, Part, Role, Task, codes
+from a2amesh.protocol.vocabulary import NODE_PATH_KEY, REVIEW_FREE_ANSWER
 from a2amesh.store.executions import ExecutionRecord
 from a2amesh.worker.decode import WorkRequest
 from a2amesh.worker.replies import ReplyInfo, send_error, valid_reply_subject
@@ -51,15 +52,22 @@ class Resumer:
                 f"task {task_id} of workflow {name} is {status or 'unknown'}, not paused for a review; "
                 "send a new message to start a run",
             )
+        stored = await ctx.tasks.get(task_id)
+        refusal = None if stored is None else continuation_refusal(stored, message)
+        if refusal is not None:
+            raise refusal
         body = await input_of(message, ctx.artifacts, user=None)
         try:
             event = ReviewAnswered.model_validate(body)
         except ValueError as e:
-            raise RpcError(
-                codes.INVALID_PARAMS,
-                'a resume carries {"decision": "approve" | "edit" | "reject", "data": ..., "reason"?, "path"?}: '
-                + str(e).splitlines()[0],
-            ) from e
+            free = _free_answer(stored, body)
+            if free is None:
+                raise RpcError(
+                    codes.INVALID_PARAMS,
+                    'a resume carries {"decision": "approve" | "edit" | "reject", "data": ..., "reason"?, "path"?}: '
+                    + str(e).splitlines()[0],
+                ) from e
+            event = free
         if NODE_PATH_KEY not in (message.metadata or {}) and await self._forward_up(msg, request, record, event):
             return
         outcome, epoch = await ctx.store.acquire(task_id, ctx.instance)
@@ -81,6 +89,9 @@ class Resumer:
             headers={k: v for k, v in msg.headers.items() if k in h.PROPAGATED} or old.headers,
         )
         runner = open_runner(ctx.deps, engine, raw, epoch=epoch, reply=reply)
+        if stored is not None:
+            # the message that resumed it (a parent's forwarded answer too): a resend of it finds it there
+            runner.history = [*(stored.history or []), message]
         latest = await ctx.store.execution(task_id) or ExecutionRecord()
         if latest.cancel:
             runner.cancel()  # canceled while parked, before this resume took it: the cancellation wins next
@@ -187,6 +198,17 @@ class Resumer:
         ctx.log.info("execution.cancel_paused", execution_id=task_id)
         ctx.drivers.launch(runner, [])
         return runner
+
+
+def _free_answer(stored: Task | None, body: Any) -> ReviewAnswered | None:
+    """The answer a plain message gives an execution paused on an agent's question (its review says
+    ``free_answer``): approved with the message's input as data, as the agent would take a message; None for a
+    human review, which takes a review answer only."""
+    review = (stored.metadata or {}).get("review") if stored is not None else None
+    if not isinstance(review, dict) or review.get(REVIEW_FREE_ANSWER) is not True:
+        return None
+    path = review.get("path")
+    return ReviewAnswered(decision="approve", data=body, path=path if isinstance(path, str) and path else None)
 
 
 def _next_due_ms(timers: dict[str, float]) -> int | None:

@@ -47,6 +47,7 @@ from a2amesh.ids import nuid
 from a2amesh.logs import get_logger
 from a2amesh.mailbox import Mailbox
 from a2amesh.protocol import (
+    Message,
     Task,
 )
 from a2amesh.protocol.vocabulary import (
@@ -160,6 +161,9 @@ class ExecutionRunner(Generic[StateT]):
         """Stopped because this replica's presence may have lapsed: its lease is handed over when it ends."""
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.final_task: Task | None = None
+        self.history: list[Message] | None = None
+        """The task's messages from its callers (its start, then each resume), as its answers carry them; None:
+        not known here yet (a takeover), read from the task record when an answer is built."""
         self._stored_final: tuple[Task, TaskRecordView] | None = None  # written by the finishing commit
         self._calls: dict[str, asyncio.Task[None]] = {}
         self._caller_deltas: DeltaSink | None = None
@@ -591,7 +595,15 @@ class ExecutionRunner(Generic[StateT]):
             reply=self.reply,
             settings=self.deps.settings,
             artifacts=self.deps.artifacts,
+            history=await self.task_history(),
         )
+
+    async def task_history(self) -> list[Message]:
+        """:attr:`history`, read from the task record the first time it is not known here."""
+        if self.history is None:
+            stored = await self.deps.tasks.get(self.task_id)
+            self.history = list(stored.history or []) if stored is not None else []
+        return self.history
 
     async def publish_final(self) -> None:
         """Store the final Task (unless the finishing commit stored it), answer the caller and every subscriber,
@@ -637,7 +649,7 @@ class ExecutionRunner(Generic[StateT]):
     async def publish_paused(self, command: RequestReview) -> None:
         """Answer the current request with TASK_STATE_INPUT_REQUIRED and the review (SPEC §7), then forget it."""
         state = self.state
-        task = paused_task(state, command, task_id=self.task_id)
+        task = paused_task(state, command, task_id=self.task_id, history=await self.task_history())
         view = await asyncio.shield(self.deps.tasks.write(task, state.workflow, self.deps.instance, release=True))
         await answer_all(
             self._publisher,

@@ -39,10 +39,13 @@ from a2amesh.gateway.bodies import read_body, replay
 from a2amesh.gateway.conversion import card_to_proto
 from a2amesh.gateway.handler import CALL_STATE_KEY, CallInfo, MeshRequestHandler
 from a2amesh.gateway.mcp_mount import MCP_PATH, WORKFLOW_MCP_PATH, McpMount
+from a2amesh.gateway.push import PushNotifications, PushSettings
 from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.ids import NAME_RE
 from a2amesh.logs import get_logger
 from a2amesh.protocol import codes
+from a2amesh.store.keys import Keys
+from a2amesh.store.push import PushConfigStore
 from a2amesh.store.redis import Redis
 
 log = get_logger("gateway")
@@ -57,6 +60,8 @@ _TRACEPARENT_LEN = 55
 class _CardTarget:
     agent: str
     base_url: str
+    a2a_1: bool = False
+    """The card request said ``A2A-Version: 1.x``: it gets the A2A 1.0 card alone (no 0.3 interfaces or fields)."""
 
 
 _card_target: contextvars.ContextVar[_CardTarget] = contextvars.ContextVar("a2amesh_gateway_card")
@@ -161,9 +166,13 @@ class AgentGate:
         status = [0]
         info: CallInfo | None = None
 
+        card = sub_path == CARD_PATH
+
         async def send_logged(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                if card:  # the card depends on the A2A-Version asked for (see cards.rewrite_card)
+                    message = {**message, "headers": [*message.get("headers", []), (b"vary", b"A2A-Version")]}
             await send(message)
 
         try:
@@ -174,7 +183,9 @@ class AgentGate:
             info, receive = checked
             if info is not None:
                 scope[CALL_STATE_KEY] = info
-            token = _card_target.set(_CardTarget(agent, base_url(scope, self.settings)))
+            asked = Request(scope).headers.get(h.VERSION, "") if card else ""
+            target = _CardTarget(agent, base_url(scope, self.settings), a2a_1=asked.startswith("1."))
+            token = _card_target.set(target)
             try:
                 await self.router(scope, receive, send_logged)
             finally:
@@ -297,7 +308,11 @@ def create_app(
     """
     errors.register()
     auth = Authenticator(settings.api_keys)
-    handler = MeshRequestHandler(client, call_timeout=client.settings.call_timeout)
+    push = None
+    if redis is not None:
+        store = PushConfigStore(redis, Keys(client.settings.namespace), ttl=client.settings.task_retention)
+        push = PushNotifications(store, PushSettings(allow_private=settings.push_private_targets))
+    handler = MeshRequestHandler(client, call_timeout=client.settings.call_timeout, push=push)
     security = auth.security()
 
     async def card_modifier(_: pb.AgentCard) -> pb.AgentCard:
@@ -305,7 +320,8 @@ def create_app(
         card = client.registry.get(target.agent)
         if card is None:  # gone between the gate's check and now
             raise LookupError(target.agent)
-        return card_to_proto(cards.rewrite_card(card, target.base_url, security))
+        rewritten = cards.rewrite_card(card, target.base_url, security, push=push is not None, v0_3=not target.a2a_1)
+        return card_to_proto(rewritten)
 
     gate = AgentGate(
         Router(routes=sdk_routes(handler, card_modifier, settings)),
@@ -378,7 +394,9 @@ def create_app(
         mesh.extras["mcp_servers"] = mcp.server.workflows
         routes[:0] = dashboard_routes(mesh, directory=list_agents)  # its /agents answers JSON unless asked for HTML
         routes.append(Mount("", app=create_api(mesh)))  # last: /api/…, /openapi.json, /docs
-    return Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})
+    app = Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})
+    app.state.push = push  # closed by the server once it stops serving (queued deliveries get a grace period)
+    return app
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:

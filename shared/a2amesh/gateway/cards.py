@@ -2,7 +2,7 @@
 
 A card from the registry lists its NATS interface; the gateway adds its JSON-RPC and HTTP+JSON URLs (first, so
 HTTP clients pick them), declares the security schemes the gateway enforces, and never claims what it does not
-serve (push notifications, an extended card).
+serve (push notifications without the Redis store, an extended card).
 """
 
 from __future__ import annotations
@@ -32,18 +32,30 @@ def rewrite_card(
     card: AgentCard,
     base_url: str,
     security: tuple[dict[str, dict[str, Any]], list[dict[str, Any]]] | None,
+    *,
+    push: bool = False,
+    v0_3: bool = True,
 ) -> AgentCard:
-    """The registry's card with the gateway's interfaces and security added."""
+    """The registry's card with the gateway's interfaces and security added; ``push``: whether the gateway
+    serves push notifications (it does with its Redis store).
+
+    ``v0_3``: list the A2A 0.3 interfaces too, from which the SDK's card route adds the 0.3 fields (``url``,
+    ``preferredTransport``, ``protocolVersion``, ``additionalInterfaces``) that 0.3 clients read. A card request
+    without ``A2A-Version`` gets them (A2A 1.0: an absent version means 0.3, and 0.3 clients send none); one
+    that asks for ``1.x`` gets the 1.0 card alone (docs/gateway.md "Conformance").
+    """
     base = agent_base(base_url, card.name)
     http = [
         AgentInterface(url=f"{base}/", protocol_binding=JSONRPC, protocol_version=codes.A2A_VERSION),
         AgentInterface(url=base, protocol_binding=HTTP_JSON, protocol_version=codes.A2A_VERSION),
-        # the same endpoints serve A2A 0.3 (the SDK's compat layer); 0.3 clients read these
-        AgentInterface(url=f"{base}/", protocol_binding=JSONRPC, protocol_version=V0_3),
-        AgentInterface(url=base, protocol_binding=HTTP_JSON, protocol_version=V0_3),
     ]
+    if v0_3:  # the same endpoints serve A2A 0.3 (the SDK's compat layer)
+        http += [
+            AgentInterface(url=f"{base}/", protocol_binding=JSONRPC, protocol_version=V0_3),
+            AgentInterface(url=base, protocol_binding=HTTP_JSON, protocol_version=V0_3),
+        ]
     others = [i for i in card.supported_interfaces if i.protocol_binding not in (JSONRPC, HTTP_JSON)]
-    caps = card.capabilities.model_copy(update={"streaming": True, "push_notifications": False})
+    caps = card.capabilities.model_copy(update={"streaming": True, "push_notifications": push})
     if caps.extended_agent_card:
         caps = caps.model_copy(update={"extended_agent_card": False})
     update: dict[str, Any] = {"supported_interfaces": [*http, *others], "capabilities": caps}

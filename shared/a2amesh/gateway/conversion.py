@@ -9,22 +9,31 @@ field, value converter) compiled once from the descriptor, then the message's C 
 ``ParseDict`` walks the descriptor in Python for every field of every value and cost ~190 µs for an echo task
 (~12 % of the gateway's CPU per call); the plan does the same in ~25 µs. A type it has no plan for (maps,
 ``Any``, ``Duration``) and a value it cannot convert go to ``ParseDict``, which stays the reference.
+
+Numbers in ``data`` parts and ``metadata`` travel as ``google.protobuf.Value`` doubles. protobuf's Python JSON
+printer writes an integral double as ``2.0`` (the C++, Java and Go printers write ``2``), so an integer a client
+sent came to our agents as a float, and an integer an agent answered reached the client as one.
+:func:`_integral_numbers` makes the printer write integral doubles up to 2^53 as integers, which serves both
+ways: our ``MessageToDict`` of a request, and the SDK's of every answer. Beyond 2^53 a double holds no exact
+integer and stays a float; a client that sends ``2.0`` gets ``2`` (JSON does not tell them apart).
 """
 
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from a2a.types import a2a_pb2 as pb
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.message_factory import GetMessageClass
 from pydantic import BaseModel, ValidationError
 
+from a2amesh.client import TokenDelta
 from a2amesh.protocol import (
     AgentCard,
     ListTasksRequest,
@@ -39,6 +48,33 @@ M = TypeVar("M", bound=BaseModel)
 
 Event = pb.Task | pb.Message | pb.TaskStatusUpdateEvent | pb.TaskArtifactUpdateEvent
 """What the SDK's request handler yields from a stream (its ``a2a.server.events.Event``)."""
+
+
+_EXACT = 2**53
+
+
+def _integral_numbers() -> None:
+    """Make protobuf's JSON printer write an integral ``Value.number_value`` as an integer (see the module doc).
+
+    ``Value.number_value`` is the only double of the A2A protobuf schema, so nothing else changes.
+    """
+    printer = cast(Any, json_format)._Printer
+    if getattr(printer, "_a2amesh_integral", False):
+        return
+    print_value = printer._ValueMessageToJsonObject
+
+    def value_to_json(self: Any, message: struct_pb2.Value) -> Any:
+        if message.WhichOneof("kind") == "number_value":
+            number = message.number_value
+            if math.isfinite(number) and number.is_integer() and abs(number) <= _EXACT:
+                return int(number)
+        return print_value(self, message)
+
+    printer._ValueMessageToJsonObject = value_to_json
+    printer._a2amesh_integral = True
+
+
+_integral_numbers()
 
 
 class ConversionError(ValueError):
@@ -242,6 +278,25 @@ def event_to_proto(response: StreamResponse) -> Event:
     if which == "artifact_update":
         return proto.artifact_update
     raise ConversionError("StreamResponse", ["(root): holds no event"])
+
+
+STREAM_ARTIFACT = "stream"
+"""The name of the artifact a stream's token deltas build up (``{task id}-stream``)."""
+
+
+def delta_to_proto(delta: TokenDelta) -> pb.TaskArtifactUpdateEvent:
+    """A token delta → the ``TaskArtifactUpdateEvent`` an SSE client hears: the text appended to the task's
+    ``stream`` artifact (the first delta opens it). The final task still holds the whole output in
+    ``artifacts[0]``; the stream artifact is not part of it (deltas are best effort and never stored)."""
+    return pb.TaskArtifactUpdateEvent(
+        task_id=delta.task_id,
+        context_id=delta.context_id or "",
+        artifact=pb.Artifact(
+            artifact_id=f"{delta.task_id}-{STREAM_ARTIFACT}", name=STREAM_ARTIFACT, parts=[pb.Part(text=delta.text)]
+        ),
+        append=delta.index > 0,
+        last_chunk=False,
+    )
 
 
 def card_to_proto(card: AgentCard) -> pb.AgentCard:

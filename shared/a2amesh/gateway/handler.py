@@ -18,11 +18,12 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils import errors as sdk
 
 from a2amesh.bus import headers as h
-from a2amesh.client import Call, Client
+from a2amesh.client import Call, Client, TokenDelta
 from a2amesh.errors import RpcError, TransportError
 from a2amesh.gateway import conversion
 from a2amesh.gateway.auth import Caller
 from a2amesh.gateway.errors import to_sdk_error
+from a2amesh.gateway.push import PushNotifications
 from a2amesh.logs import get_logger
 from a2amesh.protocol import Task
 from a2amesh.protocol.jsonrpc import SendMessageRequest
@@ -79,26 +80,46 @@ class MeshRequestHandler(RequestHandler):
     Args:
         client: a started ``Client``; the handler never closes it.
         call_timeout: the deadline of a forwarded SendMessage / stream, in seconds.
+        push: push notification configs and delivery; None: not served (PushNotificationNotSupportedError).
     """
 
-    def __init__(self, client: Client, *, call_timeout: float) -> None:
+    def __init__(self, client: Client, *, call_timeout: float, push: PushNotifications | None = None) -> None:
         self.client = client
         self.call_timeout = call_timeout
+        self.push = push
 
     async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext) -> pb.Task:
         info = call_info(context)
         request = _convert(conversion.send_request_from_proto, params)
         immediate = bool(request.configuration and request.configuration.return_immediately)
+        inline = await self._inline_push(params)
+        configs = await self._push_configs(request)
         try:
-            call = await self._send(info, request, stream=immediate)
+            # a task with webhooks is followed event by event, to push each update
+            pushing = inline is not None or bool(configs)
+            call = await self._send(info, request, stream=immediate or pushing)
+            if inline is not None:
+                configs = [*configs, await self._push_required().set(call.task_id, inline)]
             if immediate:
                 # returnImmediately: answer with the task as first reported; the work goes on without us.
-                async with contextlib.aclosing(call.events()) as events:
-                    async for _ in events:
-                        break
+                events = self._proto_events(call)
+                async for event in events:
+                    self._push(call.task_id, configs, event)
+                    break
+                if configs:
+                    self._push_required().follow(call.task_id, configs, events)
+                else:
+                    await events.aclose()
                 task = call.task
                 if task is None:
                     raise sdk.InvalidAgentResponseError(f"{info.agent!r} sent no task")
+            elif pushing:
+                async with contextlib.aclosing(self._proto_events(call)) as events:
+                    async for event in events:
+                        self._push(call.task_id, configs, event)
+                task = call.task
+                if task is None:
+                    raise sdk.InvalidAgentResponseError(f"{info.agent!r} ended the call without a task")
             else:
                 task = await call.result()
         except (TransportError, RpcError) as e:
@@ -110,16 +131,80 @@ class MeshRequestHandler(RequestHandler):
     ) -> AsyncGenerator[conversion.Event]:
         info = call_info(context)
         request = _convert(conversion.send_request_from_proto, params)
+        inline = await self._inline_push(params)
+        configs = await self._push_configs(request)
+        call: Call | None = None
+        ended = False  # the stream reached its final event, or failed: nothing left to follow
         try:
-            call = await self._send(info, request, stream=True)
+            call = await self._send(info, request, stream=True, deltas=True)
+            if inline is not None:
+                configs = [*configs, await self._push_required().set(call.task_id, inline)]
             # A client that goes away closes this generator; the task itself carries on (no CancelTask).
-            async with contextlib.aclosing(call.events()) as events:
+            held: list[TokenDelta] = []  # deltas heard before the first event (the task) are sent after it
+            started = False
+            async with contextlib.aclosing(call.events_and_deltas()) as events:
                 async for event in events:
-                    yield conversion.event_to_proto(event)
+                    if isinstance(event, TokenDelta):
+                        if started:
+                            yield conversion.delta_to_proto(event)
+                        else:
+                            held.append(event)
+                        continue
+                    update = conversion.event_to_proto(event)
+                    self._push(call.task_id, configs, update)
+                    yield update
+                    if not started:
+                        started = True
+                        for delta in held:
+                            yield conversion.delta_to_proto(delta)
+                        held.clear()
+            ended = True
         except (TransportError, RpcError) as e:
+            ended = True
             _raise(e)
+        finally:
+            if configs and not ended and call is not None and self.push is not None:
+                # the client went away before the end: the task's webhooks still hear the rest
+                self.push.follow(call.task_id, configs, self._follower(info, call.task_id))
 
-    async def _send(self, info: CallInfo, request: SendMessageRequest, *, stream: bool) -> Call:
+    async def _proto_events(self, call: Call) -> AsyncGenerator[conversion.Event]:
+        async with contextlib.aclosing(call.events()) as events:
+            async for event in events:
+                yield conversion.event_to_proto(event)
+
+    async def _follower(self, info: CallInfo, task_id: str) -> AsyncGenerator[conversion.Event]:
+        """SubscribeToTask over the mesh, as SDK events (what a webhook of a running task hears)."""
+        events = self.client.subscribe(info.agent, task_id, timeout=self.call_timeout, headers=info.headers())
+        async with contextlib.aclosing(events):
+            async for event in events:
+                yield conversion.event_to_proto(event)
+
+    # --- push notifications (gateway/push.py) ----------------------------------------------------
+
+    def _push_required(self) -> PushNotifications:
+        if self.push is None:
+            raise sdk.PushNotificationNotSupportedError("push notifications need the gateway's Redis store")
+        return self.push
+
+    async def _inline_push(self, params: pb.SendMessageRequest) -> pb.TaskPushNotificationConfig | None:
+        """The config a SendMessage sets inline (``configuration.taskPushNotificationConfig``), its URL checked."""
+        if not (params.HasField("configuration") and params.configuration.HasField("task_push_notification_config")):
+            return None
+        config = params.configuration.task_push_notification_config
+        await self._push_required().check(config)
+        return config
+
+    async def _push_configs(self, request: SendMessageRequest) -> list[pb.TaskPushNotificationConfig]:
+        """The webhooks of the task a message continues (a new task has none before it starts)."""
+        if self.push is None or not request.message.task_id:
+            return []
+        return await self.push.configs(request.message.task_id)
+
+    def _push(self, task_id: str, configs: list[pb.TaskPushNotificationConfig], event: conversion.Event) -> None:
+        if configs and self.push is not None:
+            self.push.deliver(task_id, configs, event)
+
+    async def _send(self, info: CallInfo, request: SendMessageRequest, *, stream: bool, deltas: bool = False) -> Call:
         """Dispatch a SendMessage over the mesh for the caller ``info`` describes; the task id goes to its log."""
         config = request.configuration
         call = await self.client.dispatch(
@@ -129,6 +214,7 @@ class MeshRequestHandler(RequestHandler):
             timeout=self.call_timeout,
             headers=info.headers(),
             history_length=config.history_length if config else None,
+            deltas=deltas,
         )
         info.task_id = call.task_id
         return call
@@ -195,27 +281,38 @@ class MeshRequestHandler(RequestHandler):
             _raise(e)
         return conversion.task_to_proto(task)
 
-    # Push notifications are not served (every card says capabilities.pushNotifications: false).
-
     async def on_create_task_push_notification_config(
         self, params: pb.TaskPushNotificationConfig, context: ServerCallContext
     ) -> pb.TaskPushNotificationConfig:
-        raise sdk.PushNotificationNotSupportedError("push notifications are not served by this gateway")
+        push = self._push_required()
+        info = call_info(context)
+        info.task_id = params.task_id
+        task = await self._known_task(info, params.task_id)
+        stored = await push.set(params.task_id, params)
+        state = task.status.state
+        if not state.terminal and not state.interrupted:
+            # running: this replica follows it for the new webhook (a call of the task carries the others)
+            push.follow(params.task_id, [stored], self._follower(info, params.task_id))
+        return stored
 
     async def on_get_task_push_notification_config(
         self, params: pb.GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> pb.TaskPushNotificationConfig:
-        raise sdk.PushNotificationNotSupportedError("push notifications are not served by this gateway")
+        call_info(context).task_id = params.task_id
+        return await self._push_required().get(params.task_id, params.id)
 
     async def on_list_task_push_notification_configs(
         self, params: pb.ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> pb.ListTaskPushNotificationConfigsResponse:
-        raise sdk.PushNotificationNotSupportedError("push notifications are not served by this gateway")
+        call_info(context).task_id = params.task_id
+        configs = await self._push_required().configs(params.task_id)
+        return pb.ListTaskPushNotificationConfigsResponse(configs=configs)
 
     async def on_delete_task_push_notification_config(
         self, params: pb.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise sdk.PushNotificationNotSupportedError("push notifications are not served by this gateway")
+        call_info(context).task_id = params.task_id
+        await self._push_required().delete(params.task_id, params.id)
 
     async def on_get_extended_agent_card(
         self, params: pb.GetExtendedAgentCardRequest, context: ServerCallContext

@@ -125,6 +125,8 @@ class Gateway:
                     closing.set()
                     server.should_exit = True
                     stopper.cancel()
+                if app.state.push is not None:
+                    await app.state.push.aclose()
         finally:
             sock.close()
             log.info("gateway.stopped")

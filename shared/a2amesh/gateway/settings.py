@@ -29,6 +29,7 @@ ENV_FIELDS: dict[str, str] = {
     "A2AMESH_HTTP_MAX_BODY": "max_body_bytes",
     "A2AMESH_RATE_LIMIT": "rate_limit",
     "A2AMESH_EVENTS_KEEPALIVE": "events_keepalive",
+    "A2AMESH_PUSH_ALLOW_PRIVATE": "push_allow_private",
 }
 
 _HASHED = re.compile(r"sha256:([0-9a-f]{64})")
@@ -141,11 +142,22 @@ class GatewaySettings(BaseModel):
         default=15.0, gt=0, description="Seconds between keep-alive comments on an idle /api/events stream."
     )
     mcp: McpSettings = Field(default_factory=McpSettings, description="The MCP server at /mcp (A2AMESH_MCP_*).")
+    push_allow_private: bool | None = Field(
+        default=None,
+        description="Whether push notification webhooks may be loopback, private or link-local addresses; "
+        "default: only when the gateway listens on loopback.",
+    )
 
     @property
     def auth_enabled(self) -> bool:
         """Whether calls need an API key."""
         return bool(self.api_keys)
+
+    @property
+    def push_private_targets(self) -> bool:
+        """Whether webhooks may be non-public addresses (``push_allow_private``, else a loopback gateway's
+        callers, who reach those addresses themselves)."""
+        return self.push_allow_private if self.push_allow_private is not None else is_loopback(self.host)
 
     def check_exposure(self) -> None:
         """Refuse a non-loopback address without auth unless ``insecure``.
@@ -179,8 +191,9 @@ class GatewaySettings(BaseModel):
             values["api_keys"] = parse_api_keys(values["api_keys"])
         if isinstance(values.get("cors_origins"), str):
             values["cors_origins"] = [o.strip() for o in values["cors_origins"].split(",") if o.strip()]
-        if isinstance(values.get("insecure"), str):
-            values["insecure"] = values["insecure"].lower() in ("1", "true", "yes")
+        for flag in ("insecure", "push_allow_private"):
+            if isinstance(values.get(flag), str):
+                values[flag] = values[flag].lower() in ("1", "true", "yes")
         try:
             return cls.model_validate(values)
         except ValidationError as e:

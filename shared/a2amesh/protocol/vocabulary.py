@@ -18,6 +18,7 @@ __all__ = [
     "NODE_REQUEST",
     "NODE_RESULT",
     "RETRY_REQUEST",
+    "REVIEW_FREE_ANSWER",
     "REVIEW_REQUEST",
     "TOOL_END",
     "TOOL_START",
@@ -40,6 +41,10 @@ RETRY_REQUEST: Final = "workflow_retry"
 
 REVIEW_REQUEST: Final = "review_request"
 """An execution paused for a human review (in its ``TASK_STATE_INPUT_REQUIRED`` status message)."""
+
+REVIEW_FREE_ANSWER: Final = "free_answer"
+"""Review request field: ``true`` when an agent asked the question (a callee's ``TASK_STATE_INPUT_REQUIRED``), so any
+message answers it, as it would the agent: its input goes to the agent as ``{"decision": "approve", "data": …}``."""
 
 TOOL_START: Final = "tool_start"
 """An LLM agent's status update: a tool call started."""

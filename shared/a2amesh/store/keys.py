@@ -32,6 +32,10 @@ class Keys:
         """The keys a task record's write touches, in ``task_record.lua``'s order: record, claim, subscribers."""
         return [self.task(task_id), self.claim(task_id), self.subscribers(task_id)]
 
+    def push_configs(self, task_id: str) -> str:
+        """Hash of a task's push notification configs (JSON) by config id (``store/push.py``)."""
+        return f"{self.ns}:push:{{{task_id}}}"
+
     def agent_tasks(self, agent: str) -> str:
         """Sorted set of an agent's task ids by last update (ms)."""
         return f"{self.ns}:tasks:{agent}"

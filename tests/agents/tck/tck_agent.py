@@ -3,6 +3,10 @@
 Our agents' result contract (SPEC §3.5) makes ``artifacts[0]`` a text part for text output, a data part for JSON
 output, or the file part a handler returns; every call is a task, so the scenario that wants a bare Message is
 not served.
+
+Called as the node of the ``tck_flow`` workflow, the agent gets a messageId of the workflow's own (SPEC §3.3),
+so it reads the TCK's from the workflow's task: the latest message of its history (the one that started the
+run, or the one that resumed it).
 """
 
 from __future__ import annotations
@@ -28,9 +32,20 @@ def _long_run_seconds() -> float:
     return 2 * float(os.environ.get("TCK_STREAMING_TIMEOUT") or 2.0)
 
 
+FLOW = "tck_flow"
+
+
+async def _scenario(ctx: Any) -> str:
+    """The TCK's messageId of this call: the message's own, or the latest caller's message of ``tck_flow``."""
+    if ctx.execution_id is None:
+        return str(ctx.message.message_id)
+    task = await ctx.client.get_task(FLOW, ctx.execution_id)
+    return str(task.history[-1].message_id) if task.history else ""
+
+
 async def tck(input: Any, ctx: Any) -> Any:
     """Answer one TCK message."""
-    message_id: str = ctx.message.message_id
+    message_id = await _scenario(ctx)
     if message_id.startswith("tck-input-required"):
         raise InputRequired("the TCK asks for more input")
     if message_id.startswith("tck-artifact-file-url"):

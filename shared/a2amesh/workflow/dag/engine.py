@@ -178,6 +178,7 @@ class Engine:
         if reuse:
             run.reuse(reuse)
         run.advance()
+        run.settle_pause(announce=False)  # a first step that only waits for a human (a review first) pauses
         run.nodes.seal()
         return state, run.commands
 
