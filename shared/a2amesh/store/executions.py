@@ -240,7 +240,7 @@ class ExecutionStore:
         self.keys = keys
         self.retention = int(retention)
         self.lease_ttl_ms = int(lease_ttl * 1000)
-        self._scripts = Scripts(redis, "exec_create", "exec_commit", "exec_index_finish")
+        self._scripts = Scripts(redis, "exec_create", "exec_commit", "exec_index_finish", durable=True)
         self._lease_redis = dedicated_client(redis)
         self._lease_scripts = Scripts(self._lease_redis, "claim_renew")
         self.presence = ExecutorPresence(redis, self._lease_redis, keys, ttl=presence_ttl(lease_ttl))

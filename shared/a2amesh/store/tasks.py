@@ -56,7 +56,7 @@ class TaskStore:
         self._k = keys
         self._retention = int(retention)
         self._queued_ttl = int(queued_ttl)
-        self._scripts = Scripts(redis, "task_claim", "task_write")
+        self._scripts = Scripts(redis, "task_claim", "task_write", durable=True)
         # connections of their own: renewals must not wait behind thousands of final writes
         self._renew_redis = dedicated_client(redis)
         self._renew_scripts = Scripts(self._renew_redis, "claim_renew")
