@@ -112,7 +112,11 @@ class Settings(BaseModel):
         "acknowledged; 0: none (an asynchronously replicated write can be lost with its primary, docs/scaling.md).",
     )
     redis_wait_timeout_ms: int = Field(
-        default=500, ge=1, description="How long a write waits for those replicas before the work is handed back."
+        default=5000,
+        ge=1,
+        le=9000,
+        description="How long a write waits for those replicas (a failover's new primary has none until one "
+        "rejoins) before the work is handed back; below the 10 s socket timeout.",
     )
     profile: Literal["default", "test"] = "default"
     state_dir: str | None = Field(default=None, description="Folder of the embedded servers' data (a2amesh up).")

@@ -38,6 +38,7 @@ cluster's node timeout plus an election) before it raises :class:`StoreUnavailab
 
 _RETRY_PAUSE = 0.1
 _REDIRECTED: tuple[type[Exception], ...] = (MovedError, AskError, TryAgainError, ClusterDownError)
+_RETRIED: tuple[type[Exception], ...] = (*_REDIRECTED, *CLUSTER_UNREACHABLE)
 _SCRIPT_COMMANDS = frozenset({"EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO", "FCALL"})
 
 Recorded = tuple[tuple[Any, ...], dict[str, Any]]
@@ -63,7 +64,7 @@ class ClusterRedis(RedisCluster):
     """
 
     wait_replicas: int = 0
-    wait_timeout_ms: int = 500
+    wait_timeout_ms: int = 5000
     _dsn: str = ""
     _options: dict[str, Any]
 
@@ -87,6 +88,10 @@ class ClusterRedis(RedisCluster):
         try:
             return await execute(*args, **kwargs)
         except CLUSTER_UNREACHABLE as e:
+            raise unavailable(e) from e
+        except RuntimeError as e:
+            if not _closed_transport(e):
+                raise
             raise unavailable(e) from e
 
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> ClusterPipe:
@@ -128,17 +133,21 @@ class ClusterRedis(RedisCluster):
             retry: list[int] = [] if groups else pending
             for (node, batch), outcome in zip(batches, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
-                    if not isinstance(outcome, CLUSTER_UNREACHABLE):
+                    if not isinstance(outcome, CLUSTER_UNREACHABLE) and not _closed_transport(outcome):
                         raise outcome
-                    last = outcome
+                    last = cast(Exception, outcome)
                     retry += [c.position for c in batch if c.position >= 0]
+                    _reconnect(node)
+                    continue
+                again = [c for c in batch if c.position >= 0 and isinstance(c.result, _RETRIED)]
+                if again:  # redirected, or the connection died mid-batch: the batch goes again (safe to repeat)
+                    last = again[0].result
+                    retry += [c.position for c in batch if c.position >= 0]
+                    _reconnect(node)
                     continue
                 for c in batch:
                     if c.position < 0:
                         _check_wait(c.result, wait, self.wait_timeout_ms, node)
-                    elif isinstance(c.result, _REDIRECTED):
-                        last = c.result
-                        retry.append(c.position)
                     else:
                         replies[c.position] = c.result
             if not retry:
@@ -159,6 +168,21 @@ class ClusterRedis(RedisCluster):
             node = self.nodes_manager.get_node_from_slot(self.keyslot(_key_of(commands[i][0])))
             groups.setdefault(node.name, (node, []))[1].append(i)
         return groups
+
+
+def _reconnect(node: ClusterNode) -> None:
+    """Have every connection to ``node`` reconnect on its next use (those of a node that was killed and
+    restarted on the same port are dead; disconnecting them here would pull one from under a user)."""
+    node.update_active_connections_for_reconnect()
+    for connection in tuple(node._free):  # redis-py marks only the ones in use
+        connection.mark_for_reconnect()  # type: ignore[no-untyped-call]
+
+
+def _closed_transport(e: BaseException) -> bool:
+    """uvloop refuses a write on a connection the server closed (a killed node's) with a RuntimeError."""
+    return (isinstance(e, RuntimeError) and "closed" in str(e)) or (
+        isinstance(e, AttributeError) and "writelines" in str(e)  # redis-py's connection closed meanwhile
+    )
 
 
 def _key_of(args: tuple[Any, ...]) -> Any:

@@ -63,7 +63,7 @@ class ServerRedis(aioredis.Redis):
     """
 
     wait_replicas: int = 0
-    wait_timeout_ms: int = 500
+    wait_timeout_ms: int = 5000
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         execute = cast(Callable[..., Awaitable[Any]], super().execute_command)  # untyped in redis-py
