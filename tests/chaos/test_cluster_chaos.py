@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +50,7 @@ from tests.support.servers import ClusterServers
 from tests.support.waiting import eventually, within
 
 Report = Callable[[ChaosSummary], None]
-Fault = Callable[[list[Call]], Awaitable[None]]
+Fault = Callable[[list[Call]], Coroutine[Any, Any, None]]
 RUNS = 40
 STEPS = 5
 CARD_TTL = 15.0
@@ -238,7 +238,7 @@ async def test_sigkill_valkey_primary_of_inflight_executions(
 
     async def kill_primary(first_runs: list[Call]) -> None:
         key = Keys(m.settings.namespace).execution(first_runs[0].task_id)
-        port = store.get_node_from_key(key).port
+        port = int(store.nodes_manager.get_node_from_slot(store.keyslot(key)).port)
         await valkey.node_at(port).kill()
         killed.append(port)
 
@@ -247,7 +247,7 @@ async def test_sigkill_valkey_primary_of_inflight_executions(
                 await store.nodes_manager.initialize()
             except Exception:  # the map is read again on the next try
                 return False
-            return store.get_node_from_key(key).port != port
+            return int(store.nodes_manager.get_node_from_slot(store.keyslot(key)).port) != port
 
         killed_at = time.monotonic()
         await eventually(promoted, timeout=30, what="the killed primary's replica to be promoted", interval=0.2)

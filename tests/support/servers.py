@@ -17,8 +17,12 @@ class MeshServers:
     nats_url: str
     redis_url: str
     nats: NatsServer | None
-    valkey: ValkeyServer | ValkeyCluster | None
-    redis_cluster: bool = False
+    valkey: ValkeyServer | None
+    valkey_cluster: ValkeyCluster | None = None
+
+    @property
+    def redis_cluster(self) -> bool:
+        return self.valkey_cluster is not None
 
 
 def _docker_servers() -> tuple[str, str, list[object]]:
@@ -58,19 +62,21 @@ def start_servers(tmp: Path) -> MeshServers:
         nats = NatsServer(data_dir=tmp / "nats")
         nats.start_sync()
         nats_url = nats.url
-    redis_cluster = os.environ.get("A2AMESH_TEST_REDIS_CLUSTER") == "1"
+    valkey_cluster = None
+    if not redis_url and os.environ.get("A2AMESH_TEST_REDIS_CLUSTER") == "1":
+        valkey_cluster = ValkeyCluster(data_dir=tmp / "valkey-cluster")
+        valkey_cluster.start_sync()
+        redis_url = valkey_cluster.url
     if not redis_url:
-        valkey = (
-            ValkeyCluster(data_dir=tmp / "valkey-cluster") if redis_cluster else ValkeyServer(data_dir=tmp / "valkey")
-        )
+        valkey = ValkeyServer(data_dir=tmp / "valkey")
         valkey.start_sync()
         redis_url = valkey.url
-    return MeshServers(nats_url, redis_url, nats, valkey, redis_cluster)
+    return MeshServers(nats_url, redis_url, nats, valkey, valkey_cluster)
 
 
 def stop_servers(s: MeshServers) -> None:
     """Stop the servers this session started."""
-    for server in (s.nats, s.valkey):
+    for server in (s.nats, s.valkey, s.valkey_cluster):
         if server is not None:
             server.stop_sync()
     while _containers:
