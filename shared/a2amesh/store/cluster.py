@@ -6,11 +6,13 @@ pool per node, follows ``MOVED`` / ``ASK`` and re-reads the map after a failover
 - redis-py's connection and cluster-down errors become :class:`~a2amesh.errors.StoreUnavailable`, as on
   the single-server client (the work is handed back and retried later);
 - :meth:`ClusterRedis.run_commands`, the hot path's pipelines (claims, task writes, step commits): the
-  commands of one caller are grouped by the node owning their slot and sent as one pipeline per node on
-  one connection, so a ``WAIT`` appended to a node's group covers exactly the writes before it on that
-  connection (redis-py's cluster pipeline may re-send a redirected command on another connection, after
-  which a ``WAIT`` proves nothing). Redirected commands and a node that cannot be reached are retried
-  after the slot map is read again, until :data:`RETRY_FOR` has passed.
+  commands of one caller are grouped by the node owning their slot (redis-py's slot map) and each group
+  is appended to that node's :class:`~a2amesh.store.wire.SharedConnection`, as on one server: the groups
+  of every concurrent caller leave in one write per node and event-loop turn. A ``WAIT`` appended to a
+  group covers exactly the writes before it on that connection (redis-py's cluster pipeline may re-send a
+  redirected command on another connection, after which a ``WAIT`` proves nothing). Redirected commands
+  and a node that cannot be reached are retried after the slot map is read again, until
+  :data:`RETRY_FOR` has passed.
 
 Every key a multi-key command or script touches shares one hash tag (:mod:`a2amesh.store.keys`), so each
 runs in one slot.
@@ -25,10 +27,13 @@ from typing import Any, cast
 
 import redis
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, PipelineCommand, RedisCluster
+from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.exceptions import AskError, ClusterDownError, MovedError, RedisError, TryAgainError
+from redis.utils import DEFAULT_RESP_VERSION
 
 from a2amesh.errors import ServerError, StoreUnavailable
 from a2amesh.store.outage import CLUSTER_UNREACHABLE, unavailable
+from a2amesh.store.wire import Endpoint, SharedConnection
 
 __all__ = ["ClusterPipe", "ClusterRedis", "form_cluster"]
 
@@ -39,6 +44,7 @@ cluster's node timeout plus an election) before it raises :class:`StoreUnavailab
 _RETRY_PAUSE = 0.1
 _REDIRECTED: tuple[type[Exception], ...] = (MovedError, AskError, TryAgainError, ClusterDownError)
 _RETRIED: tuple[type[Exception], ...] = (*_REDIRECTED, *CLUSTER_UNREACHABLE)
+_NOT_CALLBACK_OPTIONS = frozenset({"keys", EMPTY_RESPONSE, NEVER_DECODE})
 _SCRIPT_COMMANDS = frozenset({"EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO", "FCALL"})
 
 Recorded = tuple[tuple[Any, ...], dict[str, Any]]
@@ -67,6 +73,7 @@ class ClusterRedis(RedisCluster):
     wait_timeout_ms: int = 5000
     _dsn: str = ""
     _options: dict[str, Any]
+    _shared: dict[str, SharedConnection]
 
     @classmethod
     def connect(cls, dsn: str, **options: Any) -> ClusterRedis:
@@ -74,6 +81,7 @@ class ClusterRedis(RedisCluster):
         client = cast(ClusterRedis, cls.from_url(dsn, **options))
         client._dsn = dsn
         client._options = dict(options)
+        client._shared = {}
         return client
 
     def twin(self) -> ClusterRedis:
@@ -129,7 +137,7 @@ class ClusterRedis(RedisCluster):
                 if wait and any(str(commands[i][0][0]).upper() in _SCRIPT_COMMANDS for i in positions):
                     batch.append(PipelineCommand(-1, "WAIT", wait, self.wait_timeout_ms))
                 batches.append((node, batch))
-            outcomes = await asyncio.gather(*(node.execute_pipeline(b) for node, b in batches), return_exceptions=True)
+            outcomes = await asyncio.gather(*(self._send(node, b) for node, b in batches), return_exceptions=True)
             retry: list[int] = [] if groups else pending
             for (node, batch), outcome in zip(batches, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
@@ -161,6 +169,40 @@ class ClusterRedis(RedisCluster):
                 await self.nodes_manager.initialize()  # the slot map after a failover or a MOVED
             except (RedisError, OSError) as e:
                 last = e
+
+    async def _send(self, node: ClusterNode, batch: list[PipelineCommand]) -> None:
+        """Send ``batch`` on the node's shared pipelining connection (each reply into its command's
+        ``result``, redis-py's response callbacks applied), as the single-server client's hot path does."""
+        shared = self._shared.get(node.name)
+        if shared is None:
+            kw = node.connection_kwargs
+            shared = self._shared[node.name] = SharedConnection(
+                Endpoint(
+                    host=node.host,
+                    port=int(node.port),
+                    username=kw.get("username"),
+                    password=kw.get("password"),
+                    connect_timeout=kw.get("socket_connect_timeout"),
+                    timeout=kw.get("socket_timeout"),
+                    encoding=kw.get("encoding", "utf-8") if kw.get("decode_responses") else None,
+                    protocol=int(kw.get("protocol") or DEFAULT_RESP_VERSION),
+                )
+            )
+        raw = await shared.execute([c.args for c in batch])
+        callbacks = self.response_callbacks
+        for c, reply in zip(batch, raw, strict=True):
+            if isinstance(reply, Exception):
+                c.result = c.kwargs[EMPTY_RESPONSE] if EMPTY_RESPONSE in c.kwargs else reply
+                continue
+            callback = callbacks.get(c.args[0])
+            options = {k: v for k, v in c.kwargs.items() if k not in _NOT_CALLBACK_OPTIONS}
+            c.result = reply if callback is None else callback(reply, **options)
+
+    async def aclose(self) -> None:
+        shared, self._shared = self._shared, {}
+        for connection in shared.values():
+            await connection.aclose()
+        await super().aclose()
 
     def _by_node(self, commands: Sequence[Recorded], positions: list[int]) -> dict[str, tuple[ClusterNode, list[int]]]:
         groups: dict[str, tuple[ClusterNode, list[int]]] = {}
