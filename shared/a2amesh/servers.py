@@ -400,12 +400,20 @@ class ValkeyCluster:
     ) -> None:
         if primaries < 1 or replicas < 0:
             raise ServerError(f"a Valkey cluster needs at least one primary, not {primaries} with {replicas} replicas")
-        data = Path(data_dir)
+        self.data_dir = Path(data_dir)
         self.replicas = replicas
         self.nodes = [
-            ValkeyServer(data_dir=data / f"node{i + 1}", cluster_node_timeout_ms=node_timeout_ms, aclfile=aclfile)
+            ValkeyServer(
+                data_dir=self.data_dir / f"node{i + 1}", cluster_node_timeout_ms=node_timeout_ms, aclfile=aclfile
+            )
             for i in range(primaries * (replicas + 1))
         ]
+        saved = self.data_dir / "ports"  # a cluster's nodes know each other by port (nodes.conf): keep them
+        if saved.is_file():
+            pairs = [line.split() for line in saved.read_text().splitlines() if line.strip()]
+            if len(pairs) == len(self.nodes):
+                for node, (port, bus) in zip(self.nodes, pairs, strict=True):
+                    node.port, node.cluster_port, node._port_ours = int(port), int(bus), False
 
     @property
     def url(self) -> str:
@@ -426,14 +434,18 @@ class ValkeyCluster:
 
     def start_sync(self) -> None:
         """Start every node, then form the cluster (slots, meetings, replicas) and wait until it serves."""
-        from a2amesh.store.cluster import form_cluster  # redis-py only where a cluster is formed
+        from a2amesh.store.cluster import await_cluster, form_cluster  # redis-py only where a cluster is formed
 
         fresh = not all((n.data_dir / "nodes.conf").exists() for n in self.nodes)
         try:
             for n in self.nodes:
                 n.start_sync()
+            ports = [n.port for n in self.nodes]
             if fresh:
-                form_cluster([n.port for n in self.nodes], self.nodes[0].cluster_port, replicas=self.replicas)
+                form_cluster(ports, self.nodes[0].cluster_port, replicas=self.replicas)
+            else:
+                await_cluster(ports)
+            (self.data_dir / "ports").write_text("".join(f"{n.port} {n.cluster_port}\n" for n in self.nodes))
         except BaseException:
             self.stop_sync()
             raise

@@ -35,7 +35,7 @@ from a2amesh.errors import ServerError, StoreUnavailable
 from a2amesh.store.outage import CLUSTER_UNREACHABLE, unavailable
 from a2amesh.store.wire import Endpoint, SharedConnection
 
-__all__ = ["ClusterPipe", "ClusterRedis", "form_cluster"]
+__all__ = ["ClusterPipe", "ClusterRedis", "await_cluster", "form_cluster"]
 
 RETRY_FOR = 3.0
 """Seconds a pipeline keeps retrying redirected commands and unreachable nodes (a failover takes about the
@@ -276,6 +276,26 @@ def form_cluster(ports: Sequence[int], bus_port: int, *, replicas: int = 1, time
             c.call("CLUSTER", "REPLICATE", ids[j % count])
         _until(lambda: all(_state_ok(c) for c in clients), deadline, "cluster_state:ok on every node")
         _until(lambda: all(_in_sync(c) for c in clients[count:]), deadline, "every replica to sync")
+        replicas_total = len(ports) - count
+        _until(
+            lambda: all(_roles(c) == (count, replicas_total) for c in clients),
+            deadline,
+            "every node to know every replica",
+        )
+    finally:
+        for c in clients:
+            c.close()
+
+
+def await_cluster(ports: Sequence[int], *, timeout: float = 30.0) -> None:
+    """Wait until every restarted node of a formed cluster on ``127.0.0.1:ports`` reports ``cluster_state:ok``.
+
+    Raises:
+        ServerError: not within ``timeout`` seconds.
+    """
+    clients = [_Sync(host="127.0.0.1", port=p, decode_responses=True, socket_timeout=5) for p in ports]
+    try:
+        _until(lambda: all(_state_ok(c) for c in clients), time.monotonic() + timeout, "cluster_state:ok again")
     finally:
         for c in clients:
             c.close()
@@ -288,6 +308,12 @@ class _Sync(redis.Redis):
 
 def _known(client: _Sync) -> int:
     return len(str(client.call("CLUSTER", "NODES")).strip().splitlines())
+
+
+def _roles(client: _Sync) -> tuple[int, int]:
+    """(primaries, replicas) as ``client``'s node sees the cluster."""
+    flags = [line.split()[2].split(",") for line in str(client.call("CLUSTER", "NODES")).strip().splitlines()]
+    return sum("master" in f for f in flags), sum("slave" in f for f in flags)
 
 
 def _state_ok(client: _Sync) -> bool:
