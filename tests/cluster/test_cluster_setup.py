@@ -121,7 +121,8 @@ async def test_up_cluster_starts_three_nodes_with_r3_streams(tmp_path: Path, nam
         assert adopted.nats_url == mesh.nats_url
         assert mesh.valkey_cluster is not None
         assert len(mesh.valkey_cluster.nodes) == 6
-        assert adopted.redis_cluster and adopted.redis_url is not None
+        assert adopted.redis_cluster
+        assert adopted.redis_url is not None
         assert adopted.redis_url.get_secret_value() == mesh.redis_url
         assert roles(mesh.valkey_cluster) == ["master"] * 3 + ["replica"] * 3
         redis = await connect_redis(adopted)

@@ -106,7 +106,8 @@ async def test_a_write_follows_its_slot_after_a_manual_failover(
     assert view.outcome == "written"
     assert int(redis.nodes_manager.get_node_from_slot(redis.keyslot(key)).port) == replica.port
     stored = await tasks.get("t1")
-    assert stored is not None and stored.status.state == TaskState.COMPLETED
+    assert stored is not None
+    assert stored.status.state == TaskState.COMPLETED
 
 
 async def test_a_durable_write_no_replica_acknowledges_is_handed_back(
