@@ -315,11 +315,14 @@ class ValkeyServer(_Server):
         appendfsync: str = "everysec",
         aclfile: str | Path | None = None,
         cluster_node_timeout_ms: int | None = None,
+        replication_user: tuple[str, str] | None = None,
     ) -> None:
         super().__init__(port=port, data_dir=data_dir)
         self.appendfsync = appendfsync
         self.aclfile = aclfile
         """An ACL file of users (``a2amesh deploy valkey-acl``); None: the default user, no password."""
+        self.replication_user = replication_user
+        """(user, password) a replica authenticates to its primary as (with an ACL file: ``masteruser``)."""
         self.cluster_node_timeout_ms = cluster_node_timeout_ms
         """Cluster mode (a node of :class:`ValkeyCluster`) with this node timeout; None: a standalone server."""
         self.cluster_port = free_port() if cluster_node_timeout_ms else 0
@@ -331,6 +334,13 @@ class ValkeyServer(_Server):
 
     def _argv(self) -> list[str]:
         acl = ["--aclfile", str(Path(self.aclfile).resolve())] if self.aclfile else []
+        config: list[str] = []
+        if self.replication_user is not None:  # in a file of the data folder, not on the command line
+            conf = self.data_dir / "replication.conf"
+            conf.touch(mode=0o600)
+            user, password = self.replication_user
+            conf.write_text(f"masteruser {user}\nmasterauth {password}\n")
+            config = [str(conf)]
         cluster: list[str] = []
         if self.cluster_node_timeout_ms:
             cluster = [
@@ -350,6 +360,7 @@ class ValkeyServer(_Server):
             ]
         return [
             valkey_server_binary(),
+            *config,
             *acl,
             *cluster,
             "--port",
@@ -397,14 +408,23 @@ class ValkeyCluster:
         replicas: int = 1,
         node_timeout_ms: int = 1000,
         aclfile: str | Path | None = None,
+        admin: tuple[str, str] | None = None,
     ) -> None:
         if primaries < 1 or replicas < 0:
             raise ServerError(f"a Valkey cluster needs at least one primary, not {primaries} with {replicas} replicas")
         self.data_dir = Path(data_dir)
         self.replicas = replicas
+        self.admin = admin
+        """With ``aclfile``: the (user, password) of an administrator, who forms the cluster and as whom the
+        replicas replicate."""
+        if aclfile is not None and admin is None:
+            raise ServerError("a Valkey cluster with an ACL file needs an admin user to form it and to replicate")
         self.nodes = [
             ValkeyServer(
-                data_dir=self.data_dir / f"node{i + 1}", cluster_node_timeout_ms=node_timeout_ms, aclfile=aclfile
+                data_dir=self.data_dir / f"node{i + 1}",
+                cluster_node_timeout_ms=node_timeout_ms,
+                aclfile=aclfile,
+                replication_user=admin,
             )
             for i in range(primaries * (replicas + 1))
         ]
@@ -442,9 +462,9 @@ class ValkeyCluster:
                 n.start_sync()
             ports = [n.port for n in self.nodes]
             if fresh:
-                form_cluster(ports, self.nodes[0].cluster_port, replicas=self.replicas)
+                form_cluster(ports, self.nodes[0].cluster_port, replicas=self.replicas, auth=self.admin)
             else:
-                await_cluster(ports)
+                await_cluster(ports, auth=self.admin)
             (self.data_dir / "ports").write_text("".join(f"{n.port} {n.cluster_port}\n" for n in self.nodes))
         except BaseException:
             self.stop_sync()

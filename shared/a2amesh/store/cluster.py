@@ -250,11 +250,19 @@ def _check_wait(reply: Any, wanted: int, timeout_ms: int, node: ClusterNode) -> 
 SLOTS = 16384
 
 
-def form_cluster(ports: Sequence[int], bus_port: int, *, replicas: int = 1, timeout: float = 30.0) -> None:
+def form_cluster(
+    ports: Sequence[int],
+    bus_port: int,
+    *,
+    replicas: int = 1,
+    timeout: float = 30.0,
+    auth: tuple[str, str] | None = None,
+) -> None:
     """Make a cluster of the fresh cluster-enabled servers on ``127.0.0.1:ports`` (the first one's cluster
     bus on ``bus_port``; the others meet it there): the first
     ``len(ports) // (replicas + 1)`` are primaries sharing the slots evenly, each of the others replicates
     one of them; returns once every node reports ``cluster_state:ok`` and every replica is in sync.
+    ``auth``: the (user, password) of an administrator of servers started with an ACL file.
 
     Raises:
         ServerError: the cluster did not come together within ``timeout`` seconds.
@@ -262,7 +270,7 @@ def form_cluster(ports: Sequence[int], bus_port: int, *, replicas: int = 1, time
     count = len(ports) // (replicas + 1)
     if count < 1 or count * (replicas + 1) != len(ports):
         raise ServerError(f"{len(ports)} servers do not make primaries with {replicas} replica(s) each")
-    clients = [_Sync(host="127.0.0.1", port=p, decode_responses=True, socket_timeout=5) for p in ports]
+    clients = _clients(ports, auth)
     try:
         ids = [str(c.call("CLUSTER", "MYID")) for c in clients]
         for i in range(count):
@@ -287,18 +295,26 @@ def form_cluster(ports: Sequence[int], bus_port: int, *, replicas: int = 1, time
             c.close()
 
 
-def await_cluster(ports: Sequence[int], *, timeout: float = 30.0) -> None:
+def await_cluster(ports: Sequence[int], *, timeout: float = 30.0, auth: tuple[str, str] | None = None) -> None:
     """Wait until every restarted node of a formed cluster on ``127.0.0.1:ports`` reports ``cluster_state:ok``.
 
     Raises:
         ServerError: not within ``timeout`` seconds.
     """
-    clients = [_Sync(host="127.0.0.1", port=p, decode_responses=True, socket_timeout=5) for p in ports]
+    clients = _clients(ports, auth)
     try:
         _until(lambda: all(_state_ok(c) for c in clients), time.monotonic() + timeout, "cluster_state:ok again")
     finally:
         for c in clients:
             c.close()
+
+
+def _clients(ports: Sequence[int], auth: tuple[str, str] | None) -> list[_Sync]:
+    user, password = auth if auth is not None else (None, None)
+    return [
+        _Sync(host="127.0.0.1", port=p, username=user, password=password, decode_responses=True, socket_timeout=5)
+        for p in ports
+    ]
 
 
 class _Sync(redis.Redis):
