@@ -127,6 +127,7 @@ async def store_hot_path(
         ]
         if isinstance(redis, ClusterRedis):
             figures += await per_primary(redis, store, key, label, count // 4)
+            figures += await index_spread(redis, key, label)
         return figures
     finally:
         await store.aclose()
@@ -148,6 +149,20 @@ async def per_primary(redis: ClusterRedis, store: TaskStore, key: str, label: st
     return [
         Figure.from_samples(f"store.{key}.node.{name}", f"{label}: via primary {name}", values)
         for name, values in sorted(samples.items())
+    ]
+
+
+async def index_spread(redis: ClusterRedis, key: str, label: str) -> list[Figure]:
+    """Each primary's share of the index writes (ZADD calls, INFO commandstats) since the cluster started:
+    with one key per index, one primary took them all."""
+    calls = {}
+    for node in redis.get_primaries():
+        stats = await redis.info("commandstats", target_nodes=node)
+        calls[node.name] = int(stats.get("cmdstat_zadd", {}).get("calls", 0))
+    total = sum(calls.values()) or 1
+    return [
+        Figure(f"store.{key}.zadd.{name}", f"{label}: index writes on {name}", 100 * n / total, "%", n=n)
+        for name, n in sorted(calls.items())
     ]
 
 
