@@ -124,9 +124,9 @@ def caller(s: Subjects, scope: str) -> Permissions:
 
 def worker(s: Subjects, name: str) -> Permissions:
     """Serving ``name`` (an agent or a workflow, or ``*``): its queue, its control subject, its card and presence,
-    and replies to the calls it is given."""
+    and replies and deltas to calls made to it (the reply subject names the callee)."""
     return Permissions(
-        publish=[*own_subjects(s, name), s.reply_all, f"{s.ns}.a2a.v1.delta.>"],
+        publish=[*own_subjects(s, name), *s.replies_from(name)],
         subscribe=[s.control(name)],
         allow_responses=True,
     )
@@ -178,7 +178,7 @@ def permissions(access: NatsAccess) -> dict[str, Permissions | None]:
     if access.workflows is None:
         executor = executor.add(worker(s, "*"))
         for agent in access.agents:  # everything an agent's worker permissions give, denied to the executor
-            executor.publish_deny += own_subjects(s, agent)
+            executor.publish_deny += [*own_subjects(s, agent), *s.replies_from(agent)]
             executor.subscribe_deny.append(s.control(agent))
     else:
         for workflow in access.workflows:
