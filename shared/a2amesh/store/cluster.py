@@ -28,7 +28,7 @@ from typing import Any, cast
 import redis
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, PipelineCommand, RedisCluster
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
-from redis.exceptions import AskError, ClusterDownError, MovedError, RedisError, TryAgainError
+from redis.exceptions import AskError, ClusterDownError, MovedError, RedisClusterException, RedisError, TryAgainError
 from redis.utils import DEFAULT_RESP_VERSION
 
 from a2amesh.errors import ServerError, StoreUnavailable
@@ -97,8 +97,8 @@ class ClusterRedis(RedisCluster):
             return await execute(*args, **kwargs)
         except CLUSTER_UNREACHABLE as e:
             raise unavailable(e) from e
-        except RuntimeError as e:
-            if not _closed_transport(e):
+        except (RuntimeError, RedisClusterException) as e:
+            if not _closed_transport(e) and not _no_node(e):
                 raise
             raise unavailable(e) from e
 
@@ -124,51 +124,61 @@ class ClusterRedis(RedisCluster):
         deadline = time.monotonic() + RETRY_FOR
         attempt = 0
         while True:
-            try:
-                if self._initialize:
-                    await self.initialize()
-                groups = self._by_node(commands, pending)
-            except CLUSTER_UNREACHABLE as e:
-                last: Exception = e
-                groups = {}
-            batches: list[tuple[ClusterNode, list[PipelineCommand]]] = []
-            for node, positions in groups.values():
-                batch = [PipelineCommand(i, *commands[i][0], **commands[i][1]) for i in positions]
-                if wait and any(str(commands[i][0][0]).upper() in _SCRIPT_COMMANDS for i in positions):
-                    batch.append(PipelineCommand(-1, "WAIT", wait, self.wait_timeout_ms))
-                batches.append((node, batch))
-            outcomes = await asyncio.gather(*(self._send(node, b) for node, b in batches), return_exceptions=True)
-            retry: list[int] = [] if groups else pending
-            for (node, batch), outcome in zip(batches, outcomes, strict=True):
-                if isinstance(outcome, BaseException):
-                    if not isinstance(outcome, CLUSTER_UNREACHABLE) and not _closed_transport(outcome):
-                        raise outcome
-                    last = cast(Exception, outcome)
-                    retry += [c.position for c in batch if c.position >= 0]
-                    _reconnect(node)
-                    continue
-                again = [c for c in batch if c.position >= 0 and isinstance(c.result, _RETRIED)]
-                if again:  # redirected, or the connection died mid-batch: the batch goes again (safe to repeat)
-                    last = again[0].result
-                    retry += [c.position for c in batch if c.position >= 0]
-                    _reconnect(node)
-                    continue
-                for c in batch:
-                    if c.position < 0:
-                        _check_wait(c.result, wait, self.wait_timeout_ms, node)
-                    else:
-                        replies[c.position] = c.result
+            retry, last = await self._attempt(commands, pending, replies, wait)
             if not retry:
                 return replies
             attempt += 1
             if time.monotonic() >= deadline:
-                raise unavailable(last)
+                raise unavailable(last or StoreUnavailable("the cluster did not answer"))
             await asyncio.sleep(_RETRY_PAUSE * min(attempt, 5))
             pending = sorted(retry)
             try:
                 await self.nodes_manager.initialize()  # the slot map after a failover or a MOVED
-            except (RedisError, OSError) as e:
-                last = e
+            except (RedisError, RedisClusterException, OSError):  # none reachable: the next attempt reads again
+                pass
+
+    async def _attempt(
+        self, commands: Sequence[Recorded], pending: list[int], replies: list[Any], wait: int
+    ) -> tuple[list[int], Exception | None]:
+        """Send the ``pending`` commands, one batch per node; fill ``replies`` with those answered. Returns the
+        commands to send again (after the slot map is read again) and the error that made them so."""
+        try:
+            if self._initialize:
+                await self.initialize()
+            groups = self._by_node(commands, pending)
+        except CLUSTER_UNREACHABLE as e:
+            return pending, e
+        except RedisClusterException as e:
+            if not _no_node(e):
+                raise
+            return pending, e
+        batches: list[tuple[ClusterNode, list[PipelineCommand]]] = []
+        for node, positions in groups.values():
+            batch = [PipelineCommand(i, *commands[i][0], **commands[i][1]) for i in positions]
+            if wait and any(str(commands[i][0][0]).upper() in _SCRIPT_COMMANDS for i in positions):
+                batch.append(PipelineCommand(-1, "WAIT", wait, self.wait_timeout_ms))
+            batches.append((node, batch))
+        outcomes = await asyncio.gather(*(self._send(node, b) for node, b in batches), return_exceptions=True)
+        retry: list[int] = []
+        last: Exception | None = None
+        for (node, batch), outcome in zip(batches, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, CLUSTER_UNREACHABLE) and not _closed_transport(outcome):
+                    raise outcome
+                last = cast(Exception, outcome)
+            else:
+                again = [c for c in batch if c.position >= 0 and isinstance(c.result, _RETRIED)]
+                if not again:
+                    for c in batch:
+                        if c.position < 0:
+                            _check_wait(c.result, wait, self.wait_timeout_ms, node)
+                        else:
+                            replies[c.position] = c.result
+                    continue
+                last = again[0].result  # redirected, or the connection died mid-batch
+            retry += [c.position for c in batch if c.position >= 0]  # the batch goes again (safe to repeat)
+            _reconnect(node)
+        return retry, last
 
     async def _send(self, node: ClusterNode, batch: list[PipelineCommand]) -> None:
         """Send ``batch`` on the node's shared pipelining connection (each reply into its command's
@@ -218,6 +228,11 @@ def _reconnect(node: ClusterNode) -> None:
     node.update_active_connections_for_reconnect()
     for connection in tuple(node._free):  # redis-py marks only the ones in use
         connection.mark_for_reconnect()  # type: ignore[no-untyped-call]
+
+
+def _no_node(e: BaseException) -> bool:
+    """redis-py could reach no node of the cluster to read the slot map from."""
+    return isinstance(e, RedisClusterException) and "cannot be connected" in str(e)
 
 
 def _closed_transport(e: BaseException) -> bool:
