@@ -62,9 +62,9 @@ async def _store(ctx: BenchContext, ns: str, count: int) -> float:
                 status = STATUSES[i % len(STATUSES)]
                 created = start + i * 10
                 pipe.hset(keys.execution(execution_id), mapping=_record(i, workflow, status, created))
-                pipe.zadd(keys.executions_index(), {execution_id: created})
-                pipe.zadd(keys.executions_by_workflow(workflow), {execution_id: created})
-                pipe.zadd(keys.executions_by_status(status), {execution_id: created})
+                pipe.zadd(keys.executions_index(keys.shard(execution_id)), {execution_id: created})
+                pipe.zadd(keys.executions_by_workflow(workflow, keys.shard(execution_id)), {execution_id: created})
+                pipe.zadd(keys.executions_by_status(status, keys.shard(execution_id)), {execution_id: created})
             await pipe.execute()
     finally:
         await redis.aclose()

@@ -79,7 +79,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
         peak = 0
         deadline = time.monotonic() + (600 if not ctx.quick else 60)
         while time.monotonic() < deadline:
-            peak = int(await r.zcard(keys.executions_by_status("running")))
+            peak = sum([int(await r.zcard(keys.executions_by_status("running", s))) for s in keys.shards])
             if peak >= count or time.perf_counter() - t0 > 180:
                 break
             await asyncio.sleep(0.2)

@@ -102,9 +102,15 @@ async def _seed(settings: Settings, count: int) -> str:
             newest = newest or execution_id
             pipe.hset(keys.execution(execution_id), mapping=fields)
             pipe.hset(keys.execution_nodes(execution_id), mapping=nodes)
-            pipe.zadd(keys.executions_index(), {execution_id: int(fields["created"])})
-            pipe.zadd(keys.executions_by_workflow("pipeline"), {execution_id: int(fields["created"])})
-            pipe.zadd(keys.executions_by_status(fields["status"]), {execution_id: int(fields["created"])})
+            pipe.zadd(keys.executions_index(keys.shard(execution_id)), {execution_id: int(fields["created"])})
+            pipe.zadd(
+                keys.executions_by_workflow("pipeline", keys.shard(execution_id)),
+                {execution_id: int(fields["created"])},
+            )
+            pipe.zadd(
+                keys.executions_by_status(fields["status"], keys.shard(execution_id)),
+                {execution_id: int(fields["created"])},
+            )
         await pipe.execute()
     await redis.aclose()
     return newest

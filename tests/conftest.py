@@ -66,6 +66,14 @@ def cluster_servers(tmp_path: Path) -> Iterator[ClusterServers]:
 
 
 @pytest.fixture
+def both_clusters(tmp_path: Path) -> Iterator[ClusterServers]:
+    """A 3-node NATS JetStream cluster and a Valkey Cluster (3 primaries, 3 replicas) of this test alone."""
+    s = own_cluster(tmp_path, valkey_cluster=True)
+    yield s
+    stop_cluster(s)
+
+
+@pytest.fixture
 def namespace() -> str:
     return "t" + uuid.uuid4().hex[:8]
 
@@ -73,7 +81,12 @@ def namespace() -> str:
 @pytest.fixture
 def settings(servers: MeshServers, namespace: str) -> Settings:
     return Settings.load(
-        environ={}, profile="test", nats_url=servers.nats_url, redis_url=servers.redis_url, namespace=namespace
+        environ={},
+        profile="test",
+        nats_url=servers.nats_url,
+        redis_url=servers.redis_url,
+        redis_cluster=servers.redis_cluster,
+        namespace=namespace,
     )
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from a2amesh.bus.subjects import Subjects
 from a2amesh.ids import NAME_RE
+from a2amesh.store.keys import Keys
 
 ADMIN = "admin"
 EXECUTOR = "executor"
@@ -123,9 +124,9 @@ def caller(s: Subjects, scope: str) -> Permissions:
 
 def worker(s: Subjects, name: str) -> Permissions:
     """Serving ``name`` (an agent or a workflow, or ``*``): its queue, its control subject, its card and presence,
-    and replies to the calls it is given."""
+    and replies and deltas to calls made to it (the reply subject names the callee)."""
     return Permissions(
-        publish=[*own_subjects(s, name), s.reply_all, f"{s.ns}.a2a.v1.delta.>"],
+        publish=[*own_subjects(s, name), *s.replies_from(name)],
         subscribe=[s.control(name)],
         allow_responses=True,
     )
@@ -177,7 +178,7 @@ def permissions(access: NatsAccess) -> dict[str, Permissions | None]:
     if access.workflows is None:
         executor = executor.add(worker(s, "*"))
         for agent in access.agents:  # everything an agent's worker permissions give, denied to the executor
-            executor.publish_deny += own_subjects(s, agent)
+            executor.publish_deny += [*own_subjects(s, agent), *s.replies_from(agent)]
             executor.subscribe_deny.append(s.control(agent))
     else:
         for workflow in access.workflows:
@@ -254,9 +255,13 @@ def server_config(access: NatsAccess, *, listen: str, store_dir: str, http_port:
 
 # --- Valkey ACL users ----------------------------------------------------------------------------------
 
-REDIS_COMMANDS = "-@all +@read +@write +@scripting +@transaction +@connection +@fast -@dangerous +info +config|get"
-"""What every mesh user may run: data, Lua scripts and transactions; no KEYS, FLUSH*, CONFIG SET, DEBUG,
-MONITOR or other administration (``CONFIG GET`` stays: the startup check reads ``maxmemory-policy``)."""
+REDIS_COMMANDS = (
+    "-@all +@read +@write +@scripting +@transaction +@connection +@fast -@dangerous +info +config|get "
+    "+cluster|slots +cluster|shards +cluster|info"
+)
+"""What every mesh user may run: data, Lua scripts, transactions and ``WAIT``; no KEYS, FLUSH*, CONFIG SET,
+DEBUG, MONITOR or other administration (``CONFIG GET`` stays: the startup check reads ``maxmemory-policy``;
+on a cluster the client reads the slot map with ``CLUSTER SLOTS`` / ``SHARDS``)."""
 
 
 def redis_password_variable(user: str) -> str:
@@ -268,9 +273,9 @@ def redis_key_patterns(namespace: str, role: str) -> list[str]:
     """The key patterns of a role (``admin``, ``executor``, ``gateway`` or an agent name), from store/keys.py's layout.
 
     An agent gets the task records, claims and subscriber sets (keyed by task id), artifacts, its own task
-    index, conversation locks and histories, and ``{ns}:app:{agent}:*`` for its handler's own data. The
-    executor and the gateway get the namespace: they read and write executions, schedules and task records of
-    every workflow.
+    index (each of its shards, by exact name), conversation locks and histories, and ``{ns}:app:{agent}:*``
+    for its handler's own data. The executor and the gateway get the namespace: they read and write
+    executions, schedules and task records of every workflow.
     """
     ns = namespace
     if role in (ADMIN, EXECUTOR, GATEWAY):
@@ -279,7 +284,7 @@ def redis_key_patterns(namespace: str, role: str) -> list[str]:
         f"{ns}:task:*",
         f"{ns}:claim:*",
         f"{ns}:subs:*",
-        f"{ns}:tasks:{role}",
+        *(Keys(ns).agent_tasks(role, shard) for shard in Keys(ns).shards),
         f"{ns}:ctxlock:{role}:*",
         f"{ns}:history:{role}:*",
         f"{ns}:artifact:*",

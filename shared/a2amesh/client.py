@@ -158,7 +158,7 @@ class Call:
     @property
     def reply_subject(self) -> str:
         """Where this call's replies arrive."""
-        return self._client.bus.subjects.reply(self._client.instance, self.call_id)
+        return self._client.bus.subjects.reply(self._client.instance, self.agent, self.call_id)
 
     async def events(self) -> AsyncGenerator[StreamResponse]:
         """Every accepted event until the final one.
@@ -295,9 +295,10 @@ class Client:
         """After a reconnect: replies published while we were away are only in ``{NS}_REPLIES``; read the
         last one of each call in flight (a duplicate or stale one is dropped by :meth:`_on_reply`)."""
         for call_id in call_ids:
-            if call_id not in self._pending:
+            pending = self._pending.get(call_id)
+            if pending is None:
                 continue
-            subject = self.bus.subjects.reply(self.instance, call_id)
+            subject = self.bus.subjects.reply(self.instance, pending.agent, call_id)
             try:
                 async with asyncio.timeout(CONTROL_TIMEOUT):
                     stored = await self.bus.direct_get_last(self.bus.subjects.replies_stream, subject)
@@ -358,6 +359,9 @@ class Client:
         call_id = msg.subject.rsplit(".", 1)[-1]
         pending = self._pending.get(call_id)
         if pending is None or pending.finished:
+            return
+        if msg.subject != self.bus.subjects.reply(self.instance, pending.agent, call_id):
+            log.warning("reply.foreign_subject", call_id=call_id, subject=msg.subject[:200], want=pending.agent)
             return
         if msg.headers.get(h.AGENT) != pending.agent:
             log.warning("reply.foreign_agent", call_id=call_id, got=msg.headers.get(h.AGENT), want=pending.agent)

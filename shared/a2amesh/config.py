@@ -34,6 +34,9 @@ ENV_FIELDS: dict[str, str] = {
     "A2AMESH_REPLICAS": "replicas",
     "REDIS_URL": "redis_url",
     "REDIS_PASSWORD": "redis_password",
+    "A2AMESH_REDIS_CLUSTER": "redis_cluster",
+    "A2AMESH_REDIS_WAIT_REPLICAS": "redis_wait_replicas",
+    "A2AMESH_REDIS_WAIT_TIMEOUT_MS": "redis_wait_timeout_ms",
     "A2AMESH_PROFILE": "profile",
     "A2AMESH_STATE_DIR": "state_dir",
     "A2AMESH_LOG_FORMAT": "log_format",
@@ -99,6 +102,22 @@ class Settings(BaseModel):
     )
     redis_url: SecretStr | None = Field(default=None, description="redis:// or rediss:// URL; None = embedded.")
     redis_password: SecretStr | None = None
+    redis_cluster: bool = Field(
+        default=False, description="REDIS_URL names a node of a Redis/Valkey Cluster: use the cluster client."
+    )
+    redis_wait_replicas: int = Field(
+        default=0,
+        ge=0,
+        description="Replicas that must hold a task or execution write (WAIT) before the work it records is "
+        "acknowledged; 0: none (an asynchronously replicated write can be lost with its primary, docs/scaling.md).",
+    )
+    redis_wait_timeout_ms: int = Field(
+        default=5000,
+        ge=1,
+        le=9000,
+        description="How long a write waits for those replicas (a failover's new primary has none until one "
+        "rejoins) before the work is handed back; below the 10 s socket timeout.",
+    )
     profile: Literal["default", "test"] = "default"
     state_dir: str | None = Field(default=None, description="Folder of the embedded servers' data (a2amesh up).")
     log_format: Literal["auto", "json", "console"] = "auto"

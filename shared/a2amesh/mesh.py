@@ -22,7 +22,7 @@ from a2amesh.gateway.server import bind
 from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.logs import get_logger
 from a2amesh.registry import Registry
-from a2amesh.servers import NatsCluster, NatsServer, ValkeyServer
+from a2amesh.servers import NatsCluster, NatsServer, ValkeyCluster, ValkeyServer
 from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS
 
 log = get_logger("mesh")
@@ -50,7 +50,8 @@ class Mesh:
         gateway: settings of the HTTP gateway process to start (None: no gateway); port 0 takes a free one.
         llm_host: start ``a2amesh llm-host`` (the LLM agents defined through the API).
         builtins: start the built-in agents (``a2amesh builtins``: the llm, tools and tool_loop nodes).
-        cluster: embedded NATS as a 3-node JetStream cluster, streams and buckets with 3 replicas.
+        cluster: embedded NATS as a 3-node JetStream cluster, streams and buckets with 3 replicas, and embedded
+            Valkey as a Valkey Cluster of 3 primaries and 3 replicas.
     """
 
     settings: Settings
@@ -68,6 +69,7 @@ class Mesh:
     builtins: bool = True
     cluster: bool = False
     nats_cluster: NatsCluster | None = None
+    valkey_cluster: ValkeyCluster | None = None
 
     @property
     def nats_url(self) -> str:
@@ -81,6 +83,8 @@ class Mesh:
         """The Redis URL the mesh uses."""
         if self.valkey:
             return self.valkey.url
+        if self.valkey_cluster:
+            return self.valkey_cluster.url
         return self.settings.redis_url.get_secret_value() if self.settings.redis_url else ""
 
     def effective_settings(self) -> Settings:
@@ -88,6 +92,8 @@ class Mesh:
         update: dict[str, object] = {"nats_url": self.nats_url, "redis_url": _secret(self.redis_url)}
         if self.nats_cluster:
             update["replicas"] = self.settings.replicas or len(self.nats_cluster.nodes)
+        if self.valkey_cluster:
+            update["redis_cluster"] = True
         return self.settings.model_copy(update=update)
 
     async def start(self) -> None:
@@ -110,7 +116,14 @@ class Mesh:
             await self.nats.start()
             (self.state_dir / "nats.port").write_text(str(self.nats.port))
             log.info("mesh.nats_started", url=self.nats.url)
-        if not self.settings.redis_url:
+        if not self.settings.redis_url and self.cluster:
+            (self.state_dir / "valkey.port").unlink(missing_ok=True)
+            self.valkey_cluster = ValkeyCluster(data_dir=self.state_dir / "valkey-cluster")
+            await self.valkey_cluster.start()
+            (self.state_dir / "valkey.cluster").write_text(self.valkey_cluster.url)
+            log.info("mesh.valkey_cluster_started", urls=self.valkey_cluster.urls)
+        elif not self.settings.redis_url:
+            (self.state_dir / "valkey.cluster").unlink(missing_ok=True)
             self.valkey = ValkeyServer(
                 port=_saved_port(self.state_dir / "valkey.port"), data_dir=self.state_dir / "valkey"
             )
@@ -184,6 +197,8 @@ class Mesh:
 
     async def _spawn(self, child: Child) -> None:
         env = {**os.environ, "NATS_URL": self.nats_url, "REDIS_URL": self.redis_url}
+        if self.valkey_cluster:
+            env["A2AMESH_REDIS_CLUSTER"] = "1"
         env["A2AMESH_NAMESPACE"] = self.settings.namespace
         env["A2AMESH_PROFILE"] = self.settings.profile
         replicas = self.effective_settings().replicas
@@ -242,6 +257,8 @@ class Mesh:
             await self.nats.stop()
         if self.nats_cluster:
             await self.nats_cluster.stop()
+        if self.valkey_cluster:
+            await self.valkey_cluster.stop()
 
     def crashed(self) -> list[str]:
         """Labels of children that exited on their own."""

@@ -308,18 +308,61 @@ class ValkeyServer(_Server):
     ready_pattern = re.compile(r"Ready to accept connections")
 
     def __init__(
-        self, *, port: int = 0, data_dir: str | Path, appendfsync: str = "everysec", aclfile: str | Path | None = None
+        self,
+        *,
+        port: int = 0,
+        data_dir: str | Path,
+        appendfsync: str = "everysec",
+        aclfile: str | Path | None = None,
+        cluster_node_timeout_ms: int | None = None,
+        replication_user: tuple[str, str] | None = None,
     ) -> None:
         super().__init__(port=port, data_dir=data_dir)
         self.appendfsync = appendfsync
         self.aclfile = aclfile
         """An ACL file of users (``a2amesh deploy valkey-acl``); None: the default user, no password."""
+        self.replication_user = replication_user
+        """(user, password) a replica authenticates to its primary as (with an ACL file: ``masteruser``)."""
+        self.cluster_node_timeout_ms = cluster_node_timeout_ms
+        """Cluster mode (a node of :class:`ValkeyCluster`) with this node timeout; None: a standalone server."""
+        self.cluster_port = free_port() if cluster_node_timeout_ms else 0
+
+    def _choose_ports(self) -> None:
+        super()._choose_ports()
+        if self.cluster_port:
+            self.cluster_port = free_port()
 
     def _argv(self) -> list[str]:
         acl = ["--aclfile", str(Path(self.aclfile).resolve())] if self.aclfile else []
+        config: list[str] = []
+        if self.replication_user is not None:  # in a file of the data folder, not on the command line
+            conf = self.data_dir / "replication.conf"
+            conf.touch(mode=0o600)
+            user, password = self.replication_user
+            conf.write_text(f"masteruser {user}\nmasterauth {password}\n")
+            config = [str(conf)]
+        cluster: list[str] = []
+        if self.cluster_node_timeout_ms:
+            cluster = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                str(self.cluster_port),
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                str(self.cluster_node_timeout_ms),
+                # a replica takes over however long it was cut off; the other shards serve meanwhile
+                "--cluster-replica-validity-factor",
+                "0",
+                "--cluster-require-full-coverage",
+                "no",
+            ]
         return [
             valkey_server_binary(),
+            *config,
             *acl,
+            *cluster,
             "--port",
             str(self.port),
             "--bind",
@@ -346,6 +389,108 @@ class ValkeyServer(_Server):
     def url(self) -> str:
         """``redis://127.0.0.1:PORT/0``."""
         return f"redis://127.0.0.1:{self.port}/0"
+
+
+class ValkeyCluster:
+    """A Valkey Cluster on loopback ports: ``primaries`` primaries sharing the 16384 slots evenly, each with
+    ``replicas`` replicas (``a2amesh up --cluster``, tests).
+
+    Node ``i`` keeps its ports, data and ``nodes.conf`` across :meth:`ValkeyServer.kill` / ``start``, so it
+    rejoins the cluster as itself (a primary that was failed over comes back as a replica of its successor).
+    A replica is promoted about ``node_timeout_ms`` after its primary stops answering.
+    """
+
+    def __init__(
+        self,
+        *,
+        data_dir: str | Path,
+        primaries: int = 3,
+        replicas: int = 1,
+        node_timeout_ms: int = 1000,
+        aclfile: str | Path | None = None,
+        admin: tuple[str, str] | None = None,
+    ) -> None:
+        if primaries < 1 or replicas < 0:
+            raise ServerError(f"a Valkey cluster needs at least one primary, not {primaries} with {replicas} replicas")
+        self.data_dir = Path(data_dir)
+        self.replicas = replicas
+        self.admin = admin
+        """With ``aclfile``: the (user, password) of an administrator, who forms the cluster and as whom the
+        replicas replicate."""
+        if aclfile is not None and admin is None:
+            raise ServerError("a Valkey cluster with an ACL file needs an admin user to form it and to replicate")
+        self.nodes = [
+            ValkeyServer(
+                data_dir=self.data_dir / f"node{i + 1}",
+                cluster_node_timeout_ms=node_timeout_ms,
+                aclfile=aclfile,
+                replication_user=admin,
+            )
+            for i in range(primaries * (replicas + 1))
+        ]
+        saved = self.data_dir / "ports"  # a cluster's nodes know each other by port (nodes.conf): keep them
+        if saved.is_file():
+            pairs = [line.split() for line in saved.read_text().splitlines() if line.strip()]
+            if len(pairs) == len(self.nodes):
+                for node, (port, bus) in zip(self.nodes, pairs, strict=True):
+                    node.port, node.cluster_port, node._port_ours = int(port), int(bus), False
+
+    @property
+    def url(self) -> str:
+        """The first node's URL (``REDIS_URL`` with ``A2AMESH_REDIS_CLUSTER=1``: the client finds the others)."""
+        return self.nodes[0].url
+
+    @property
+    def urls(self) -> list[str]:
+        """Every node's URL."""
+        return [n.url for n in self.nodes]
+
+    def node_at(self, port: int) -> ValkeyServer:
+        """The node listening on ``port``."""
+        for n in self.nodes:
+            if n.port == port:
+                return n
+        raise ServerError(f"no node of the Valkey cluster listens on port {port}")
+
+    def start_sync(self) -> None:
+        """Start every node, then form the cluster (slots, meetings, replicas) and wait until it serves."""
+        from a2amesh.store.cluster import await_cluster, form_cluster  # redis-py only where a cluster is formed
+
+        fresh = not all((n.data_dir / "nodes.conf").exists() for n in self.nodes)
+        try:
+            for n in self.nodes:
+                n.start_sync()
+            ports = [n.port for n in self.nodes]
+            if fresh:
+                form_cluster(ports, self.nodes[0].cluster_port, replicas=self.replicas, auth=self.admin)
+            else:
+                await_cluster(ports, auth=self.admin)
+            (self.data_dir / "ports").write_text("".join(f"{n.port} {n.cluster_port}\n" for n in self.nodes))
+        except BaseException:
+            self.stop_sync()
+            raise
+
+    def stop_sync(self) -> None:
+        """Stop every node."""
+        for n in self.nodes:
+            n.stop_sync()
+
+    async def start(self) -> None:
+        """Start the cluster (in a thread) and wait until it serves."""
+        await asyncio.to_thread(self.start_sync)
+
+    async def stop(self) -> None:
+        """Stop every node."""
+        await asyncio.to_thread(self.stop_sync)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
 
 
 JS_CLUSTER_READY = re.compile(r"JetStream cluster (?:new )?metadata leader")

@@ -1,7 +1,7 @@
 """Handlers of the agents that process tests run as separate OS processes.
 
-They record what happened in the test's Redis (REDIS_URL, keys under the test namespace) so the test
-can count side effects started and completed per messageId or task.
+They record what happened in the test's Redis (REDIS_URL, or A2AMESH_TEST_RECORDS_URL when set; keys under
+the test namespace) so the test can count side effects started and completed per messageId or task.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -26,13 +27,19 @@ def _r() -> aioredis.Redis:
         # instead of failing the task. redis-py re-sends a command whose reply was lost, even when the server
         # ran it (a restart that closes the connection after the command, before the reply), so a record
         # that must count runs carries a value unique to the run (see side_effect)
-        _redis = aioredis.from_url(
-            os.environ["REDIS_URL"],
-            decode_responses=True,
-            socket_timeout=None,
-            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 40),
-            retry_on_error=[RedisConnectionError],
-        )
+        options: dict[str, Any] = {
+            "decode_responses": True,
+            "socket_timeout": None,
+            "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), 40),
+        }
+        # a chaos test that kills store nodes keeps these records on a server of their own (an observer the
+        # fault does not touch)
+        records = os.environ.get("A2AMESH_TEST_RECORDS_URL")
+        if not records and os.environ.get("A2AMESH_REDIS_CLUSTER") == "1":  # its client follows failovers
+            _redis = cast(aioredis.Redis, RedisCluster.from_url(os.environ["REDIS_URL"], **options))
+        else:
+            url = records or os.environ["REDIS_URL"]
+            _redis = aioredis.from_url(url, retry_on_error=[RedisConnectionError], **options)
     return _redis
 
 

@@ -1,5 +1,7 @@
 """Chaos on a 3-node NATS JetStream cluster (R3 streams and buckets): the node leading the tasks stream is
-SIGKILLed, restarted, or paused for 10 s while 40 five-step workflow runs are in flight.
+SIGKILLed, restarted, or paused for 10 s while 40 five-step workflow runs are in flight; and on a Valkey
+Cluster (3 primaries, 3 replicas) beside it: the primary holding an in-flight execution is SIGKILLed and its
+replica promoted, with durable writes waiting for one replica (A2AMESH_REDIS_WAIT_REPLICAS=1).
 
 Agents and executors run as separate OS processes with every node's URL in NATS_URL. Every run must
 complete, no side effect may happen twice, and no call may fail because one server died.
@@ -9,20 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, Received
 from a2amesh.bus.setup import init_mesh
-from a2amesh.client import Client
+from a2amesh.client import Call, Client
 from a2amesh.config import Settings
 from a2amesh.ids import task_id_for
 from a2amesh.protocol import TaskState
-from a2amesh.servers import NatsServer
+from a2amesh.servers import NatsServer, ValkeyCluster, ValkeyServer
+from a2amesh.store.cluster import ClusterRedis
+from a2amesh.store.keys import Keys
 from a2amesh.store.redis import connect_redis
 from tests.chaos.conftest import ChaosSummary
 from tests.chaos.test_executor_chaos import (
@@ -44,6 +50,7 @@ from tests.support.servers import ClusterServers
 from tests.support.waiting import eventually, within
 
 Report = Callable[[ChaosSummary], None]
+Fault = Callable[[list[Call]], Coroutine[Any, Any, None]]
 RUNS = 40
 STEPS = 5
 CARD_TTL = 15.0
@@ -53,30 +60,45 @@ does not; the default is 30 s)."""
 
 @dataclass
 class ClusterProcesses(ProcessFactory):
-    """Processes started with the mesh's card TTL."""
+    """Processes started with the mesh's card TTL (and the test's records server, when it has one)."""
+
+    records_url: str = ""
 
     async def start(self, *args: str, env: dict[str, str] | None = None) -> Proc:
-        return await super().start(*args, env={"A2AMESH_CARD_TTL": str(CARD_TTL), **(env or {})})
+        extra = {"A2AMESH_CARD_TTL": str(CARD_TTL), "A2AMESH_TEST_RECORDS_URL": self.records_url}
+        return await super().start(*args, env={**extra, **(env or {})})
 
 
-@pytest.fixture
-async def cluster_mesh(cluster_servers: ClusterServers, namespace: str, tmp_path: Path) -> AsyncIterator[Mesh]:
-    """A mesh on the test's own 3-node cluster, its streams and buckets created with 3 replicas."""
+@asynccontextmanager
+async def mesh_on(servers: ClusterServers, namespace: str, tmp_path: Path, **overrides: Any) -> AsyncIterator[Mesh]:
+    """A mesh on the test's own clusters, its streams and buckets created with 3 replicas. On a Valkey Cluster,
+    the agents record their side effects on a Valkey server of their own (``Mesh.redis`` reads it there)."""
     settings = Settings.load(
         environ={},
         profile="test",
-        nats_url=cluster_servers.nats_url,
-        redis_url=cluster_servers.redis_url,
+        nats_url=servers.nats_url,
+        redis_url=servers.redis_url,
+        redis_cluster=servers.redis_cluster,
         namespace=namespace,
         replicas=3,
         card_ttl=CARD_TTL,
+        **overrides,
     )
+    records = ValkeyServer(data_dir=tmp_path / "records") if servers.redis_cluster else None
+    if records is not None:
+        await records.start()
     bus = await Bus.connect(settings, name="chaos")
     await init_mesh(bus, settings)
-    redis = await connect_redis(settings)
+    redis = (
+        await connect_redis(settings.model_copy(update={"redis_cluster": False}), url=records.url)
+        if records
+        else await connect_redis(settings)
+    )
     client = Client(bus, settings)
     await client.start()
-    factory = ClusterProcesses(settings.model_copy(update={"replicas": None}), tmp_path)
+    factory = ClusterProcesses(
+        settings.model_copy(update={"replicas": None}), tmp_path, records_url=records.url if records else ""
+    )
     try:
         yield Mesh(settings, bus, client, redis, factory)
     finally:
@@ -84,6 +106,15 @@ async def cluster_mesh(cluster_servers: ClusterServers, namespace: str, tmp_path
         await client.close()
         await redis.aclose()
         await bus.close()
+        if records is not None:
+            await records.stop()
+
+
+@pytest.fixture
+async def cluster_mesh(cluster_servers: ClusterServers, namespace: str, tmp_path: Path) -> AsyncIterator[Mesh]:
+    """A mesh on the test's own 3-node NATS cluster and a Valkey server."""
+    async with mesh_on(cluster_servers, namespace, tmp_path) as m:
+        yield m
 
 
 async def tasks_leader(m: Mesh, cluster: ClusterServers) -> NatsServer:
@@ -92,16 +123,18 @@ async def tasks_leader(m: Mesh, cluster: ClusterServers) -> NatsServer:
     return cluster.nats.node(str(info.cluster.leader))
 
 
-async def run_with_fault(
-    m: Mesh,
-    cluster: ClusterServers,
-    tmp_path: Path,
-    scenario: str,
-    fault: Callable[[NatsServer], Awaitable[None]],
-    report: Report,
-) -> ChaosSummary:
-    """40 five-step runs: ``fault`` hits the tasks stream's leader once a quarter of the steps of the first 20
-    are done, and the other 20 are dispatched while it is on."""
+def on_leader(m: Mesh, cluster: ClusterServers, fault: Callable[[NatsServer], Awaitable[None]]) -> Fault:
+    """``fault`` applied to the node leading the tasks stream when it strikes."""
+
+    async def strike(first_runs: list[Call]) -> None:
+        await fault(await tasks_leader(m, cluster))
+
+    return strike
+
+
+async def run_with_fault(m: Mesh, tmp_path: Path, scenario: str, fault: Fault, report: Report) -> ChaosSummary:
+    """40 five-step runs: ``fault`` strikes once a quarter of the steps of the first 20 are done (it is given
+    their calls), and the other 20 are dispatched while it is on."""
     folder = write_folder(tmp_path / "wf", {"chain5": chain("chain5", STEPS, 0.2)})
     agents = await start_agents(m, tmp_path)
     executors = [await start_executor(m, folder, "chain5") for _ in range(2)]
@@ -118,9 +151,8 @@ async def run_with_fault(
         return await completed_effects(m) >= RUNS // 2 * STEPS // 4
 
     await eventually(quarter, timeout=60, what="a quarter of the first runs' steps to complete")
-    victim = await tasks_leader(m, cluster)
     started = time.monotonic()
-    hit = asyncio.create_task(fault(victim))
+    hit = asyncio.create_task(fault(list(calls)))
     # the other half is dispatched while the fault is on: the callers' publishes meet the election
     calls += await dispatch(m, "chain5", RUNS - RUNS // 2)
 
@@ -154,7 +186,8 @@ async def test_sigkill_tasks_stream_leader(
         await node.kill()
         killed.append(node)
 
-    await run_with_fault(cluster_mesh, cluster_servers, tmp_path, "nats-cluster-sigkill-leader", kill, report)
+    fault = on_leader(cluster_mesh, cluster_servers, kill)
+    await run_with_fault(cluster_mesh, tmp_path, "nats-cluster-sigkill-leader", fault, report)
     assert (await tasks_leader(cluster_mesh, cluster_servers)) is not killed[0]
     await killed[0].start()
 
@@ -163,9 +196,8 @@ async def test_restart_tasks_stream_leader_node(
     cluster_mesh: Mesh, cluster_servers: ClusterServers, tmp_path: Path, report: Report
 ) -> None:
     """The whole node leading the tasks stream restarts (SIGTERM, same port and store) mid-run."""
-    await run_with_fault(
-        cluster_mesh, cluster_servers, tmp_path, "nats-cluster-restart-node", lambda n: n.restart(), report
-    )
+    fault = on_leader(cluster_mesh, cluster_servers, lambda n: n.restart())
+    await run_with_fault(cluster_mesh, tmp_path, "nats-cluster-restart-node", fault, report)
 
 
 async def test_pause_tasks_stream_leader_10s(
@@ -180,4 +212,54 @@ async def test_pause_tasks_stream_leader_10s(
         finally:
             node.resume()
 
-    await run_with_fault(cluster_mesh, cluster_servers, tmp_path, "nats-cluster-sigstop-10s", pause, report)
+    fault = on_leader(cluster_mesh, cluster_servers, pause)
+    await run_with_fault(cluster_mesh, tmp_path, "nats-cluster-sigstop-10s", fault, report)
+
+
+@pytest.fixture
+async def valkey_cluster_mesh(both_clusters: ClusterServers, namespace: str, tmp_path: Path) -> AsyncIterator[Mesh]:
+    """A mesh on the test's own NATS cluster and Valkey Cluster; durable writes wait for one replica."""
+    async with mesh_on(both_clusters, namespace, tmp_path, redis_wait_replicas=1, redis_wait_timeout_ms=8000) as m:
+        yield m
+
+
+async def test_sigkill_valkey_primary_of_inflight_executions(
+    valkey_cluster_mesh: Mesh, both_clusters: ClusterServers, tmp_path: Path, report: Report
+) -> None:
+    """The Valkey primary holding an in-flight execution's slot is SIGKILLed mid-run; its replica is promoted
+    (cluster-node-timeout 1 s) and the killed node, restarted once the promotion is seen, rejoins as its
+    replica (durable writes to that shard wait for a replica again from then on)."""
+    m = valkey_cluster_mesh
+    valkey = both_clusters.valkey
+    assert isinstance(valkey, ValkeyCluster)
+    store = await connect_redis(m.settings)
+    assert isinstance(store, ClusterRedis)
+    killed: list[int] = []
+
+    async def kill_primary(first_runs: list[Call]) -> None:
+        key = Keys(m.settings.namespace).execution(first_runs[0].task_id)
+        port = int(store.nodes_manager.get_node_from_slot(store.keyslot(key)).port)
+        await valkey.node_at(port).kill()
+        killed.append(port)
+
+        async def promoted() -> bool:
+            try:
+                await store.nodes_manager.initialize()
+            except Exception:  # the map is read again on the next try
+                return False
+            return int(store.nodes_manager.get_node_from_slot(store.keyslot(key)).port) != port
+
+        killed_at = time.monotonic()
+        await eventually(promoted, timeout=30, what="the killed primary's replica to be promoted", interval=0.2)
+        print(
+            f"valkey primary 127.0.0.1:{port} killed: its replica promoted within {time.monotonic() - killed_at:.2f}s"
+        )
+        await valkey.node_at(port).start()
+
+    try:
+        await run_with_fault(m, tmp_path, "valkey-cluster-sigkill-primary", kill_primary, report)
+        await store.nodes_manager.initialize()
+        roles = {n.port: n.server_type for n in store.get_nodes()}
+        assert roles.get(killed[0]) == "replica", f"the killed primary did not rejoin as a replica: {roles}"
+    finally:
+        await store.aclose()

@@ -1,5 +1,6 @@
 """A 3-node NATS JetStream cluster from the wheel: `init --replicas 3` makes R3 streams and buckets, a
-comma-separated NATS_URL connects, and a JetStream publish rides out the loss of its stream's leader."""
+comma-separated NATS_URL connects, and a JetStream publish rides out the loss of its stream's leader;
+`up --cluster` starts it beside a Valkey Cluster."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from a2amesh.cli.settings import adopt_local_mesh
 from a2amesh.config import Settings
 from a2amesh.errors import ConfigError
 from a2amesh.mesh import Mesh
+from a2amesh.store.cluster import ClusterRedis
+from a2amesh.store.redis import connect_redis
+from tests.cluster.test_valkey_cluster import roles
 from tests.support.cli import run_cli
 from tests.support.servers import ClusterServers
 from tests.support.waiting import eventually, within
@@ -105,7 +109,8 @@ async def test_publishes_ride_out_a_sigkilled_stream_leader(cluster_servers: Clu
 
 
 async def test_up_cluster_starts_three_nodes_with_r3_streams(tmp_path: Path, namespace: str) -> None:
-    """`a2amesh up --cluster`'s supervisor: three nodes, R3 streams, the URLs saved for the other verbs."""
+    """`a2amesh up --cluster`'s supervisor: three NATS nodes, R3 streams, a Valkey Cluster of 3 primaries and 3
+    replicas, the URLs saved for the other verbs."""
     settings = Settings.load(environ={}, profile="test", namespace=namespace)
     state = tmp_path / "state"
     async with Mesh(settings, agents_dir=None, state_dir=state, cluster=True) as mesh:
@@ -114,6 +119,18 @@ async def test_up_cluster_starts_three_nodes_with_r3_streams(tmp_path: Path, nam
         assert (state / "nats.urls").read_text() == mesh.nats_url
         adopted = adopt_local_mesh(settings.model_copy(update={"state_dir": str(state)}))
         assert adopted.nats_url == mesh.nats_url
+        assert mesh.valkey_cluster is not None
+        assert len(mesh.valkey_cluster.nodes) == 6
+        assert adopted.redis_cluster
+        assert adopted.redis_url is not None
+        assert adopted.redis_url.get_secret_value() == mesh.redis_url
+        assert roles(mesh.valkey_cluster) == ["master"] * 3 + ["replica"] * 3
+        redis = await connect_redis(adopted)
+        try:
+            assert isinstance(redis, ClusterRedis)
+            assert len(redis.get_primaries()) == 3
+        finally:
+            await redis.aclose()
         bus = await Bus.connect(mesh.effective_settings(), name="check-up")
         try:
             info = await bus.jsm.stream_info(bus.subjects.tasks_stream)

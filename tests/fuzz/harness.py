@@ -286,7 +286,7 @@ class Caller:
         if spec.target == "control":
             reply = f"{self.inbox}.{token}"
         elif spec.reply_to == "valid":
-            reply = f"{self.prefix}{self.instance}.{token}"
+            reply = f"{self.prefix}{self.instance}.{self.report.name}.{token}"
             headers["A2A-Reply-To"] = reply
         elif spec.reply_to != "none":
             headers["A2A-Reply-To"] = spec.reply_to.replace("@prefix@", self.prefix).replace("@inst@", token)
@@ -329,12 +329,12 @@ class Caller:
 
 
 def valid_reply_grammar(subject: str, prefix: str) -> bool:
-    """``{ns}.a2a.v1.reply.{instance}.{call_id}`` (an instance being ``nuid`` or ``scope.nuid``), every token of
-    ``[A-Za-z0-9_-]+``."""
+    """``{ns}.a2a.v1.reply.{instance}.{callee}.{call_id}`` (an instance being ``nuid`` or ``scope.nuid``), every
+    token of ``[A-Za-z0-9_-]+``."""
     if not subject.startswith(prefix):
         return False
     tokens = subject[len(prefix) :].split(".")
-    return len(tokens) in (2, 3) and all(SUBJECT_TOKEN.match(t) for t in tokens)
+    return len(tokens) in (3, 4) and all(SUBJECT_TOKEN.match(t) for t in tokens)
 
 
 def interleave(hostile_specs: list[Spec], valid: list[Spec]) -> list[Spec]:

@@ -285,17 +285,17 @@ ENVELOPE = frozenset({codes.PARSE_ERROR, codes.INVALID_REQUEST})
 PARAMS = frozenset({codes.INVALID_PARAMS})
 HEADER = frozenset({codes.INVALID_REQUEST})
 BAD_REPLY_TO = [
-    ("empty call id", "@prefix@@inst@."),
-    ("empty instance", "@prefix@.@inst@"),
-    ("space in a token", "@prefix@@inst@.call x"),
-    ("wildcard * call id", "@prefix@@inst@.*"),
-    ("wildcard > call id", "@prefix@@inst@.>"),
-    ("wildcard * instance", "@prefix@*.@inst@"),
+    ("empty call id", "@prefix@@inst@.callee."),
+    ("empty instance", "@prefix@.callee.@inst@"),
+    ("space in a token", "@prefix@@inst@.callee.call x"),
+    ("wildcard * call id", "@prefix@@inst@.callee.*"),
+    ("wildcard > call id", "@prefix@@inst@.callee.>"),
+    ("wildcard * instance", "@prefix@*.callee.@inst@"),
     ("only >", "@prefix@>"),
-    ("wrong namespace", "zz@inst@.a2a.v1.reply.@inst@.call"),
-    ("extra token", "@prefix@scope.@inst@.call.extra"),
-    ("missing call id", "@prefix@@inst@"),
-    ("double dot", "@prefix@@inst@..call"),
+    ("wrong namespace", "zz@inst@.a2a.v1.reply.@inst@.callee.call"),
+    ("extra token", "@prefix@scope.@inst@.callee.call.extra"),
+    ("missing call id", "@prefix@@inst@.callee"),
+    ("double dot", "@prefix@@inst@.callee..call"),
     ("blank", "   "),
     ("not a subject", "@inst@"),
 ]

@@ -266,7 +266,10 @@ async def test_paused_executions_have_their_own_status_index(mesh: Mesh, redis: 
     async def indexed(execution_id: str) -> list[str]:
         found = []
         for status in ("running", "paused", "completed", "canceled"):
-            if await redis.zscore(keys.executions_by_status(status), execution_id) is not None:
+            if (
+                await redis.zscore(keys.executions_by_status(status, keys.shard(execution_id)), execution_id)
+                is not None
+            ):
                 found.append(status)
         return found
 

@@ -45,9 +45,9 @@ async def test_the_task_record_is_written_with_the_execution(redis: Any, setting
     assert stored.metadata == {"workflow": "wf"}
     ttl = await redis.ttl(Keys(settings.namespace).task("wf-new"))
     assert 0 < ttl <= 60, f"the task record must expire with the retention, TTL {ttl}"
-    assert await redis.zscore(Keys(settings.namespace).agent_tasks("wf"), "wf-new") is None
+    assert await redis.zscore(Keys(settings.namespace).agent_tasks("wf", Keys.shard("wf-new")), "wf-new") is None
     await executions.index_created("wf-new", workflow="wf", status="running", timers={})
-    assert await redis.zscore(Keys(settings.namespace).agent_tasks("wf"), "wf-new") is not None
+    assert await redis.zscore(Keys(settings.namespace).agent_tasks("wf", Keys.shard("wf-new")), "wf-new") is not None
 
 
 async def test_an_existing_execution_keeps_its_task_record(redis: Any, settings: Any) -> None:
@@ -82,7 +82,9 @@ async def test_a_canceled_task_gets_neither(redis: Any, settings: Any) -> None:
 
 
 async def _lease_entry(redis: Any, settings: Any, execution_id: str) -> float | None:
-    score: float | None = await redis.zscore(Keys(settings.namespace).leases_index(), execution_id)
+    score: float | None = await redis.zscore(
+        Keys(settings.namespace).leases_index(Keys.shard(execution_id)), execution_id
+    )
     return score
 
 

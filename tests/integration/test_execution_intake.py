@@ -49,10 +49,12 @@ async def ender(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
 
 async def _indexes(redis: Redis, keys: Keys, execution_id: str, workflow: str, status: str) -> dict[str, bool]:
     return {
-        "executions": await redis.zscore(keys.executions_index(), execution_id) is not None,
-        "by_workflow": await redis.zscore(keys.executions_by_workflow(workflow), execution_id) is not None,
-        "by_status": await redis.zscore(keys.executions_by_status(status), execution_id) is not None,
-        "leases": await redis.zscore(keys.leases_index(), execution_id) is not None,
+        "executions": await redis.zscore(keys.executions_index(keys.shard(execution_id)), execution_id) is not None,
+        "by_workflow": await redis.zscore(keys.executions_by_workflow(workflow, keys.shard(execution_id)), execution_id)
+        is not None,
+        "by_status": await redis.zscore(keys.executions_by_status(status, keys.shard(execution_id)), execution_id)
+        is not None,
+        "leases": await redis.zscore(keys.leases_index(keys.shard(execution_id)), execution_id) is not None,
     }
 
 

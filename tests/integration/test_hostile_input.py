@@ -209,21 +209,23 @@ async def test_artifact_url_naming_nothing(target: Target, bus: Bus, client: Cli
 # defect 2: reply subjects that cannot be published to
 
 BAD_REPLY_TOKENS = [
-    "inst.",
-    ".call",
-    "in st.call",
-    "inst.ca ll",
-    "inst.*",
-    "inst.>",
-    "*.call",
-    "a.b.c.d",
-    "inst.c\u00e9",
+    "inst.agent.",
+    ".agent.call",
+    "in st.agent.call",
+    "inst.agent.ca ll",
+    "inst.agent.*",
+    "inst.agent.>",
+    "*.agent.call",
+    "inst.call",
+    "a.b.c.d.e",
+    "inst.agent.c\u00e9",
 ]
 
 
 async def test_unpublishable_reply_subjects_are_terminated(target: Target, bus: Bus, client: Client) -> None:
-    """Reply subjects outside the grammar (empty token, space, wildcard, a token beyond scope.instance.call,
-    non-ASCII) are never run nor answered: the request is terminated at once, and nothing retries a publish."""
+    """Reply subjects outside the grammar (empty token, space, wildcard, no callee, a token beyond
+    scope.instance.callee.call, non-ASCII) are never run nor answered: the request is terminated at once,
+    and nothing retries a publish."""
     prefix = bus.subjects.reply_prefix()
     body = envelope(SendMessageRequest(message=make_message("hi")).to_json_dict())
     for tokens in BAD_REPLY_TOKENS:

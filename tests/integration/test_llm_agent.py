@@ -334,7 +334,7 @@ async def test_streaming_status_and_coalesced_deltas(
     async def on_delta(msg: Received) -> None:
         deltas.append(json.loads(msg.data))
 
-    await bus.subscribe(bus.subjects.delta(client.instance, "*"), on_delta)
+    await bus.subscribe(bus.subjects.delta(client.instance, "*", "*"), on_delta)
     await start_llm()
     events = [ev async for ev in client.stream("writer", "go")]
     statuses = [

@@ -137,7 +137,7 @@ async def test_an_agent_is_refused_everything_outside_its_own_part(secured_serve
         for subject in (s.reply_inbox("gateway"), s.reply_all, f"{s.ns}.a2a.v1.delta.gateway.>", "_INBOX.>"):
             await nc.subscribe(subject)
             await raw.refused(subject)
-        stored = f"$JS.API.DIRECT.GET.{s.replies_stream}.{s.reply('gateway.abc', 'call1')}"
+        stored = f"$JS.API.DIRECT.GET.{s.replies_stream}.{s.reply('gateway.abc', 'alpha', 'call1')}"
         await nc.publish(stored, b"", reply=nc.new_inbox())
         await raw.refused(stored)
         # answer another agent's control requests, write its card or presence, change a stream
@@ -161,6 +161,33 @@ async def test_an_agent_is_refused_everything_outside_its_own_part(secured_serve
         await nc.close()
 
 
+async def test_an_agent_cannot_answer_a_call_made_to_another(secured_server: Secured, admin_bus: Bus) -> None:
+    """The reply subject names the callee: alpha may publish replies and deltas to calls made to alpha (as a
+    gateway's or an executor's call, scoped or not), and a forged final to a call made to beta — or to the
+    executor's workflows — is refused by the server, even with the call's id known."""
+    s = admin_bus.subjects
+    raw = Raw()
+    nc = await raw.connect(secured_server, "alpha")
+    try:
+        forged = [
+            s.reply("gateway.abc", "beta", "call1"),
+            s.reply("unscoped", "beta", "call1"),
+            s.reply(f"{EXECUTOR}.abc", "outer", "call2"),
+            s.delta("gateway.abc", "beta", "call1"),
+        ]
+        for subject in forged:
+            await nc.publish(subject, b'{"jsonrpc":"2.0","id":"x","result":{}}', headers={"A2A-Final": "true"})
+            await raw.refused(subject)
+        refusals = len(raw.errors)
+        for subject in (s.reply("gateway.abc", "alpha", "call3"), s.reply("unscoped", "alpha", "call3")):
+            await nc.publish(subject, b"{}")
+        await nc.publish(s.delta("gateway.abc", "alpha", "call3"), b"{}")
+        await nc.flush()
+        assert len(raw.errors) == refusals, raw.errors[refusals:]
+    finally:
+        await nc.close()
+
+
 async def test_a_caller_reads_only_its_own_replies(secured_server: Secured, admin_bus: Bus) -> None:
     s = admin_bus.subjects
     raw = Raw()
@@ -171,8 +198,8 @@ async def test_a_caller_reads_only_its_own_replies(secured_server: Secured, admi
             await raw.refused(subject)
         await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{s.tasks_stream}.alpha", b"{}", reply=nc.new_inbox())
         await raw.refused(f"$JS.API.CONSUMER.MSG.NEXT.{s.tasks_stream}.alpha")
-        await nc.publish(s.reply(f"{EXECUTOR}.abc", "call1"), b"{}")
-        await raw.refused(s.reply(f"{EXECUTOR}.abc", "call1"))
+        await nc.publish(s.reply(f"{EXECUTOR}.abc", "alpha", "call1"), b"{}")
+        await raw.refused(s.reply(f"{EXECUTOR}.abc", "alpha", "call1"))
     finally:
         await nc.close()
 

@@ -45,7 +45,7 @@ async def test_llm_node_deltas_reach_a_streaming_caller_before_the_final(
         deltas.append(json.loads(msg.data))
         order.append("delta")
 
-    await bus.subscribe(bus.subjects.delta(client.instance, "*"), on_delta)
+    await bus.subscribe(bus.subjects.delta(client.instance, "*", "*"), on_delta)
     await builtins(fake_llm.base_url)
     await executor({"streamed": STREAMED, "quiet": QUIET})
     fake_llm.script(Reply(text, chunk_size=3, chunk_delay=0.004))

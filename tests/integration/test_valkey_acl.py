@@ -1,4 +1,5 @@
-"""Least privilege on a real valkey-server started with the ACL file `a2amesh deploy valkey-acl` generates.
+"""Least privilege on a real valkey-server, and on a Valkey Cluster, started with the ACL file
+`a2amesh deploy valkey-acl` generates.
 
 An agent's Redis user reaches task records, claims, artifacts and its own index, history and app keys only:
 executions, another agent's keys, another namespace and administration are refused. Agents and the executor,
@@ -24,7 +25,8 @@ from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.protocol import TaskState
-from a2amesh.servers import ValkeyServer
+from a2amesh.servers import ValkeyCluster, ValkeyServer
+from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, connect_redis
 from tests.support.cli import run_cli
 from tests.support.processes import REPO, ProcessFactory
@@ -41,12 +43,13 @@ def password(user: str) -> str:
 
 @dataclass
 class Guarded:
-    valkey: ValkeyServer
+    valkey: ValkeyServer | ValkeyCluster
     namespace: str
     nats_url: str
 
     def url(self, user: str) -> str:
-        return f"redis://{user}:{password(user)}@127.0.0.1:{self.valkey.port}/0"
+        port = self.valkey.nodes[0].port if isinstance(self.valkey, ValkeyCluster) else self.valkey.port
+        return f"redis://{user}:{password(user)}@127.0.0.1:{port}/0"
 
     def settings(self, user: str) -> Settings:
         return Settings.load(
@@ -54,16 +57,23 @@ class Guarded:
             profile="test",
             nats_url=self.nats_url,
             redis_url=SecretStr(self.url(user)),
+            redis_cluster=isinstance(self.valkey, ValkeyCluster),
             namespace=self.namespace,
         )
 
 
-@pytest.fixture
-def guarded(tmp_path: Path, namespace: str, servers: MeshServers) -> Iterator[Guarded]:
+@pytest.fixture(params=["server", "cluster"])
+def guarded(request: pytest.FixtureRequest, tmp_path: Path, namespace: str, servers: MeshServers) -> Iterator[Guarded]:
+    """A Valkey server, or a Valkey Cluster (3 primaries, 3 replicas: every node loads the same ACL file, the
+    replicas replicate as the admin user), started with the generated ACL file."""
     hashes = {u: hashlib.sha256(password(u).encode()).hexdigest() for u in USERS}
     acl = tmp_path / "users.acl"
     acl.write_text(valkey_acl(namespace, AGENTS, hashes))
-    valkey = ValkeyServer(data_dir=tmp_path / "acl-valkey", aclfile=acl)
+    valkey: ValkeyServer | ValkeyCluster
+    if request.param == "cluster":
+        valkey = ValkeyCluster(data_dir=tmp_path / "acl-cluster", aclfile=acl, admin=(ADMIN, password(ADMIN)))
+    else:
+        valkey = ValkeyServer(data_dir=tmp_path / "acl-valkey", aclfile=acl)
     valkey.start_sync()
     try:
         yield Guarded(valkey, namespace, servers.nats_url)
@@ -83,14 +93,15 @@ async def test_an_agent_reaches_only_its_keys(guarded: Guarded, alpha_redis: Red
     r = alpha_redis
     await r.set(f"{ns}:task:{{t1}}", "{}")
     await r.set(f"{ns}:claim:{{t1}}", "me", px=1000)
-    await r.zadd(f"{ns}:tasks:alpha", {"t1": 1})
+    await r.zadd(Keys(ns).agent_tasks("alpha", 3), {"t1": 1})
     await r.rpush(f"{ns}:history:alpha:{{c1}}", "turn")
     await r.set(f"{ns}:app:alpha:counter", 1)
     assert await r.get(f"{ns}:task:{{t1}}") == "{}"
     refused = [
         r.get(f"{ns}:exec:{{e1}}"),
         r.hgetall(f"{ns}:exec:{{e1}}:nodes"),
-        r.zrange(f"{ns}:tasks:beta", 0, -1),
+        r.zrange(Keys(ns).agent_tasks("beta", 3), 0, -1),
+        r.zrange(f"{ns}:{{idx:3}}:tasks:alphabet", 0, -1),
         r.lrange(f"{ns}:history:beta:{{c1}}", 0, -1),
         r.set(f"{ns}:app:beta:counter", 1),
         r.get(f"{ns}:{{schedules}}"),
@@ -128,7 +139,7 @@ async def test_the_cli_hashes_passwords_from_the_environment(tmp_path: Path) -> 
     text = out.read_text()
     assert "pw" not in text.replace("#", "")  # only hashes
     assert f"user echo on #{hashlib.sha256(password('echo').encode()).hexdigest()} resetchannels" in text
-    assert "~a2amesh:tasks:echo " in text
+    assert "~a2amesh:{idx:0}:tasks:echo ~a2amesh:{idx:1}:tasks:echo " in text
 
 
 def agents_and_workflows(tmp: Path) -> tuple[list[Path], Path]:

@@ -12,11 +12,12 @@ from tests.support.waiting import within
 
 
 class Inbox:
-    """Collects every message published to one reply subject."""
+    """Collects every message published to one reply subject (of a call to ``callee``: agents do not check
+    that token, only NATS permissions do)."""
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, callee: str = "callee") -> None:
         self.bus = bus
-        self.subject = bus.subjects.reply("rawtest", nuid())
+        self.subject = bus.subjects.reply("rawtest", callee, nuid())
         self.queue: asyncio.Queue[Received] = asyncio.Queue()
 
     async def start(self) -> Inbox:

@@ -27,6 +27,9 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "A2AMESH_LOG_FORMAT": "json",
             "A2AMESH_SHUTDOWN_GRACE": str(settings.shutdown_grace),
             "PYTHONUNBUFFERED": "1",
+            "A2AMESH_REDIS_CLUSTER": "1" if settings.redis_cluster else "0",
+            "A2AMESH_REDIS_WAIT_REPLICAS": str(settings.redis_wait_replicas),
+            "A2AMESH_REDIS_WAIT_TIMEOUT_MS": str(settings.redis_wait_timeout_ms),
         }
     )
     env.update(extra)

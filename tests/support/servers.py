@@ -6,17 +6,23 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from a2amesh.servers import NatsCluster, NatsServer, ValkeyServer
+from a2amesh.servers import NatsCluster, NatsServer, ValkeyCluster, ValkeyServer
 
 
 @dataclass
 class MeshServers:
-    """The servers of one test session. ``nats`` / ``valkey`` are None when external URLs are used."""
+    """The servers of one test session. ``nats`` / ``valkey`` are None when external URLs are used;
+    ``redis_cluster``: ``redis_url`` names a node of a Valkey Cluster (A2AMESH_TEST_REDIS_CLUSTER=1)."""
 
     nats_url: str
     redis_url: str
     nats: NatsServer | None
     valkey: ValkeyServer | None
+    valkey_cluster: ValkeyCluster | None = None
+
+    @property
+    def redis_cluster(self) -> bool:
+        return self.valkey_cluster is not None
 
 
 def _docker_servers() -> tuple[str, str, list[object]]:
@@ -43,8 +49,9 @@ _containers: list[object] = []
 
 
 def start_servers(tmp: Path) -> MeshServers:
-    """Start the servers of a test session: from the wheels on free ports (default), taken from
-    NATS_URL / REDIS_URL, or as Docker containers with A2AMESH_TESTCONTAINERS=1."""
+    """Start the servers of a test session: from the wheels on free ports (default; Valkey as a cluster of 3
+    primaries and 3 replicas with A2AMESH_TEST_REDIS_CLUSTER=1), taken from NATS_URL / REDIS_URL, or as
+    Docker containers with A2AMESH_TESTCONTAINERS=1."""
     nats = valkey = None
     nats_url = os.environ.get("NATS_URL", "")
     redis_url = os.environ.get("REDIS_URL", "")
@@ -55,16 +62,21 @@ def start_servers(tmp: Path) -> MeshServers:
         nats = NatsServer(data_dir=tmp / "nats")
         nats.start_sync()
         nats_url = nats.url
+    valkey_cluster = None
+    if not redis_url and os.environ.get("A2AMESH_TEST_REDIS_CLUSTER") == "1":
+        valkey_cluster = ValkeyCluster(data_dir=tmp / "valkey-cluster")
+        valkey_cluster.start_sync()
+        redis_url = valkey_cluster.url
     if not redis_url:
         valkey = ValkeyServer(data_dir=tmp / "valkey")
         valkey.start_sync()
         redis_url = valkey.url
-    return MeshServers(nats_url, redis_url, nats, valkey)
+    return MeshServers(nats_url, redis_url, nats, valkey, valkey_cluster)
 
 
 def stop_servers(s: MeshServers) -> None:
     """Stop the servers this session started."""
-    for server in (s.nats, s.valkey):
+    for server in (s.nats, s.valkey, s.valkey_cluster):
         if server is not None:
             server.stop_sync()
     while _containers:
@@ -86,10 +98,15 @@ def own_servers(tmp: Path) -> MeshServers:
 
 @dataclass
 class ClusterServers:
-    """A 3-node NATS JetStream cluster and a Valkey server of one test (it may kill, restart or pause nodes)."""
+    """A 3-node NATS JetStream cluster and a Valkey server or Valkey Cluster of one test (it may kill, restart
+    or pause nodes)."""
 
     nats: NatsCluster
-    valkey: ValkeyServer
+    valkey: ValkeyServer | ValkeyCluster
+
+    @property
+    def redis_cluster(self) -> bool:
+        return isinstance(self.valkey, ValkeyCluster)
 
     @property
     def nats_url(self) -> str:
@@ -100,10 +117,15 @@ class ClusterServers:
         return self.valkey.url
 
 
-def own_cluster(tmp: Path) -> ClusterServers:
-    """Start a 3-node NATS cluster and a Valkey server for one test."""
+def own_cluster(tmp: Path, *, valkey_cluster: bool = False) -> ClusterServers:
+    """Start a 3-node NATS cluster and a Valkey server (a Valkey Cluster of 3 primaries and 3 replicas with
+    ``valkey_cluster``) for one test."""
     cluster = NatsCluster(data_dir=tmp / "nats-cluster")
-    valkey = ValkeyServer(data_dir=tmp / "cluster-valkey")
+    valkey: ValkeyServer | ValkeyCluster = (
+        ValkeyCluster(data_dir=tmp / "valkey-cluster")
+        if valkey_cluster
+        else ValkeyServer(data_dir=tmp / "cluster-valkey")
+    )
     cluster.start_sync()
     try:
         valkey.start_sync()

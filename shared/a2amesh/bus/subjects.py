@@ -57,9 +57,16 @@ class Subjects:
         """Control subject of an agent or workflow."""
         return f"{self.ns}.a2a.v1.agent.control.{agent}"
 
-    def reply(self, instance: str, call_id: str) -> str:
-        """Reply subject of one call."""
-        return f"{self.ns}.a2a.v1.reply.{instance}.{call_id}"
+    def reply(self, instance: str, callee: str, call_id: str) -> str:
+        """Reply subject of one call to ``callee`` (an agent or workflow): naming the callee lets NATS
+        permissions allow each callee to publish only replies to calls made to it (:meth:`replies_from`)."""
+        return f"{self.ns}.a2a.v1.reply.{instance}.{callee}.{call_id}"
+
+    def replies_from(self, callee: str) -> list[str]:
+        """Every reply and delta subject of calls to ``callee`` (an instance is one token, or two with a scope)."""
+        return [
+            f"{self.ns}.a2a.v1.{kind}.{instance}.{callee}.*" for kind in ("reply", "delta") for instance in ("*", "*.*")
+        ]
 
     def reply_inbox(self, instance: str) -> str:
         """Wildcard over every reply subject of one process."""
@@ -74,9 +81,9 @@ class Subjects:
         """Prefix every valid reply subject starts with."""
         return f"{self.ns}.a2a.v1.reply."
 
-    def delta(self, instance: str, call_id: str) -> str:
-        """Token-delta subject of one call."""
-        return f"{self.ns}.a2a.v1.delta.{instance}.{call_id}"
+    def delta(self, instance: str, callee: str, call_id: str) -> str:
+        """Token-delta subject of one call to ``callee``."""
+        return f"{self.ns}.a2a.v1.delta.{instance}.{callee}.{call_id}"
 
     def delta_for_reply(self, reply_subject: str) -> str | None:
         """The delta subject that belongs to a reply subject, or None if it is not one of ours."""

@@ -52,7 +52,10 @@ def _add_mesh_verbs(sub: Any) -> None:
     s.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
     s.add_argument("--no-llm-host", action="store_true", help="do not start the host of the stored LLM agents")
     s.add_argument(
-        "--cluster", action="store_true", help="run NATS as a 3-node JetStream cluster (streams with 3 replicas)"
+        "--cluster",
+        action="store_true",
+        help="run NATS as a 3-node JetStream cluster (streams with 3 replicas) and Valkey as a Valkey Cluster "
+        "(3 primaries, 3 replicas)",
     )
     s.set_defaults(func=mesh.cmd_up)
 

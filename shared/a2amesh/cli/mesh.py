@@ -173,6 +173,12 @@ async def cmd_up(args: argparse.Namespace) -> int:
         if mesh.nats_cluster:
             replicas = mesh.effective_settings().replicas
             print(f"NATS cluster of {len(mesh.nats_cluster.nodes)} nodes; streams and buckets have {replicas} replicas")
+        if mesh.valkey_cluster:
+            vc = mesh.valkey_cluster
+            print(
+                f"Valkey Cluster of {len(vc.nodes)} nodes (each primary has {vc.replicas} replica): {' '.join(vc.urls)}"
+            )
+            print("  other processes: REDIS_URL=<any node> A2AMESH_REDIS_CLUSTER=1")
         if mesh.gateway_url:
             print(f"HTTP gateway: {mesh.gateway_url}/agents (A2A JSON-RPC, HTTP+JSON, SSE)")
             print(f"dashboard:    {mesh.gateway_url}/ (open it in a browser)")

@@ -30,6 +30,9 @@ def adopt_local_mesh(settings: Settings) -> Settings:
         updates["nats_url"] = (state / "nats.urls").read_text().strip()
     elif not settings.nats_url and (state / "nats.port").is_file():
         updates["nats_url"] = f"nats://127.0.0.1:{(state / 'nats.port').read_text().strip()}"
-    if not settings.redis_url and (state / "valkey.port").is_file():
+    if not settings.redis_url and (state / "valkey.cluster").is_file():
+        updates["redis_url"] = SecretStr((state / "valkey.cluster").read_text().strip())
+        updates["redis_cluster"] = True
+    elif not settings.redis_url and (state / "valkey.port").is_file():
         updates["redis_url"] = SecretStr(f"redis://127.0.0.1:{(state / 'valkey.port').read_text().strip()}/0")
     return settings.model_copy(update=updates) if updates else settings

@@ -42,7 +42,7 @@ class DeltaRelay:
         """Pass the deltas of the call ``call_id`` to ``sink`` (listening from the first route on)."""
         async with self._subscribing:
             if self._subscription is None:
-                subject = self.bus.subjects.delta(self.instance, "*")
+                subject = self.bus.subjects.delta(self.instance, "*", "*")
                 self._subscription = await self.bus.subscribe(subject, self._heard)
         self._routes[call_id] = sink
 

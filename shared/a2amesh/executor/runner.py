@@ -272,7 +272,7 @@ class ExecutionRunner(Generic[StateT]):
         for command in commands:
             if isinstance(command, NodeCall):
                 call_ids[command.path] = call_id = nuid()
-                subject = self.deps.bus.subjects.reply(self.deps.client.instance, call_id)
+                subject = self.deps.bus.subjects.reply(self.deps.client.instance, command.agent, call_id)
                 self.engine.set_reply_to(target, command.path, subject)
         return call_ids
 

@@ -214,7 +214,7 @@ class ArtifactStore:
         self.namespace = keys.ns
         self._ttl = max(int(retention), 1)
         self._max_bytes = max_bytes
-        self._scripts = Scripts(redis, "artifact_save", "artifact_load")
+        self._scripts = Scripts(redis, "artifact_save", "artifact_load", durable=True)
         self._delete = redis.register_script(load_script("artifact_delete"))
 
     def uri(self, scope: ArtifactScope, name: str, version: int | None = None) -> str:

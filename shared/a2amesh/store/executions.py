@@ -14,11 +14,13 @@ Per execution (every key carries the ``{execution_id}`` hash tag, so each script
 - ``exec:{id}:timers`` (zset): armed timers by due time (ms);
 - ``exec:{id}:lease``: ``owner:epoch`` with a TTL, renewed by the owner.
 
-Namespace-wide indexes: ``execs`` (by start), ``execs:wf:{workflow}`` (by start), ``{execs:status}:{s}``
-(by start; a paused execution is under ``paused``, moved there and back when it pauses and resumes),
-``exec:{parent}:children`` (a parent's sub-workflow executions, by start), ``timers`` (execution → next
-due, polled by owners) and ``leases`` (execution → lease expiry, scanned for takeovers). Index writes are
-not part of the guarded scripts (they span slots); each is harmless when stale and repaired by the next write.
+Namespace-wide indexes, each partitioned in shards (``{idx:N}``, the shard of the execution id; readers merge
+them, :mod:`a2amesh.store.shards`): ``execs`` (by start), ``execs:wf:{workflow}`` (by start),
+``execs:status:{s}`` (by start; a paused execution is under ``paused``, moved there and back when it pauses
+and resumes), ``timers`` (execution → next due, polled by owners) and ``leases`` (execution → lease expiry,
+scanned for takeovers); and ``exec:{parent}:children`` (a parent's sub-workflow executions, by start). Index
+writes are not part of the guarded scripts (they span slots); each is harmless when stale and repaired by
+the next write.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from a2amesh.protocol import Task
 from a2amesh.store.keys import Keys
 from a2amesh.store.presence import ExecutorPresence, presence_ttl
 from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script, now_ms
+from a2amesh.store.shards import by_shard, earliest, newest
 from a2amesh.store.tasks import TaskRecordView, record_view, task_record_json
 
 __all__ = ["CommitResult", "CreateResult", "ExecutionRecord", "ExecutionStore", "now_ms"]
@@ -240,7 +243,7 @@ class ExecutionStore:
         self.keys = keys
         self.retention = int(retention)
         self.lease_ttl_ms = int(lease_ttl * 1000)
-        self._scripts = Scripts(redis, "exec_create", "exec_commit", "exec_index_finish")
+        self._scripts = Scripts(redis, "exec_create", "exec_commit", "exec_index_finish", durable=True)
         self._lease_redis = dedicated_client(redis)
         self._lease_scripts = Scripts(self._lease_redis, "claim_renew")
         self.presence = ExecutorPresence(redis, self._lease_redis, keys, ttl=presence_ttl(lease_ttl))
@@ -309,17 +312,18 @@ class ExecutionStore:
         ]
         if task is not None:
             args += [task_record_json(task), task.status.state.value]
+        shard = k.shard(execution_id)
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "exec_create", keys, args)
             # in the same round trip: an execution whose creator dies before index_created must still be
             # found by the takeover scan (NX: an existing execution's entry is kept; one added for an
             # execution not created here and not running is taken back below)
-            pipe.zadd(k.leases_index(), {execution_id: now + self.lease_ttl_ms}, nx=True)
+            pipe.zadd(k.leases_index(shard), {execution_id: now + self.lease_ttl_ms}, nx=True)
 
         raw, added = await self._scripts.run(build)
         if added and (raw[0] == "canceled" or (raw[0] == "exists" and raw[1] != "running")):
-            await self.redis.zrem(k.leases_index(), execution_id)  # ours, for an execution not created here
+            await self.redis.zrem(k.leases_index(shard), execution_id)  # ours, for an execution not created here
         if raw[0] == "exists":
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
         if raw[0] == "canceled":
@@ -348,19 +352,20 @@ class ExecutionStore:
         k = self.keys
         now = now_ms()
         start = now if at is None else at
+        shard = k.shard(execution_id)
 
         def build(pipe: Any) -> None:
-            pipe.zadd(k.executions_index(), {execution_id: start}, nx=repair)
-            pipe.zadd(k.executions_by_workflow(workflow), {execution_id: start}, nx=repair)
-            pipe.zadd(k.agent_tasks(workflow), {execution_id: now}, nx=repair)
-            pipe.zadd(k.executions_by_status(status), {execution_id: start}, nx=repair)
+            pipe.zadd(k.executions_index(shard), {execution_id: start}, nx=repair)
+            pipe.zadd(k.executions_by_workflow(workflow, shard), {execution_id: start}, nx=repair)
+            pipe.zadd(k.agent_tasks(workflow, shard), {execution_id: now}, nx=repair)
+            pipe.zadd(k.executions_by_status(status, shard), {execution_id: start}, nx=repair)
             if parent:
                 pipe.zadd(k.execution_children(parent), {execution_id: start}, nx=repair)
                 pipe.expire(k.execution_children(parent), self.retention)
             # a finished one stays in the lease index until its answer is published (see mark_published)
-            pipe.zadd(k.leases_index(), {execution_id: now + self.lease_ttl_ms})
+            pipe.zadd(k.leases_index(shard), {execution_id: now + self.lease_ttl_ms})
             if timers and status == "running":
-                pipe.zadd(k.timers(), {execution_id: min(timers.values())})
+                pipe.zadd(k.timers(shard), {execution_id: min(timers.values())})
 
         await auto_pipeline(self.redis).run(build)
 
@@ -435,7 +440,7 @@ class ExecutionStore:
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "exec_commit", keys, args)
             if set_timers:
-                pipe.zadd(k.timers(), {execution_id: min(set_timers.values())}, lt=True)
+                pipe.zadd(k.timers(k.shard(execution_id)), {execution_id: min(set_timers.values())}, lt=True)
 
         raw = (await self._scripts.run(build))[0]
         finished = final_task is not None and final_status
@@ -460,12 +465,13 @@ class ExecutionStore:
 
     async def _index_status(self, execution_id: str, status: str, *, finished: bool) -> None:
         k = self.keys
-        keys = [k.executions_by_status("running"), k.executions_by_status("paused"), k.executions_by_status(status)]
+        shard = k.shard(execution_id)
+        keys = [k.executions_by_status(s, shard) for s in ("running", "paused", status)]
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "exec_index_finish", keys, [execution_id, now_ms()])
             if finished:
-                pipe.zrem(k.timers(), execution_id)
+                pipe.zrem(k.timers(shard), execution_id)
 
         await self._scripts.run(build)
 
@@ -478,7 +484,7 @@ class ExecutionStore:
 
         def build(pipe: Any) -> None:
             pipe.hset(self.keys.execution(execution_id), "final_published", "1")
-            pipe.zrem(self.keys.leases_index(), execution_id)
+            pipe.zrem(self.keys.leases_index(self.keys.shard(execution_id)), execution_id)
 
         await auto_pipeline(self.redis).run(build)
 
@@ -489,11 +495,12 @@ class ExecutionStore:
         raw = await self._acquire(
             keys=[self.keys.execution(execution_id), self.keys.lease(execution_id)], args=[owner, self.lease_ttl_ms]
         )
+        leases = self.keys.leases_index(self.keys.shard(execution_id))
         if raw[0] == "acquired":
-            await self.redis.zadd(self.keys.leases_index(), {execution_id: now_ms() + self.lease_ttl_ms})
+            await self.redis.zadd(leases, {execution_id: now_ms() + self.lease_ttl_ms})
             return "acquired", int(raw[1])
         if raw[0] == "missing":
-            await self.redis.zrem(self.keys.leases_index(), execution_id)
+            await self.redis.zrem(leases, execution_id)
         return str(raw[0]), 0
 
     async def renew(self, tokens: Mapping[str, str]) -> dict[str, bool]:
@@ -508,7 +515,8 @@ class ExecutionStore:
                 self._lease_scripts.queue(
                     pipe, "claim_renew", [self.keys.lease(execution_id)], [tokens[execution_id], self.lease_ttl_ms]
                 )
-            pipe.zadd(self.keys.leases_index(), dict.fromkeys(ids, expiry))
+            for shard, members in by_shard(ids).items():
+                pipe.zadd(self.keys.leases_index(shard), dict.fromkeys(members, expiry))
 
         # on connections of their own: a burst of commits in the main pool must not let leases lapse
         results = await self._lease_scripts.run(build)
@@ -518,7 +526,7 @@ class ExecutionStore:
         """Give up a lease; with ``handover`` another replica may take the execution over at once."""
         released = await self._release(keys=[self.keys.lease(execution_id)], args=[token])
         if released and handover:
-            await self.redis.zadd(self.keys.leases_index(), {execution_id: 0})
+            await self.redis.zadd(self.keys.leases_index(self.keys.shard(execution_id)), {execution_id: 0})
 
     async def set_fields(self, execution_id: str, fields: Mapping[str, str]) -> None:
         """Set record fields outside a step (the caller's reply info after a pause answered it)."""
@@ -529,28 +537,31 @@ class ExecutionStore:
     async def park(self, execution_id: str, token: str, next_due_ms: int | None) -> None:
         """Let a paused execution go: drop its lease and its takeover entry; index its next timer, if any."""
         await self._release(keys=[self.keys.lease(execution_id)], args=[token])
+        shard = self.keys.shard(execution_id)
         pipe = self.redis.pipeline(transaction=False)
-        pipe.zrem(self.keys.leases_index(), execution_id)
+        pipe.zrem(self.keys.leases_index(shard), execution_id)
         if next_due_ms is None:
-            pipe.zrem(self.keys.timers(), execution_id)
+            pipe.zrem(self.keys.timers(shard), execution_id)
         else:
-            pipe.zadd(self.keys.timers(), {execution_id: next_due_ms})
+            pipe.zadd(self.keys.timers(shard), {execution_id: next_due_ms})
         await pipe.execute()
 
     async def orphaned(self, limit: int = 50) -> list[str]:
         """Executions whose lease expired by the index (candidates for a takeover)."""
-        return _strs(await self.redis.zrangebyscore(self.keys.leases_index(), "-inf", now_ms(), start=0, num=limit))
+        leases = [self.keys.leases_index(s) for s in self.keys.shards]
+        return await earliest(self.redis, leases, "-inf", now_ms(), limit)
 
     async def due(self, limit: int = 200) -> list[str]:
         """Executions with a timer due by the index."""
-        return _strs(await self.redis.zrangebyscore(self.keys.timers(), "-inf", now_ms(), start=0, num=limit))
+        return await earliest(self.redis, [self.keys.timers(s) for s in self.keys.shards], "-inf", now_ms(), limit)
 
     async def reindex_timers(self, execution_id: str, next_due_ms: int | None) -> None:
         """Point the timer index at an execution's next timer (or drop it)."""
+        timers = self.keys.timers(self.keys.shard(execution_id))
         if next_due_ms is None:
-            await self.redis.zrem(self.keys.timers(), execution_id)
+            await self.redis.zrem(timers, execution_id)
         else:
-            await self.redis.zadd(self.keys.timers(), {execution_id: next_due_ms})
+            await self.redis.zadd(timers, {execution_id: next_due_ms})
 
     async def due_timers(self, execution_id: str) -> list[str]:
         """Timer ids of an execution that are due."""
@@ -624,17 +635,17 @@ class ExecutionStore:
         """Execution ids starting with ``prefix`` (among the newest 10,000)."""
         if await self.redis.exists(self.keys.execution(prefix)):
             return [prefix]
-        ids = _strs(await self.redis.zrevrange(self.keys.executions_index(), 0, 9999))
-        return [i for i in ids if i.startswith(prefix)]
+        index = [self.keys.executions_index(s) for s in self.keys.shards]
+        return [i for i, _ in await newest(self.redis, index, 10_000) if i.startswith(prefix)]
 
     async def list(
         self, *, workflow: str | None = None, status: str | None = None, limit: int = 50
     ) -> list[dict[str, str]]:
         """Execution records, newest first, optionally by workflow and status."""
         k = self.keys
-        index = k.executions_by_workflow(workflow) if workflow else k.executions_index()
+        shards = [k.executions_by_workflow(workflow, s) if workflow else k.executions_index(s) for s in k.shards]
         span = max(limit * 20, 1000) if status else limit + 50  # read far ahead only when filtering by status
-        ids = _strs(await self.redis.zrevrange(index, 0, span))
+        ids = [i for i, _ in await newest(self.redis, shards, span + 1)]
         out: list[dict[str, str]] = []
         if not ids:
             return out
@@ -653,8 +664,9 @@ class ExecutionStore:
                 break
         if gone:
             cleanup = self.redis.pipeline(transaction=False)
-            cleanup.zrem(k.executions_index(), *gone)
-            if workflow:
-                cleanup.zrem(index, *gone)
+            for shard, members in by_shard(gone).items():
+                cleanup.zrem(k.executions_index(shard), *members)
+                if workflow:
+                    cleanup.zrem(k.executions_by_workflow(workflow, shard), *members)
             await cleanup.execute()
         return out

@@ -2,11 +2,21 @@
 
 Keys of one task share the hash tag ``{task_id}`` and keys of one execution share ``{execution_id}``,
 so every multi-key script runs on Redis Cluster.
+
+The namespace-wide indexes written for every task or execution (all executions, by workflow, by status,
+an agent's tasks, leases, timers) are partitioned in :data:`INDEX_SHARDS` shards: a member goes to shard
+:meth:`Keys.shard` of its id, whose keys share the hash tag ``{idx:N}`` (so one script moves an execution
+between two status indexes of its shard), and a reader merges the shards. On a cluster the shards' slots
+spread over the primaries instead of making one of them take every index write.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
+
+INDEX_SHARDS = 8
+"""Shards of every namespace-wide index (every process of a namespace must agree on it)."""
 
 
 @dataclass(frozen=True)
@@ -14,6 +24,19 @@ class Keys:
     """Redis key names of one namespace."""
 
     ns: str = "a2amesh"
+
+    @staticmethod
+    def shard(member: str) -> int:
+        """The index shard of a task or execution id."""
+        return zlib.crc32(member.encode()) % INDEX_SHARDS
+
+    @property
+    def shards(self) -> range:
+        """Every index shard."""
+        return range(INDEX_SHARDS)
+
+    def _idx(self, shard: int) -> str:
+        return f"{self.ns}:{{idx:{shard}}}"
 
     # tasks (agent side)
     def task(self, task_id: str) -> str:
@@ -36,9 +59,9 @@ class Keys:
         """Hash of a task's push notification configs (JSON) by config id (``store/push.py``)."""
         return f"{self.ns}:push:{{{task_id}}}"
 
-    def agent_tasks(self, agent: str) -> str:
-        """Sorted set of an agent's task ids by last update (ms)."""
-        return f"{self.ns}:tasks:{agent}"
+    def agent_tasks(self, agent: str, shard: int) -> str:
+        """Sorted set of an agent's task ids by last update (ms), one shard of it."""
+        return f"{self._idx(shard)}:tasks:{agent}"
 
     def context_lock(self, agent: str, context_id: str) -> str:
         """Fenced per-context lock of a conversational agent."""
@@ -115,21 +138,18 @@ class Keys:
         """Lease ``owner:epoch`` of an execution."""
         return f"{self.ns}:exec:{{{execution_id}}}:lease"
 
-    def executions_index(self) -> str:
-        """Sorted set of every execution by start time."""
-        return f"{self.ns}:execs"
+    def executions_index(self, shard: int) -> str:
+        """Sorted set of every execution by start time, one shard of it."""
+        return f"{self._idx(shard)}:execs"
 
-    def executions_by_workflow(self, workflow: str) -> str:
-        """Sorted set of a workflow's executions by start time."""
-        return f"{self.ns}:execs:wf:{workflow}"
+    def executions_by_workflow(self, workflow: str, shard: int) -> str:
+        """Sorted set of a workflow's executions by start time, one shard of it."""
+        return f"{self._idx(shard)}:execs:wf:{workflow}"
 
-    def executions_by_status(self, status: str) -> str:
-        """Sorted set of executions by start time, per status (``paused`` ones apart from ``running``).
-
-        Every status shares the ``{execs:status}`` hash tag, so one script moves a finished execution
-        between two of them on Redis Cluster.
-        """
-        return f"{self.ns}:{{execs:status}}:{status}"
+    def executions_by_status(self, status: str, shard: int) -> str:
+        """Sorted set of executions by start time, per status (``paused`` ones apart from ``running``), one shard
+        of it (a shard's statuses share its hash tag: one script moves an execution between two)."""
+        return f"{self._idx(shard)}:execs:status:{status}"
 
     def execution_children(self, execution_id: str) -> str:
         """Sorted set of the executions a workflow node of this execution started (sub-workflows), by start."""
@@ -139,13 +159,13 @@ class Keys:
         """A workflow definition snapshot by content hash."""
         return f"{self.ns}:def:{digest}"
 
-    def timers(self) -> str:
-        """Sorted set of executions by their next timer (member = execution id, score = due ms)."""
-        return f"{self.ns}:timers"
+    def timers(self, shard: int) -> str:
+        """Sorted set of executions by their next timer (member = execution id, score = due ms), one shard."""
+        return f"{self._idx(shard)}:timers"
 
-    def leases_index(self) -> str:
-        """Sorted set of running executions by lease expiry (ms)."""
-        return f"{self.ns}:leases"
+    def leases_index(self, shard: int) -> str:
+        """Sorted set of running executions by lease expiry (ms), one shard of it."""
+        return f"{self._idx(shard)}:leases"
 
     def executor_alive(self, instance: str) -> str:
         """Presence of an executor replica (``SET … PX``, renewed while it runs)."""

@@ -1,21 +1,25 @@
 """Pages of executions read from the listing indexes (never a SCAN).
 
 Every listing index is a sorted set scored by the execution's start (ms): ``execs`` (all),
-``execs:wf:{workflow}``, ``{execs:status}:{status}`` and ``exec:{parent}:children``
-(:mod:`a2amesh.store.keys`). A page is read newest first and continues strictly *after* a position
-``(score, id)`` in the order (score descending, then id descending, as Redis orders equal scores in a
-reversed range), so executions that arrive while a client pages — all newer than where it stands —
-never shift what the next page holds: nothing is read twice and nothing that existed is skipped.
+``execs:wf:{workflow}``, ``execs:status:{status}`` — each partitioned in shards — and
+``exec:{parent}:children`` (:mod:`a2amesh.store.keys`). A page is read newest first and continues strictly
+*after* a position ``(score, id)`` in the order (score descending, then id descending, as Redis orders equal
+scores in a reversed range), so executions that arrive while a client pages — all newer than where it
+stands — never shift what the next page holds: nothing is read twice and nothing that existed is skipped.
+Each shard gives its first ``count`` entries after the position and the page is the first ``count`` of
+their merge: the order is total, so the merge is the page one sorted set would have given.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
+from a2amesh.store.shards import by_shard
 
 __all__ = ["SUMMARY_FIELDS", "ExecutionListing", "IndexName", "Position"]
 
@@ -63,16 +67,17 @@ class ExecutionListing:
         self.redis = redis
         self.keys = keys
 
-    def index_key(self, index: IndexName, value: str = "") -> str:
-        """The key of a listing index (``value``: the workflow, status or parent it is for)."""
+    def index_keys(self, index: IndexName, value: str = "") -> list[str]:
+        """The keys of a listing index: its shards (``value``: the workflow, status or parent it is for; a
+        parent's children are one sorted set)."""
         k = self.keys
-        if index == "workflow":
-            return k.executions_by_workflow(value)
-        if index == "status":
-            return k.executions_by_status(value)
         if index == "parent":
-            return k.execution_children(value)
-        return k.executions_index()
+            return [k.execution_children(value)]
+        if index == "workflow":
+            return [k.executions_by_workflow(value, s) for s in k.shards]
+        if index == "status":
+            return [k.executions_by_status(value, s) for s in k.shards]
+        return [k.executions_index(s) for s in k.shards]
 
     async def page(
         self,
@@ -85,8 +90,8 @@ class ExecutionListing:
         count: int = 50,
     ) -> list[Position]:
         """Up to ``count`` entries of an index, newest first, strictly after ``after``, started in
-        ``[since_ms, until_ms]`` (one round trip)."""
-        key = self.index_key(index, value)
+        ``[since_ms, until_ms]`` (one round trip: each shard's first ``count`` after the position, merged)."""
+        keys = self.index_keys(index, value)
         low: Any = "-inf" if since_ms is None else since_ms
         high: Any = "+inf" if until_ms is None else until_ms
         ties_at: int | None = None
@@ -96,37 +101,47 @@ class ExecutionListing:
                 ties_at = after.score if since_ms is None or after.score >= since_ms else None
             # else: the position lies above the range; the range is read from its top
         pipe = self.redis.pipeline(transaction=False)
-        if ties_at is not None:
-            pipe.zrevrangebyscore(key, ties_at, ties_at, start=0, num=TIES_READ)
-        pipe.zrevrangebyscore(key, high, low, start=0, num=count, withscores=True)
+        for key in keys:
+            if ties_at is not None:
+                pipe.zrevrangebyscore(key, ties_at, ties_at, start=0, num=TIES_READ)
+            pipe.zrevrangebyscore(key, high, low, start=0, num=count, withscores=True)
         replies = await pipe.execute()
-        out: list[Position] = []
-        if ties_at is not None and after is not None:
-            # equal scores come in descending id order: those after the position have smaller ids
-            out = [Position(ties_at, str(m)) for m in replies[0] if str(m) < after.id][:count]
-        for member, score in replies[-1]:
-            if len(out) >= count:
-                break
-            out.append(Position(int(score), str(member)))
-        return out
+        per_key = 2 if ties_at is not None else 1
+        found: list[Position] = []
+        for i in range(len(keys)):
+            shard = replies[i * per_key : (i + 1) * per_key]
+            if ties_at is not None and after is not None:
+                # equal scores come in descending id order: those after the position have smaller ids
+                found += [Position(ties_at, str(m)) for m in shard[0] if str(m) < after.id][:count]
+            found += [Position(int(score), str(member)) for member, score in shard[-1]]
+        return heapq.nlargest(count, found, key=lambda p: (p.score, p.id))
 
     async def counts(
         self, indexes: Sequence[tuple[IndexName, str]], *, since_ms: int | None = None, until_ms: int | None = None
     ) -> list[int]:
-        """How many entries of each index started in ``[since_ms, until_ms]`` (ZCOUNT, one round trip)."""
+        """How many entries of each index started in ``[since_ms, until_ms]`` (ZCOUNT per shard, one round trip)."""
         low: Any = "-inf" if since_ms is None else since_ms
         high: Any = "+inf" if until_ms is None else until_ms
-        pipe = self.redis.pipeline(transaction=False)
-        for index, value in indexes:
-            pipe.zcount(self.index_key(index, value), low, high)
-        return [int(n) for n in await pipe.execute()]
+        return await self._summed(indexes, lambda pipe, key: pipe.zcount(key, low, high))
 
     async def sizes(self, indexes: Sequence[tuple[IndexName, str]]) -> list[int]:
-        """How many entries each index holds (ZCARD, one round trip)."""
+        """How many entries each index holds (ZCARD per shard, one round trip)."""
+        return await self._summed(indexes, lambda pipe, key: pipe.zcard(key))
+
+    async def _summed(self, indexes: Sequence[tuple[IndexName, str]], queue: Any) -> list[int]:
         pipe = self.redis.pipeline(transaction=False)
+        spans = []
         for index, value in indexes:
-            pipe.zcard(self.index_key(index, value))
-        return [int(n) for n in await pipe.execute()]
+            keys = self.index_keys(index, value)
+            for key in keys:
+                queue(pipe, key)
+            spans.append(len(keys))
+        replies = [int(n) for n in await pipe.execute()]
+        out, at = [], 0
+        for n in spans:
+            out.append(sum(replies[at : at + n]))
+            at += n
+        return out
 
     async def rows(self, ids: Sequence[str]) -> list[dict[str, str] | None]:
         """The listing fields of each execution (None where its record is gone), in one round trip."""
@@ -147,10 +162,16 @@ class ExecutionListing:
         """Drop entries whose records expired from the index read and from the all-executions index."""
         if not ids:
             return
+        k = self.keys
         pipe = self.redis.pipeline(transaction=False)
-        pipe.zrem(self.index_key(index, value), *ids)
-        if index != "all":
-            pipe.zrem(self.keys.executions_index(), *ids)
+        if index == "parent":
+            pipe.zrem(k.execution_children(value), *ids)
+        for shard, members in by_shard(ids).items():
+            if index == "workflow":
+                pipe.zrem(k.executions_by_workflow(value, shard), *members)
+            elif index == "status":
+                pipe.zrem(k.executions_by_status(value, shard), *members)
+            pipe.zrem(k.executions_index(shard), *members)
         await pipe.execute()
 
     async def children(self, execution_id: str, limit: int = 1000) -> list[str]:

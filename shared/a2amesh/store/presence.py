@@ -16,6 +16,7 @@ from typing import Any
 
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, dedicated_client, load_script, now_ms
+from a2amesh.store.shards import by_shard, everything
 
 __all__ = ["PRESENCE_TTL", "ExecutorPresence", "presence_ttl"]
 
@@ -91,7 +92,7 @@ class ExecutorPresence:
         """Release every lease ``instance`` holds and put its executions first in the takeover index; then
         forget the replica. Returns the executions released."""
         prefix = instance + ":"
-        ids = _strs(await self.redis.zrange(self.keys.leases_index(), 0, -1))
+        ids = await everything(self.redis, [self.keys.leases_index(s) for s in self.keys.shards])
         released: list[str] = []
         for start in range(0, len(ids), SCAN_CHUNK):
             chunk = ids[start : start + SCAN_CHUNK]
@@ -105,6 +106,9 @@ class ExecutorPresence:
                     if await self._release(keys=[self.keys.lease(execution_id)], args=[str(value)]):
                         released.append(execution_id)
         if released:
-            await self.redis.zadd(self.keys.leases_index(), dict.fromkeys(released, 0))
+            pipe = self.redis.pipeline(transaction=False)
+            for shard, members in by_shard(released).items():
+                pipe.zadd(self.keys.leases_index(shard), dict.fromkeys(members, 0))
+            await pipe.execute()
         await self.redis.zrem(self.keys.executors_index(), instance)
         return released

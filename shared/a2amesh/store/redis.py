@@ -1,7 +1,8 @@
 """The Redis/Valkey connection of a process, with the startup checks of SPEC §7.
 
-Nothing outside :mod:`a2amesh.store` sees redis-py's exceptions: the :class:`Redis` client made here turns
-its connection and timeout errors into :class:`~a2amesh.errors.StoreUnavailable`.
+Nothing outside :mod:`a2amesh.store` sees redis-py's exceptions: the clients made here (:class:`ServerRedis`
+for one server, :class:`~a2amesh.store.cluster.ClusterRedis` with ``A2AMESH_REDIS_CLUSTER=1``; :data:`Redis`
+is either) turn their connection and timeout errors into :class:`~a2amesh.errors.StoreUnavailable`.
 """
 
 from __future__ import annotations
@@ -11,19 +12,20 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 import redis.asyncio as aioredis
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.commands.core import AsyncCoreCommands
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from a2amesh.config import Settings
 from a2amesh.errors import StoreError, StoreUnavailable
 from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
+from a2amesh.store.cluster import ClusterRedis
+from a2amesh.store.outage import UNREACHABLE as _UNREACHABLE
+from a2amesh.store.outage import unavailable
 from a2amesh.store.wire import SharedConnection, endpoint_of
 
 log = get_logger("store")
@@ -33,19 +35,10 @@ MAX_CONNECTIONS = 512
 
 _NOT_CALLBACK_OPTIONS = frozenset({"keys", EMPTY_RESPONSE, NEVER_DECODE})
 
-_UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
-"""redis-py's errors meaning Redis/Valkey cannot be reached for now (restart, pause, network, AOF
-loading): raised as :class:`StoreUnavailable`, so the work is handed back and retried later, never failed."""
-
 
 def now_ms() -> int:
     """Wall-clock milliseconds: the unit of every score and timestamp the store writes."""
     return int(time.time() * 1000)
-
-
-def unavailable(e: Exception) -> StoreUnavailable:
-    """``e`` (one of redis-py's connection or timeout errors) as our :class:`StoreUnavailable`."""
-    return StoreUnavailable(str(e) or type(e).__name__)
 
 
 class Pipeline(aioredis.client.Pipeline):
@@ -58,12 +51,19 @@ class Pipeline(aioredis.client.Pipeline):
             raise unavailable(e) from e
 
 
-class Redis(aioredis.Redis):
+class ServerRedis(aioredis.Redis):
     """redis-py's asyncio client, raising :class:`StoreUnavailable` when Redis cannot be reached.
 
     Its scripts (``register_script``) and pipelines go through the same translation; error replies
     (``ResponseError``, ``NoScriptError``) stay redis-py's, for the store modules to handle.
+
+    Attributes:
+        wait_replicas: replicas a durable write waits for (``WAIT``); 0: none.
+        wait_timeout_ms: how long it waits for them.
     """
+
+    wait_replicas: int = 0
+    wait_timeout_ms: int = 5000
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         execute = cast(Callable[..., Awaitable[Any]], super().execute_command)  # untyped in redis-py
@@ -76,9 +76,13 @@ class Redis(aioredis.Redis):
         return Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
 
 
-def _owning_client(pool: aioredis.ConnectionPool) -> Redis:
-    """A :class:`Redis` client that owns ``pool`` (closing the client disconnects it), as ``from_pool``."""
-    client = Redis(connection_pool=pool)
+Redis: TypeAlias = ServerRedis | ClusterRedis
+"""A process's store client: one server's, or a cluster's."""
+
+
+def _owning_client(pool: aioredis.ConnectionPool) -> ServerRedis:
+    """A :class:`ServerRedis` client that owns ``pool`` (closing the client disconnects it), as ``from_pool``."""
+    client = ServerRedis(connection_pool=pool)
     client.auto_close_connection_pool = True
     return client
 
@@ -105,7 +109,8 @@ class MeshConnectionPool(aioredis.BlockingConnectionPool):
 
 
 async def connect_redis(settings: Settings, *, url: str | None = None, check: bool = True) -> Redis:
-    """Connect to Redis/Valkey and check it is usable for execution state.
+    """Connect to Redis/Valkey (a cluster with ``settings.redis_cluster``, ``dsn`` naming any of its nodes)
+    and check it is usable for execution state.
 
     Raises:
         StoreError: unreachable, or ``maxmemory-policy`` is not ``noeviction``.
@@ -120,15 +125,23 @@ async def connect_redis(settings: Settings, *, url: str | None = None, check: bo
     }
     if settings.redis_password:
         kwargs["password"] = settings.redis_password.get_secret_value()
+    client: Redis
     try:
-        # A blocking pool: past MAX_CONNECTIONS commands wait for a free connection instead of failing
-        # with redis-py's MaxConnectionsError (its default pool holds 100). The wait has no limit: a
-        # busy pool is load, not an outage (a Redis that stops answering fails the commands holding
-        # connections at the socket timeout, which frees them).
-        pool = MeshConnectionPool.from_url(dsn, max_connections=MAX_CONNECTIONS, timeout=None, **kwargs)
-        client = _owning_client(pool)
-    except ValueError as e:
+        if settings.redis_cluster:
+            # one pool per node, grown on demand; slot map, redirects and failover are redis-py's
+            kwargs.pop("retry_on_timeout")
+            client = ClusterRedis.connect(dsn, **kwargs)
+        else:
+            # A blocking pool: past MAX_CONNECTIONS commands wait for a free connection instead of failing
+            # with redis-py's MaxConnectionsError (its default pool holds 100). The wait has no limit: a
+            # busy pool is load, not an outage (a Redis that stops answering fails the commands holding
+            # connections at the socket timeout, which frees them).
+            pool = MeshConnectionPool.from_url(dsn, max_connections=MAX_CONNECTIONS, timeout=None, **kwargs)
+            client = _owning_client(pool)
+    except (ValueError, RedisError) as e:
         raise StoreError(f"REDIS_URL is not a redis:// or rediss:// URL: {e}") from e
+    client.wait_replicas = settings.redis_wait_replicas
+    client.wait_timeout_ms = settings.redis_wait_timeout_ms
     if check:
         try:
             await client.ping()
@@ -154,18 +167,24 @@ async def _maxmemory_policy(client: Redis) -> str | None:
     except ResponseError:
         return None  # CONFIG disabled (managed Redis): cannot check, trust the operator
     value = cfg.get("maxmemory-policy")
+    if isinstance(value, dict):  # a cluster's nodes each answer: the first one that does not say noeviction
+        return next((str(v) for v in value.values() if v != "noeviction"), "noeviction")
     return str(value) if value is not None else None
 
 
 def dedicated_client(redis: Redis, connections: int = 2) -> Redis:
     """A client with its own small pool to the same server, for commands that must never wait behind bulk
     work in the main pool (lease and claim renewals under a burst of 10,000 commits). Close it with
-    ``aclose()``; it connects on first use."""
+    ``aclose()``; it connects on first use (a cluster client: a client of its own, its own pool per node)."""
+    if isinstance(redis, ClusterRedis):
+        return redis.twin()
     pool = redis.connection_pool
     own = MeshConnectionPool(
         connection_class=pool.connection_class, max_connections=connections, timeout=None, **pool.connection_kwargs
     )
-    return _owning_client(own)
+    client = _owning_client(own)
+    client.wait_replicas, client.wait_timeout_ms = redis.wait_replicas, redis.wait_timeout_ms
+    return client
 
 
 def _redact(dsn: str) -> str:
@@ -211,7 +230,12 @@ class AutoPipeline:
     (TLS, or a client made elsewhere) redis-py pipelines are used: a caller runs its pipeline at once
     while fewer than ``max_in_flight`` are out; past that it waits, and everything that waited goes as
     one pipeline when one comes back. Either way each caller's commands stay together and in order, and
-    it gets only its own replies (the first error among them is raised to it alone).
+    it gets only its own replies (the first error among them is raised to it alone). On a cluster client,
+    each caller's commands go as one pipeline per node (:meth:`ClusterRedis.run_commands`).
+
+    ``durable`` runs (the task and execution scripts whose writes an ack depends on) end with
+    ``WAIT wait_replicas wait_timeout_ms`` on the same connection when the client asks for replicas, and
+    raise :class:`StoreUnavailable` when fewer acknowledged the write (docs/scaling.md).
     """
 
     def __init__(self, redis: Redis, max_in_flight: int = 4, *, shared: bool = True) -> None:
@@ -220,11 +244,30 @@ class AutoPipeline:
         self._in_flight = 0
         self._waiting: list[tuple[Callable[[Any], None], asyncio.Future[list[Any]]]] = []
         self._batches = Background()
-        pool = redis.connection_pool
-        self._shared = pool.shared_connection() if shared and isinstance(pool, MeshConnectionPool) else None
+        self._shared: SharedConnection | None = None
+        if not isinstance(redis, ClusterRedis):
+            pool = redis.connection_pool
+            self._shared = pool.shared_connection() if shared and isinstance(pool, MeshConnectionPool) else None
 
-    async def run(self, build: Callable[[Any], None]) -> list[Any]:
+    async def run(self, build: Callable[[Any], None], *, durable: bool = False) -> list[Any]:
         """Execute the commands ``build(pipe)`` queues; their replies, in order."""
+        wait = self._r.wait_replicas if durable else 0
+        if isinstance(self._r, ClusterRedis):
+            recorder = _Recorder()
+            build(recorder)
+            return _first_error_raised(await self._r.run_commands(recorder.commands, durable=durable))
+        if wait:
+            build = _waiting(build, wait, self._r.wait_timeout_ms)
+        replies = await self._run(build)
+        if wait:
+            _check_wait(replies.pop(), wait, self._r.wait_timeout_ms)
+        return replies
+
+    @property
+    def _server(self) -> ServerRedis:
+        return cast(ServerRedis, self._r)  # a cluster client never reaches redis-py's pipelines here
+
+    async def _run(self, build: Callable[[Any], None]) -> list[Any]:
         if self._shared is not None:
             recorder = _Recorder()
             build(recorder)
@@ -239,7 +282,7 @@ class AutoPipeline:
         if self._in_flight < self._max and not self._waiting:
             self._in_flight += 1
             try:
-                pipe = self._r.pipeline(transaction=False)
+                pipe = self._server.pipeline(transaction=False)
                 build(pipe)
                 return list(await pipe.execute())
             finally:
@@ -277,7 +320,7 @@ class AutoPipeline:
         self._next_batch()
 
     async def _send(self, batch: list[tuple[Callable[[Any], None], asyncio.Future[list[Any]]]]) -> None:
-        pipe = self._r.pipeline(transaction=False)
+        pipe = self._server.pipeline(transaction=False)
         spans: list[tuple[asyncio.Future[list[Any]], int, int]] = []
         for build, future in batch:
             if future.done():  # its caller was cancelled while waiting
@@ -323,6 +366,28 @@ def _replay(commands: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Callable[
     return build
 
 
+def _waiting(build: Callable[[Any], None], replicas: int, timeout_ms: int) -> Callable[[Any], None]:
+    def with_wait(pipe: Any) -> None:
+        build(pipe)
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+
+    return with_wait
+
+
+def _check_wait(reply: Any, wanted: int, timeout_ms: int) -> None:
+    if int(reply) < wanted:
+        raise StoreUnavailable(
+            f"a write reached {int(reply)} of the {wanted} replica(s) it waits for in {timeout_ms} ms"
+        )
+
+
+def _first_error_raised(replies: list[Any]) -> list[Any]:
+    error = next((r for r in replies if isinstance(r, Exception)), None)
+    if error is not None:
+        raise error
+    return replies
+
+
 def auto_pipeline(redis: Redis) -> AutoPipeline:
     """The :class:`AutoPipeline` shared by everything of this process that uses ``redis``."""
     found = _AUTO_PIPELINES.get(redis)
@@ -335,13 +400,15 @@ class Scripts:
     """Lua scripts called by SHA inside pipelines, loaded once and reloaded if Redis lost them.
 
     redis-py's registered scripts send ``SCRIPT EXISTS`` before every pipeline that holds one; this
-    keeps each pipeline to a single round trip.
+    keeps each pipeline to a single round trip. ``durable``: their writes are ones an ack depends on
+    (:class:`AutoPipeline`, ``WAIT``).
     """
 
-    def __init__(self, redis: Redis, *names: str) -> None:
+    def __init__(self, redis: Redis, *names: str, durable: bool = False) -> None:
         import hashlib
 
         self._r = redis
+        self._durable = durable
         self._source = {n: load_script(n) for n in names}
         self.sha = {n: hashlib.sha1(src.encode()).hexdigest() for n, src in self._source.items()}
         self._loaded = False
@@ -362,7 +429,7 @@ class Scripts:
                     await self._r.script_load(src)
                 self._loaded = True
             try:
-                return await auto_pipeline(self._r).run(build)
+                return await auto_pipeline(self._r).run(build, durable=self._durable)
             except NoScriptError:
                 if attempt:
                     raise

@@ -8,6 +8,7 @@ from typing import Any
 from a2amesh.protocol import Task, TaskState
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script, now_ms
+from a2amesh.store.shards import newest
 
 
 @dataclass
@@ -56,7 +57,7 @@ class TaskStore:
         self._k = keys
         self._retention = int(retention)
         self._queued_ttl = int(queued_ttl)
-        self._scripts = Scripts(redis, "task_claim", "task_write")
+        self._scripts = Scripts(redis, "task_claim", "task_write", durable=True)
         # connections of their own: renewals must not wait behind thousands of final writes
         self._renew_redis = dedicated_client(redis)
         self._renew_scripts = Scripts(self._renew_redis, "claim_renew")
@@ -77,7 +78,7 @@ class TaskStore:
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "task_claim", self._k.task_record(task.id), args)
-            pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
+            pipe.zadd(self._k.agent_tasks(agent, self._k.shard(task.id)), {task.id: now_ms()})
 
         raw, _ = await self._scripts.run(build)
         return record_view(raw)
@@ -122,7 +123,7 @@ class TaskStore:
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "task_write", self._k.task_record(task.id), args)
-            pipe.zadd(self._k.agent_tasks(agent), {task.id: now_ms()})
+            pipe.zadd(self._k.agent_tasks(agent, self._k.shard(task.id)), {task.id: now_ms()})
 
         raw, _ = await self._scripts.run(build)
         return record_view(raw)
@@ -172,7 +173,8 @@ class TaskStore:
         self, agent: str, *, context_id: str | None, state: TaskState | None, offset: int, limit: int
     ) -> tuple[list[Task], int]:
         """An agent's tasks, newest first, filtered; returns (page, total matching)."""
-        ids = await self._r.zrevrange(self._k.agent_tasks(agent), 0, 4999)
+        shards = [self._k.agent_tasks(agent, s) for s in self._k.shards]
+        ids = [task_id for task_id, _ in await newest(self._r, shards, 5000)]
         tasks: list[Task] = []
         if ids:
             pipe = self._r.pipeline(transaction=False)

@@ -226,7 +226,7 @@ class ControlPlane:
             raise RpcError(
                 codes.INVALID_REQUEST,
                 f"SubscribeToTask needs a {h.REPLY_TO} header with a reply subject "
-                f"({self.bus.subjects.reply_prefix()}{{instance}}.{{call_id}})",
+                f"({self.bus.subjects.reply_prefix()}{{instance}}.{{callee}}.{{call_id}})",
             )
         assert reply_to is not None
         if await self.backend.follow(agent, task_id, reply_to):

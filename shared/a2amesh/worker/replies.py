@@ -63,7 +63,7 @@ class ReplyInfo(BaseModel):
 
 
 def valid_reply_subject(bus: Bus, subject: str | None) -> bool:
-    """Whether ``subject`` is exactly ``{ns}.a2a.v1.reply.{instance}.{call_id}`` of this namespace.
+    """Whether ``subject`` is exactly ``{ns}.a2a.v1.reply.{instance}.{callee}.{call_id}`` of this namespace.
 
     An instance is one token, or two (``{scope}.{nuid}``) for a process with a reply scope. Every token
     matches :data:`REPLY_TOKEN`: no empty token, no wildcard, no space or other character a publish could
@@ -75,7 +75,7 @@ def valid_reply_subject(bus: Bus, subject: str | None) -> bool:
     if not subject.startswith(prefix):
         return False
     tokens = subject[len(prefix) :].split(".")
-    return len(tokens) in (2, 3) and all(REPLY_TOKEN.fullmatch(t) for t in tokens)
+    return len(tokens) in (3, 4) and all(REPLY_TOKEN.fullmatch(t) for t in tokens)
 
 
 class ReplyPublisher:
