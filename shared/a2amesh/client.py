@@ -335,7 +335,7 @@ class Client:
             self._delta_listening = asyncio.Lock()
         async with self._delta_listening:
             if self._delta_subscription is None:
-                subject = self.bus.subjects.delta(self.instance, "*")
+                subject = self.bus.subjects.delta(self.instance, "*", "*")
                 self._delta_subscription = await self.bus.subscribe(subject, self._on_delta)
 
     async def _on_delta(self, msg: Received) -> None:
