@@ -16,8 +16,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.agent.context import TaskContext
-from a2amesh.agent.llm_client import ChatModel, Embeddings
+from a2amesh.agent.llm_client import Embeddings
 from a2amesh.builtins.conversation import parse_input
+from a2amesh.builtins.embedders import DEFAULT_EMBEDDING_MODEL, Embedder
 from a2amesh.bus.nats import Bus
 from a2amesh.errors import TransportError
 from a2amesh.jsontext import dumps_bytes
@@ -25,7 +26,6 @@ from a2amesh.store.memory import MemoryEntry, MemoryStore, unpack_vector
 
 __all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents", "ScopeRef", "publish_memory_event"]
 
-DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 CACHED_SCOPES = 64
 """Scopes whose vectors a process keeps in memory between searches (least recently used dropped first)."""
 
@@ -94,20 +94,19 @@ class MemoryAgents:
     def __init__(
         self,
         store: MemoryStore,
-        chat: Callable[[], ChatModel],
+        embedder: Callable[[], Embedder],
         *,
         embedding_model: str | None,
         bus: Bus | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
-        self._chat = chat
+        self._embedder = embedder
         self.embedding_model = embedding_model or DEFAULT_EMBEDDING_MODEL
         self._cache: OrderedDict[tuple[str, str | None], tuple[int, list[str], np.ndarray[Any, Any]]] = OrderedDict()
 
     async def _embed(self, texts: list[str], model: str | None, ctx: TaskContext) -> Embeddings:
-        chat = self._chat()
-        result = await chat.embed(texts, model=model or self.embedding_model)
+        result = await self._embedder().embed(texts, model=model or self.embedding_model)
         ctx.usage.add(model=result.model, purpose="embed", prompt_tokens=result.prompt_tokens, completion_tokens=0)
         return result
 

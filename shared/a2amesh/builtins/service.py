@@ -72,8 +72,8 @@ class BuiltinsWorker(Worker):
         self.agents = agents
         memory = MemoryAgents(
             MemoryStore(redis, Keys(settings.namespace)),
-            agents.chat,
-            embedding_model=agents.models.embedding_model,
+            agents.embedder,
+            embedding_model=agents.models.default_embedding_model,
             bus=bus,
         )
         rag = RagAgent(memory, agents)
