@@ -83,7 +83,7 @@ async def test_memory_is_written_and_found_by_meaning_with_no_api_key(
     stored = await MemoryStore(redis, Keys(settings.namespace)).list("helper", user="ann")
     assert {e.dimensions for e in stored} == {384}
     questions = {
-        "which foods must she avoid?": "Ann is allergic to peanuts.",
+        "what could give her an allergic reaction?": "Ann is allergic to peanuts.",
         "when does her plane depart?": "Ann's flight to Lisbon leaves on Friday morning.",
         "what music does she like?": "Ann's favourite band is Radiohead.",
     }
