@@ -29,6 +29,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,42 @@ def llm_chain(name: str, n: int) -> dict[str, Any]:
         "nodes": nodes,
         "output_mapping": {"out": f"{{{{n{n}.output.text}}}}"},
     }
+
+
+async def interleaved(
+    agent_run: Callable[[int, int], Awaitable[float]],
+    node_run: Callable[[int, int], Awaitable[float]],
+    base_url: str,
+    rounds: int,
+    n: int = 10,
+) -> Figure:
+    """Both kinds of node side by side: rounds of one N-node LLM-agent run, one N-node ``llm`` run and one raw
+    model call, so the load of the machine weighs on all three alike; each run's per-node time minus its model
+    calls (2 for the LLM agent, 1 for the llm node) at the round's model time is its orchestration overhead."""
+    agent_over: list[float] = []
+    node_over: list[float] = []
+    model_ms: list[float] = []
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        for i in range(rounds):
+            a = await agent_run(n, 1000 + i) / n
+            b = await node_run(n, 1000 + i) / n
+            t0 = time.perf_counter()
+            resp = await http.post("/chat/completions", json=body, headers={"Authorization": "Bearer x"})
+            resp.raise_for_status()
+            m = ms_since(t0)
+            model_ms.append(m)
+            agent_over.append(a - 2 * m)
+            node_over.append(b - m)
+    f = Figure.from_samples(
+        "llm.node.overhead",
+        f"llm node beside LLM-agent node, interleaved at N = {n}: overhead per node (minus its model call)",
+        node_over,
+    )
+    agent = percentile(agent_over, 50)
+    f.note = f"LLM-agent node minus its 2 model calls: {agent:.2f} ms; model call p50 {percentile(model_ms, 50):.2f} ms"
+    f.extra = {"agent_overhead_ms": agent_over, "node_overhead_ms": node_over, "model_ms": model_ms}
+    return f
 
 
 def line_fit(points: dict[int, float]) -> tuple[float, float]:
@@ -254,6 +291,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
                 "cpu_ms_per_node": {k: v * 1000 / (n * reps) for k, v in cpu.items()},
             }
             figures.append(f)
+        figures.append(await interleaved(once, node_once, base_url, ctx.scale(20, 2)))
     finally:
         await client.close()
         await executor.stop()
