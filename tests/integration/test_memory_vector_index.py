@@ -16,7 +16,7 @@ import pytest
 
 from a2amesh.agent.usage import Usage
 from a2amesh.builtins.embedders import LOCAL_EMBEDDING_MODEL, LocalEmbeddings
-from a2amesh.builtins.memory import MemoryAgents, ScopeRef
+from a2amesh.builtins.memory import EmbeddingMismatch, MemoryAgents, ScopeRef
 from a2amesh.config import Settings
 from a2amesh.store.keys import Keys
 from a2amesh.store.memory import MemoryStore
@@ -108,10 +108,11 @@ async def test_the_server_index_is_detected_and_ranks_as_the_exact_search_does(
 
 
 async def test_the_index_matches_brute_force_and_takes_in_entries_written_before_it(
-    search_redis: Redis, settings: Settings
+    search_redis: Redis, settings: Settings, embedder: LocalEmbeddings
 ) -> None:
     """Entries written while no index existed are found once one is created (it waits for the backfill), and
-    its k nearest over 400 random vectors are those numpy finds, with the same cosine similarities."""
+    its k nearest over 400 random vectors are those numpy finds, with the same cosine similarities; a query
+    or a write embedded with another vector length is refused naming both lengths, as on the exact path."""
     keys = Keys(settings.namespace)
     rng = np.random.default_rng(5)
     vectors = rng.standard_normal((400, 48)).astype(np.float32)
@@ -134,3 +135,8 @@ async def test_the_index_matches_brute_force_and_takes_in_entries_written_before
     assert shared[0] == (ids[0], pytest.approx(1.0, abs=1e-5))
     assert len(shared) == 3
     assert all(ids.index(entry_id) % 4 == 0 for entry_id, _ in shared)
+    agents = MemoryAgents(MemoryStore(search_redis, keys), lambda: embedder, embedding_model=LOCAL_EMBEDDING_MODEL)
+    with pytest.raises(EmbeddingMismatch, match="holds 48-dimensional vectors, the embedding model .* gives 384"):
+        await agents.search(ScopeRef(agent="rand", user="u"), "anything", _Ctx(), top_k=3, min_score=None)  # type: ignore[arg-type]
+    with pytest.raises(EmbeddingMismatch, match="holds 48-dimensional vectors"):
+        await agents.memory({"op": "write", "agent": "rand", "user": "u", "content": "more"}, _Ctx())  # type: ignore[arg-type]
