@@ -181,14 +181,15 @@ class MemoryAgents:
         k = top_k
         while True:
             if loaded is not None:
-                ranked = _rank(*loaded, query, None if where else k)  # a filter may drop any of them: rank all
+                ranked = _rank(*loaded, query, k)
             else:
                 assert index is not None
                 ranked = await index.nearest(scope.agent, scope.user, query, k)
             found = await self._entries(scope, ranked, top_k=top_k, min_score=min_score, where=where)
-            if len(found) == top_k or len(ranked) < k or loaded is not None:
+            below = min_score is not None and bool(ranked) and ranked[-1][1] < min_score
+            if len(found) == top_k or len(ranked) < k or below:
                 return found
-            k *= 4  # the server's k nearest held too few that pass the filter: ask for more
+            k *= 4  # the k nearest held too few that pass the filter: look further
 
     async def _entries(
         self,
@@ -243,11 +244,11 @@ class MemoryAgents:
         return ids, matrix
 
 
-def _rank(ids: list[str], matrix: np.ndarray[Any, Any], query: list[float], k: int | None) -> list[tuple[str, float]]:
-    """Exact cosine ranking of a scope's unit-length rows: the ``k`` best (None: all), best first."""
+def _rank(ids: list[str], matrix: np.ndarray[Any, Any], query: list[float], k: int) -> list[tuple[str, float]]:
+    """Exact cosine ranking of a scope's unit-length rows: the ``k`` best, best first."""
     q = np.asarray(query, dtype=np.float32)
     scores = (matrix @ q) / (float(np.linalg.norm(q)) or 1.0)
-    if k is None or k >= len(ids):
+    if k >= len(ids):
         order = np.argsort(-scores, kind="stable")
     else:
         best = np.argpartition(-scores, k - 1)[:k]
