@@ -3,7 +3,8 @@
 It is ``tests/fakes/openai_server.py`` (the real ``openai`` client talks to it over HTTP) with a
 responder that answers every node call of an LLM agent in two model turns, like SAM's fake model in
 ``shared/bench/sam/fake_llm.py``: first a ``save_artifact`` tool call (a small JSON result), then the
-text ``«result:artifact=NAME status=success»`` naming that artifact. It prints ``BASE_URL <url>`` and
+text ``«result:artifact=NAME status=success»`` naming that artifact; a request without tools (an ``llm``
+node's) is answered ``ok`` in one turn. It prints ``BASE_URL <url>`` and
 serves until it is terminated.
 """
 
@@ -23,7 +24,10 @@ from tests.fakes.openai_server import FakeOpenAIServer, Reply, ToolCall, Usage
 
 
 def respond(body: dict[str, Any]) -> Reply:
-    """Turn 1: save the artifact; turn 2 (a tool result follows the call): the result embed."""
+    """Turn 1: save the artifact; turn 2 (a tool result follows the call): the result embed. A request that
+    offers no tools (an ``llm`` workflow node's) gets a text at once: one turn."""
+    if not body.get("tools"):
+        return Reply("ok", usage=Usage(20, 2))
     messages = body.get("messages") or []
     for msg in reversed(messages):
         if msg.get("role") == "assistant" and msg.get("tool_calls"):

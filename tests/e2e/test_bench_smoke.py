@@ -44,6 +44,9 @@ def test_run_all_quick_writes_results(tmp_path: Path) -> None:
         "llm.chain.n3",
         "llm.chain.n10",
         "llm.fit",
+        "llm.node.n10",
+        "llm.node.fit",
+        "llm.node.overhead",
     } <= keys
     chain = next(f for f in result["figures"] if f["key"] == "workflow.chain.n10")
     floors = chain["extra"]["floors_interleaved_ms"]

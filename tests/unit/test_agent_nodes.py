@@ -260,6 +260,30 @@ def test_no_endpoint_says_what_to_set() -> None:
         ModelSettings(base_url=None, api_key=None, model=None).chat_model()
 
 
+async def test_embeddings_without_endpoint_or_offline_model_say_how_to_enable_them() -> None:
+    """No endpoint and no offline extra: the error names both ways; the offline model refuses another model's
+    name instead of mixing vectors of two models; an endpoint always takes precedence."""
+    import pytest
+
+    from a2amesh.builtins.agents import ModelSettings
+    from a2amesh.builtins.embedders import LocalEmbeddings
+    from a2amesh.errors import LlmError
+
+    bare = ModelSettings(base_url=None, api_key=None, model=None, offline=False)
+    with pytest.raises(LlmError, match=r"OPENAI_BASE_URL .*pip install 'a2amesh\[offline\]'"):
+        bare.embedder()
+    assert bare.default_embedding_model == "text-embedding-3-small"
+    offline = ModelSettings(base_url=None, api_key=None, model=None, offline=True)
+    assert offline.default_embedding_model == "all-MiniLM-L6-v2"
+    local = offline.embedder()
+    assert isinstance(local, LocalEmbeddings)
+    with pytest.raises(LlmError, match="'text-embedding-3-small' needs an embeddings endpoint"):
+        await local.embed(["x"], model="text-embedding-3-small")
+    await local.aclose()
+    endpoint = ModelSettings(base_url="http://127.0.0.1:9/v1", api_key=None, model=None, offline=True)
+    assert (endpoint.offline, endpoint.default_embedding_model) == (False, "text-embedding-3-small")
+
+
 def test_unknown_tool_agents_are_warnings_naming_the_tool() -> None:
     _, report = validate_data(
         wf({"id": "a", "type": "tool_loop", "tools": ["lookpu", {"workflow": "sub"}, "m:f"]}),

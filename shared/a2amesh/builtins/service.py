@@ -70,10 +70,10 @@ class BuiltinsWorker(Worker):
     def __init__(self, agents: BuiltinAgents, *, bus: Bus, redis: Redis, settings: Settings) -> None:
         super().__init__()
         self.agents = agents
-        memory = MemoryAgents(
+        self.memory = memory = MemoryAgents(
             MemoryStore(redis, Keys(settings.namespace)),
-            agents.chat,
-            embedding_model=agents.models.embedding_model,
+            agents.embedder,
+            embedding_model=agents.models.default_embedding_model,
             bus=bus,
         )
         rag = RagAgent(memory, agents)
@@ -83,9 +83,12 @@ class BuiltinsWorker(Worker):
 
     async def run(self) -> None:
         """Serve until asked to stop; ``ready`` once every host serves."""
-        runs = [asyncio.create_task(host.run_until(self._stop)) for host in self.hosts]
-        ready = asyncio.create_task(self._all_ready())
+        runs: list[asyncio.Task[None]] = []
+        ready: asyncio.Task[None] | None = None
         try:
+            await self.memory.store.index()  # where memory is searched: the server's vector index, or here
+            runs = [asyncio.create_task(host.run_until(self._stop)) for host in self.hosts]
+            ready = asyncio.create_task(self._all_ready())
             done, _ = await asyncio.wait({ready, *runs}, return_when=asyncio.FIRST_COMPLETED)
             if ready in done:
                 self.ready.set()
@@ -93,7 +96,8 @@ class BuiltinsWorker(Worker):
                 self._stop.set()  # a host ended before serving: stop the others and report its error
             await asyncio.gather(*runs)
         finally:
-            ready.cancel()
+            if ready is not None:
+                ready.cancel()
             self._stop.set()
             await asyncio.gather(*runs, return_exceptions=True)
             await self.agents.aclose()

@@ -176,7 +176,9 @@ def _add_run_verbs(sub: Any) -> None:
 
     s = sub.add_parser("rag", help="vector stores of the rag node: rag ingest STORE FILE…")
     rag_sub = s.add_subparsers(dest="rag_verb", required=True, metavar="ACTION")
-    r = rag_sub.add_parser("ingest", help="chunk, embed (OPENAI_BASE_URL) and store text files in a vector store")
+    r = rag_sub.add_parser(
+        "ingest", help="chunk, embed (OPENAI_BASE_URL, else the offline model) and store text files in a vector store"
+    )
     r.add_argument("store", help="the vector store's name")
     r.add_argument("files", nargs="+", metavar="FILE")
     r.add_argument("--embedding-model", help="the embedding model (default text-embedding-3-small)")

@@ -34,8 +34,9 @@ async def cmd_rag_ingest(args: argparse.Namespace) -> int:
     import re
 
     from a2amesh.builtins.agents import ModelSettings
-    from a2amesh.builtins.memory import DEFAULT_EMBEDDING_MODEL, EmbeddingMismatch
+    from a2amesh.builtins.memory import EmbeddingMismatch
     from a2amesh.builtins.rag import ingest
+    from a2amesh.errors import LlmError
     from a2amesh.store.session import open_store
 
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", args.store):
@@ -44,17 +45,21 @@ async def cmd_rag_ingest(args: argparse.Namespace) -> int:
         raise UsageError("--chunk-size must be at least 50 and --overlap below half of it")
     documents = await asyncio.to_thread(_read, args.files)
     settings = verb_settings(args)
-    chat = ModelSettings.from_settings(settings).chat_model()
-    model = args.embedding_model or DEFAULT_EMBEDDING_MODEL
+    models = ModelSettings.from_settings(settings, embedding_model=args.embedding_model)
+    try:
+        embedder = models.embedder()
+    except LlmError as e:
+        raise UsageError(str(e)) from None
+    model = models.default_embedding_model
     try:
         async with open_store(settings) as stores:
             counts = await ingest(
-                stores.memory, chat, args.store, documents, model=model, size=args.chunk_size, overlap=args.overlap
+                stores.memory, embedder, args.store, documents, model=model, size=args.chunk_size, overlap=args.overlap
             )
     except EmbeddingMismatch as e:
         raise UsageError(str(e)) from None
     finally:
-        await chat.aclose()
+        await embedder.aclose()
     if args.json:
         print(json.dumps({"store": args.store, "chunks": counts}))
     else:
