@@ -138,7 +138,9 @@ async def test_file_output_of_a_workflow_node(mesh: Client, executor: Any) -> No
     task = await within(mesh.send("fileflow", make_message(data={})), 20, "the workflow")
     assert task.status.state == TaskState.COMPLETED, task.status
     out = task.output()["file"]
-    assert task.result_part().data is not None  # a file inside data built around it is data
+    part = task.result_part()
+    assert part is not None
+    assert part.data is not None  # a file inside data built around it is data
     assert base64.b64decode(out["raw"]) == SMALL
     assert out["filename"] == "small.bin"
     assert task.output()["name"] == "small.bin"
