@@ -34,6 +34,13 @@ from a2amesh.workflow.loader import load_data
 HANG = object()
 
 
+@dataclass(frozen=True)
+class FileResult:
+    """What a fake agent returns to answer with a file: ``value`` is the file part's JSON form."""
+
+    value: dict[str, Any]
+
+
 class Fail(Exception):
     """The callee reports failure (TASK_STATE_FAILED)."""
 
@@ -134,7 +141,11 @@ class Sim:
         else:
             if output is HANG:
                 return
-            event = NodeSucceeded(path=command.path, attempt=command.attempt, output=output, task_id=command.task_id)
+            file = isinstance(output, FileResult)
+            value = output.value if isinstance(output, FileResult) else output
+            event = NodeSucceeded(
+                path=command.path, attempt=command.attempt, output=value, task_id=command.task_id, file=file
+            )
         self._push(at, ("done", command.agent, event))
 
     def run(self, input: Any = None, *, max_steps: int = 10_000, **kwargs: Any) -> ExecutionState:

@@ -10,7 +10,7 @@ from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
 from a2amesh.workflow.dag.state import DispatchNode, ExecutionState, NodePaused
 from a2amesh.workflow.events import NodeSucceeded, RequestReview, ReviewAnswered, TimerFired
-from tests.support.enginesim import HANG, Error, Fail, Sim, definition
+from tests.support.enginesim import HANG, Error, Fail, FileResult, Sim, definition
 
 
 def double(i: dict[str, Any]) -> dict[str, Any]:
@@ -780,3 +780,44 @@ nodes:
             {"iterations_completed": 1, "stopped_reason": "condition_false"},
         ]
     }
+
+
+FILE_REF = {"raw": "AAEC", "filename": "a.bin", "mediaType": "application/octet-stream"}
+FILE_FLOW = """
+nodes:
+  - {id: f, type: agent, agent_name: files}
+  - {id: d, type: agent, agent_name: data}
+output_mapping: OUTPUT
+"""
+
+
+@pytest.mark.parametrize(
+    ("mapping", "is_file"),
+    [
+        ('"{{f.output}}"', True),  # the file result passed through
+        ('"{{d.output}}"', False),  # data of the same shape: what the callee answered decides, not the shape
+        ('{x: "{{f.output}}"}', False),  # data built around a file result
+        ('"{{f.output.filename}}"', False),  # a template over a file's field is its value
+    ],
+)
+def test_output_is_a_file_only_when_a_file_result_passes_through(mapping: str, is_file: bool) -> None:
+    """``output_file`` is set when the output is a node's file result as it came, and never for data that merely
+    looks like one."""
+    agents = {"files": lambda _: FileResult(dict(FILE_REF)), "data": lambda _: dict(FILE_REF)}
+    sim = Sim(definition(FILE_FLOW.replace("OUTPUT", mapping)), agents)
+    state = sim.run({})
+    assert state.status == "completed"
+    assert state.output_file is is_file
+    assert state.nodes["f"].file
+    assert not state.nodes["d"].file
+    assert ExecutionState.model_validate_json(state.model_dump_json()).output_file is is_file  # kept in checkpoints
+
+
+def test_a_map_items_file_result_passes_through() -> None:
+    """``{{each.output.results.1}}`` is the file result of the map's item 1: the output is a file."""
+    files = [{"url": f"https://example.com/{n}.pdf", "filename": f"{n}.pdf"} for n in range(3)]
+    mapping = MAP.replace('output_mapping: "{{each.output}}"', 'output_mapping: "{{each.output.results.1}}"')
+    sim = Sim(definition(mapping), {"slow": lambda i: FileResult(files[i["i"]])})
+    state = sim.run({"items": [0, 1, 2]})
+    assert state.output == files[1]
+    assert state.output_file

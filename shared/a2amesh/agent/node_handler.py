@@ -24,7 +24,6 @@ process never see each other's schemas, instructions or artifacts.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -43,7 +42,7 @@ from a2amesh.agent.embeds import (
     strip_result_embeds,
 )
 from a2amesh.agent.python_agent import AgentRuntime, PythonAgent
-from a2amesh.agent.results import RESULT_ARTIFACT, encoded_size, url_part
+from a2amesh.agent.results import RESULT_ARTIFACT, encoded_size, spill_large_file, url_part
 from a2amesh.diagnostics import SchemaIssue, expects_structured, format_issues, schema_problem, validate
 from a2amesh.errors import (
     ArtifactError,
@@ -373,12 +372,11 @@ class NodeHandler:
         bytes above the inline threshold are stored as the ``result`` artifact and the part points at it. The
         output value (schema checks, a node's result) is the part's JSON form."""
         ctx = inv.ctx
-        meta: ArtifactMeta | None = None
-        if part.raw is not None and len(part.raw) * 3 // 4 > ctx.inline_threshold:
-            meta = await ctx.save_artifact(
-                RESULT_ARTIFACT, base64.b64decode(part.raw), media_type=part.media_type or "application/octet-stream"
-            )
-            part = url_part(meta).model_copy(update={"filename": part.filename or meta.name})
+
+        async def save(content: bytes, media_type: str) -> ArtifactMeta:
+            return await ctx.save_artifact(RESULT_ARTIFACT, content, media_type=media_type)
+
+        part, meta = await spill_large_file(part, threshold=ctx.inline_threshold, save=save)
         output = part.to_json_dict()
         issues = validate(output, inv.output_schema)
         if issues:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from a2amesh.agent.results import is_file_part
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.client import Call, Client
@@ -174,9 +175,11 @@ async def result_event(
     if state == TaskState.COMPLETED:
         part = task.result_part()
         output = task.output()
-        if part is not None and _is_file(part):
-            output = part.to_json_dict()  # the file's reference (bytes inline or its URL), never bytes in the state
-        elif part is not None and part.url is not None and part.url.startswith("artifact://"):
+        if part is not None and is_file_part(part):
+            # the file's JSON form (small bytes inline, else its URL), marked a file: never bytes in the state
+            output = part.to_json_dict()
+            return NodeSucceeded(path=path, attempt=attempt, output=output, task_id=task.id, usage=usage, file=True)
+        if part is not None and part.url is not None and part.url.startswith("artifact://"):
             try:
                 output = (await artifacts.load_uri(part.url, user=user)).value
             except StoreUnavailable:
@@ -294,18 +297,6 @@ def _review_part(task: Task) -> dict[str, Any] | None:
         if isinstance(part.data, dict) and part.data.get("type") == REVIEW_REQUEST:
             return dict(part.data)
     return None
-
-
-def _is_file(part: Part) -> bool:
-    """A file result: bytes, or a stored artifact that is neither JSON nor text (a spilled large output is)."""
-    if part.raw is not None:
-        return True
-    media = part.media_type or ""
-    return bool(part.url and part.url.startswith("artifact://") and media and not _is_value_type(media))
-
-
-def _is_value_type(media_type: str) -> bool:
-    return media_type.startswith("text/") or media_type == "application/json" or media_type.endswith("+json")
 
 
 def _node_result(task: Task) -> dict[str, Any]:

@@ -7,19 +7,20 @@ decides when to answer (and keeps what answering changes: its final task, its ta
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Any
 
+from a2amesh.agent.results import RESULT_ARTIFACT, encoded_size, file_part, spill_large_file, url_part
 from a2amesh.bus import headers as h
 from a2amesh.config import Settings
 from a2amesh.errors import TransportError
 from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.vocabulary import NODE_RESULT
-from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
+from a2amesh.store.artifacts import ArtifactMeta, ArtifactScope, ArtifactStore
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.workflow.engine_protocol import RunState
 from a2amesh.workflow.events import ExecutionStatus, RequestReview
+from a2amesh.workflow.templates import JsonValue
 
 __all__ = ["answer_all", "final_task", "paused_task"]
 
@@ -61,23 +62,12 @@ async def final_task(
             node_result["error"] = text
     if ok:
         value = {} if output is None else output
-        size = len(json.dumps(value, default=str).encode())
-        if size > settings.inline_threshold:
-            meta = await artifacts.save(
-                ArtifactScope(state.context_id or task_id, task_id), "result", value, user=reply.headers.get(h.USER)
-            )
-            part = Part(
-                url=meta.uri,
-                media_type=meta.media_type,
-                filename=meta.name,
-                metadata={"size": meta.size, "sha256": meta.sha256},
-            )
-            if node_result is not None:
-                node_result["artifact"] = meta.ref()
-        else:
-            part = Part.of_text(value) if isinstance(value, str) else Part.of_data(value)
-            if node_result is not None:
+        part, meta = await _result_part(state, value, task_id=task_id, reply=reply, settings=settings, store=artifacts)
+        if node_result is not None:
+            if meta is None:
                 node_result["output"] = value
+            else:
+                node_result["artifact"] = meta.ref()
         artifacts_out = [Artifact(artifact_id=f"{task_id}-result", name="result", parts=[part])]
     if node_result is not None:
         parts.append(Part.of_data(node_result))
@@ -99,6 +89,26 @@ async def final_task(
         history=history or None,
         metadata={"execution_id": state.execution_id, "workflow": state.workflow, "usage": state.usage},
     )
+
+
+async def _result_part(
+    state: RunState, value: JsonValue, *, task_id: str, reply: ReplyInfo, settings: Settings, store: ArtifactStore
+) -> tuple[Part, ArtifactMeta | None]:
+    """``artifacts[0]``'s part, as an agent's (agent/node_handler.py): a node's file result passed through is
+    that file part, and bytes or a value above the inline threshold are saved as the ``result`` artifact."""
+    scope = ArtifactScope(state.context_id or task_id, task_id)
+    user = reply.headers.get(h.USER)
+    file = file_part(value) if state.output_file else None
+    if file is not None:
+
+        async def save(content: bytes, media_type: str) -> ArtifactMeta:
+            return await store.save(scope, RESULT_ARTIFACT, content, media_type=media_type, user=user)
+
+        return await spill_large_file(file, threshold=settings.inline_threshold, save=save)
+    if encoded_size(value) > settings.inline_threshold:
+        meta = await store.save(scope, RESULT_ARTIFACT, value, user=user)
+        return url_part(meta), meta
+    return (Part.of_text(value) if isinstance(value, str) else Part.of_data(value)), None
 
 
 def paused_task(state: RunState, command: RequestReview, *, task_id: str, history: list[Message] | None = None) -> Task:

@@ -72,6 +72,9 @@ class NodeSucceeded(_Data):
     path: str
     attempt: int
     output: JsonValue = None
+    file: bool = Field(
+        False, description="The output is a file result's JSON form: the callee answered with a file part."
+    )
     task_id: str | None = None
     usage: dict[str, Any] | None = None
 

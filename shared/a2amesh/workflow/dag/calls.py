@@ -130,6 +130,7 @@ class CallSteps(StepBase):
             return
         run.usage = event.usage
         add_usage(self.state.usage, event.usage)
+        run.file = event.file
         self.complete(run, event.output)
 
     def on_failed(self, event: NodeFailed) -> None:

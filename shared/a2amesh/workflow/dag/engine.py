@@ -53,7 +53,15 @@ from a2amesh.workflow.events import (
     ReviewAnswered,
     TimerFired,
 )
-from a2amesh.workflow.templates import JsonValue, TemplateError, render, resolve
+from a2amesh.workflow.templates import (
+    JsonValue,
+    RefKind,
+    TemplateError,
+    find_templates,
+    parse_reference,
+    render,
+    resolve,
+)
 
 __all__ = ["EXECUTION_TIMEOUT", "Engine", "StepResult", "start", "step"]
 
@@ -455,7 +463,31 @@ class _Step(ContainerSteps, ReviewSteps, BranchSteps):
             self.enter_exit("failure")
             return
         self.state.output = output
+        self.state.output_file = self._passes_a_file(output)
         self.enter_exit("success")
+
+    def _passes_a_file(self, output: JsonValue) -> bool:
+        """Whether the output is a node's file result as it came: ``output_mapping`` is the one reference
+        ``{{node.output…}}`` and the value is a file result of that node's instances. Then the workflow answers
+        with the file part. What the callee answered with decides (``NodeRun.file``), never the shape of a value,
+        so data that looks like a file reference, or data built around one, stays data."""
+        mapping = self.definition.output_mapping
+        if not isinstance(output, dict) or not isinstance(mapping, str):
+            return False
+        spans = find_templates(mapping)
+        if len(spans) != 1 or spans[0][:2] != (0, len(mapping)):
+            return False
+        ref = parse_reference(spans[0][2], self.definition.node_ids)
+        if ref.kind is not RefKind.NODE or ref.node_id is None:
+            return False
+        node_id = ref.node_id
+        return any(
+            run.file
+            and run.status is NodeStatus.COMPLETED
+            and (run.node_id == node_id or _within(run.path, node_id))
+            and run.output == output
+            for run in self.nodes.values()
+        )
 
     def _build_output(self) -> tuple[JsonValue, str | None]:
         scope = self.scope_for(None).with_status("completed")
@@ -668,3 +700,8 @@ class _Step(ContainerSteps, ReviewSteps, BranchSteps):
             if isinstance(node, LoopNode) and node.node in outputs:
                 self.state.outputs[node.node] = outputs[node.node]
             self.emit("node.completed", run, reused=True)
+
+
+def _within(path: str, node_id: str) -> bool:
+    """Whether the instance ``path`` is node ``node_id`` or inside it (a map item, loop iteration, fork branch)."""
+    return path == node_id or (path.startswith(node_id) and path[len(node_id)] in "[#/")

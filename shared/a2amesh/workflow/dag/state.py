@@ -101,6 +101,7 @@ class NodeRun(_Data):
     input: JsonValue = None
     instruction: str | None = Field(None, description="The resolved instruction sent to the callee.")
     output: JsonValue = None
+    file: bool = Field(False, description="The output is a file result's JSON form (NodeSucceeded.file).")
     error: str | None = None
     error_kind: ErrorKind | None = None
     agent: str | None = Field(None, description="The agent or workflow called.")
@@ -151,6 +152,9 @@ class ExecutionState(_Data):
     outcome: Literal["success", "failure", "cancel"] | None = None
     error: str | None = None
     output: JsonValue = None
+    output_file: bool = Field(
+        False, description="The output is a node's file result passed through: the answer is a file part."
+    )
     nodes: dict[str, NodeRun] = Field(default_factory=dict)
     outputs: dict[str, JsonValue] = Field(
         default_factory=dict, description="Outputs of completed DAG nodes (and a top-level loop's target), by id."

@@ -175,6 +175,11 @@ class GraphState(_Data):
         """The execution has finished."""
         return self.status in ("completed", "failed", "canceled")
 
+    @property
+    def output_file(self) -> bool:
+        """Never: a graph's output is the content of its last message."""
+        return False
+
 
 # --- events ----------------------------------------------------------------------------------
 
