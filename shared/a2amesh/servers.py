@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 from a2amesh.errors import ServerError
 
@@ -391,7 +391,41 @@ class ValkeyServer(_Server):
         return f"redis://127.0.0.1:{self.port}/0"
 
 
-class ValkeyCluster:
+S = TypeVar("S", bound="_Server")
+
+
+class _Cluster(Generic[S]):
+    """What both clusters share: nodes started together in a thread, stopped together, an async context."""
+
+    nodes: list[S]
+
+    def start_sync(self) -> None:
+        raise NotImplementedError
+
+    def stop_sync(self) -> None:
+        """Stop every node."""
+        for n in self.nodes:
+            n.stop_sync()
+
+    async def start(self) -> None:
+        """Start every node (in a thread) and wait until the cluster serves."""
+        await asyncio.to_thread(self.start_sync)
+
+    async def stop(self) -> None:
+        """Stop every node."""
+        await asyncio.to_thread(self.stop_sync)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+class ValkeyCluster(_Cluster[ValkeyServer]):
     """A Valkey Cluster on loopback ports: ``primaries`` primaries sharing the 16384 slots evenly, each with
     ``replicas`` replicas (``a2amesh up --cluster``, tests).
 
@@ -470,34 +504,12 @@ class ValkeyCluster:
             self.stop_sync()
             raise
 
-    def stop_sync(self) -> None:
-        """Stop every node."""
-        for n in self.nodes:
-            n.stop_sync()
-
-    async def start(self) -> None:
-        """Start the cluster (in a thread) and wait until it serves."""
-        await asyncio.to_thread(self.start_sync)
-
-    async def stop(self) -> None:
-        """Stop every node."""
-        await asyncio.to_thread(self.stop_sync)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
 
 JS_CLUSTER_READY = re.compile(r"JetStream cluster (?:new )?metadata leader")
 """The line each node of a JetStream cluster logs once it knows the meta leader the nodes elected."""
 
 
-class NatsCluster:
+class NatsCluster(_Cluster[NatsServer]):
     """A JetStream cluster of ``size`` nats-server nodes on loopback ports (``a2amesh up --cluster``, tests).
 
     Node ``i`` is named ``{name}-{i}`` (the ``server_name`` JetStream reports as a stream's leader); each
@@ -561,25 +573,3 @@ class NatsCluster:
                     f"NATS cluster {self.name}: no JetStream meta leader within {START_TIMEOUT:.0f}s: {tails}"
                 )
             time.sleep(0.05)
-
-    def stop_sync(self) -> None:
-        """Stop every node."""
-        for n in self.nodes:
-            n.stop_sync()
-
-    async def start(self) -> None:
-        """Start every node (in a thread) and wait for the cluster to be ready."""
-        await asyncio.to_thread(self.start_sync)
-
-    async def stop(self) -> None:
-        """Stop every node."""
-        await asyncio.to_thread(self.stop_sync)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

@@ -15,6 +15,7 @@ from a2amesh.protocol import Message, Part, Role, Task, TaskState, TaskStatus
 from a2amesh.servers import ValkeyCluster, ValkeyServer
 from a2amesh.store.cluster import ClusterRedis
 from a2amesh.store.keys import Keys
+from a2amesh.store.memory import VectorIndex
 from a2amesh.store.redis import connect_redis
 from a2amesh.store.tasks import TaskStore
 from tests.support.waiting import eventually
@@ -125,3 +126,10 @@ async def test_a_durable_write_no_replica_acknowledges_is_handed_back(
     finally:
         replica.resume()
     assert (await tasks.write(task("t2"), "a", "i", release=True)).outcome in ("written", "terminal")
+
+
+async def test_memory_uses_exact_search_on_a_cluster(store: tuple[ClusterRedis, TaskStore]) -> None:
+    """Guards against the built-in agents failing to start on a cluster: asking a cluster client for the vector
+    index (``FT._LIST`` has no key to route by) raised RedisClusterException; a search there would see one shard."""
+    redis, _ = store
+    assert await VectorIndex.offered(redis) is False

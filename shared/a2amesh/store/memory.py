@@ -23,6 +23,7 @@ from redis.exceptions import ResponseError
 from a2amesh.errors import StoreError
 from a2amesh.ids import nuid
 from a2amesh.logs import get_logger
+from a2amesh.store.cluster import ClusterRedis
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 
@@ -123,6 +124,8 @@ class VectorIndex:
         """Whether the server has a vector index and a search there sees every entry: ``FT._LIST`` answers
         (a search module, or Redis 8's query engine) and the server is not a cluster node (where a search
         would see one shard only)."""
+        if isinstance(redis, ClusterRedis):
+            return False
         try:
             await redis.execute_command("FT._LIST")
         except ResponseError:
