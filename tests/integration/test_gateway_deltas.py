@@ -16,23 +16,9 @@ from google.protobuf.json_format import MessageToDict
 from a2amesh.client import Client
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.integration.test_gateway import collect, message
+from tests.integration.test_node_deltas import QUIET, STREAMED
 from tests.support.gateway import sdk_client
 from tests.support.waiting import within
-
-STREAMED = """
-name: streamed
-streamingEnabled: true
-nodes:
-  - {id: write, type: llm, messages: "{{workflow.input.text}}"}
-output_mapping: {text: "{{write.output.text}}"}
-"""
-
-QUIET = """
-name: quiet
-nodes:
-  - {id: write, type: llm, messages: "{{workflow.input.text}}"}
-output_mapping: {text: "{{write.output.text}}"}
-"""
 
 
 def stream_chunks(events: list[pb.StreamResponse]) -> list[tuple[int, bool, str]]:
