@@ -7,14 +7,18 @@ the store's hashes (the ``exec_commit`` script's rules) and read back.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from redis.crc import key_slot
 
+from a2amesh.access import EXECUTOR, redis_key_patterns
 from a2amesh.store.executions import assemble_state
+from a2amesh.store.keys import Keys
 from a2amesh.workflow.dag import checkpoint
 from a2amesh.workflow.dag.engine import Engine, StepResult
 from a2amesh.workflow.dag.state import Event, ExecutionState, NodeRun, NodeStatus
@@ -197,3 +201,13 @@ def test_assemble_state_reads_whole_states_and_older_split_ones() -> None:
     _same(ExecutionState.model_validate_json(assemble_state(head, {}, {})), empty)
     graph_like = json.dumps({"execution_id": "g", "finished_at": None})
     assert assemble_state(graph_like, {}, {}) == graph_like
+
+
+def test_the_outputs_key_shares_the_execution_slot_and_acl() -> None:
+    """``state_outputs`` carries the execution's hash tag (one slot with the keys ``exec_commit`` takes) and
+    the executor's ACL patterns cover it, an agent's do not."""
+    keys = Keys("ns")
+    key = keys.execution_state_outputs("e1")
+    assert key_slot(key.encode()) == key_slot(keys.execution_state("e1").encode())
+    assert any(fnmatch.fnmatchcase(key, p) for p in redis_key_patterns("ns", EXECUTOR))
+    assert not any(fnmatch.fnmatchcase(key, p) for p in redis_key_patterns("ns", "alpha"))
