@@ -136,16 +136,17 @@ def _output_entries(old: dict[str, Any], new: dict[str, Any], reset: bool) -> tu
     """
     keys, values = list(new), list(new.values())
     kept = len(old)
-    places: Iterable[int] = range(len(keys))
-    if not reset and kept <= len(keys) and keys[:kept] == list(old):
-        places = range(kept, len(keys))
-        before = list(old.values())
-        if values[:kept] != before:  # an output replaced (a loop's target's, each iteration)
-            places = [*(i for i in range(kept) if before[i] is not values[i] and before[i] != values[i]), *places]
-        reset = False
-    else:
-        reset = True
-    return {keys[i]: f"{i} {_output_json(values[i])}" for i in places}, reset
+    if reset or kept > len(keys) or keys[:kept] != list(old):
+        return {key: f"{i} {_output_json(values[i])}" for i, key in enumerate(keys)}, True
+    entries: dict[str, str] = {}
+    before = list(old.values())
+    if values[:kept] != before:  # an output replaced (a loop's target's, each iteration)
+        for i in range(kept):
+            if before[i] is not values[i] and before[i] != values[i]:
+                entries[keys[i]] = f"{i} {_output_json(values[i])}"
+    for i in range(kept, len(keys)):
+        entries[keys[i]] = f"{i} {_output_json(values[i])}"
+    return entries, False
 
 
 def _output_json(value: Any) -> str:
