@@ -383,6 +383,8 @@ class ExecutionRunner(Generic[StateT]):
             state_json=write.state_json,
             state_nodes=write.nodes,
             reset_state_nodes=write.reset,
+            state_outputs=write.outputs,
+            reset_state_outputs=write.outputs_reset,
             nodes=changed,
             events=[_event_json(c) for c in commands if isinstance(c, EmitEvent)],
             applied=applied,

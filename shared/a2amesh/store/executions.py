@@ -7,7 +7,9 @@ Per execution (every key carries the ``{execution_id}`` hash tag, so each script
 - ``exec:{id}:state``: the engine's :class:`~a2amesh.workflow.dag.state.ExecutionState`, checkpointed
   after every step — whole, or split: the state without its ``nodes``, each node instance then kept in
 - ``exec:{id}:state_nodes`` (hash, field = node path, value = ``ordinal JSON``), so a step writes only the
-  instances it changed (:meth:`ExecutionStore.state` puts the two back together);
+  instances it changed, and the state's ``outputs`` likewise (when split too) in
+- ``exec:{id}:state_outputs`` (hash, field = node id, value = ``ordinal JSON``): a step writes only the outputs
+  it changed (:meth:`ExecutionStore.state` puts the three back together);
 - ``exec:{id}:nodes`` (hash): one record per node instance (field = node path);
 - ``exec:{id}:events`` (stream, MAXLEN ~): the append-only event log;
 - ``exec:{id}:applied`` (set): node results already applied, ``path#iteration@attempt``;
@@ -38,7 +40,7 @@ from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client,
 from a2amesh.store.shards import by_shard, earliest, newest
 from a2amesh.store.tasks import TaskRecordView, record_view, task_record_json
 
-__all__ = ["CommitResult", "CreateResult", "ExecutionRecord", "ExecutionStore", "now_ms"]
+__all__ = ["CommitResult", "CreateResult", "ExecutionRecord", "ExecutionStore", "assemble_state", "now_ms"]
 
 EVENTS_MAXLEN = 2000
 """Approximate bound of one execution's event log."""
@@ -53,13 +55,30 @@ def _dumps(value: Any) -> str:
     return dumps_text(value, default=str)
 
 
-_SPLIT_TAIL = ',"nodes":null}'
-"""How the state of a split checkpoint ends (its nodes are in the ``state_nodes`` hash)."""
+_SPLIT_PARTS = ("nodes", "outputs")
+"""The members of a state a split checkpoint may keep in hashes of their own (``null`` in the state)."""
 
 
-def _split_records(raw: Mapping[Any, Any]) -> list[tuple[str, list[str]]]:
-    """Records of a split checkpoint: (path, [ordinal, JSON])."""
-    return [(str(path), str(value).split(" ", 1)) for path, value in raw.items()]
+def _split_part(raw: Mapping[Any, Any]) -> dict[str, Any]:
+    """A member of a split checkpoint from its hash (field → ``"ordinal JSON"``), in its order."""
+    entries = [(str(field), str(value).split(" ", 1)) for field, value in raw.items()]
+    ordered = sorted((int(ordinal), field, text) for field, (ordinal, text) in entries)
+    return {field: json.loads(text) for _, field, text in ordered}
+
+
+def assemble_state(text: str, nodes: Mapping[Any, Any], outputs: Mapping[Any, Any]) -> str:
+    """A checkpointed state (JSON) put back together from its ``state`` text and its split parts' hashes
+    (``state_nodes``, ``state_outputs``); a whole state as it is."""
+    if not text.endswith("null}"):
+        return text  # a whole state (a split one ends with its last split part, null)
+    data = json.loads(text)
+    parts = zip(_SPLIT_PARTS, (nodes, outputs), strict=True)
+    split = [(name, raw) for name, raw in parts if name in data and data[name] is None]
+    if not split:
+        return text  # a whole state whose last member is null
+    for name, raw in split:
+        data[name] = _split_part(raw)
+    return _dumps(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,6 +403,8 @@ class ExecutionStore:
         final_status: str | None = None,
         state_nodes: Mapping[str, str] | None = None,
         reset_state_nodes: bool = False,
+        state_outputs: Mapping[str, str] | None = None,
+        reset_state_outputs: bool = False,
         final_task: tuple[Task, str] | None = None,
     ) -> CommitResult:
         """Write one step if ``token`` still holds the lease; index updates ride in the same round trip.
@@ -404,6 +425,10 @@ class ExecutionStore:
                 are the node instances changed (path → ``"ordinal JSON"``, ordinal = place in ``nodes``);
                 None: ``state_json`` is the whole state (any split instances are dropped).
             reset_state_nodes: ``state_nodes`` holds every instance (replace the stored ones).
+            state_outputs: the same for the state's ``outputs`` (``state_json`` then holds ``"outputs":null``):
+                the outputs changed (node id → ``"ordinal JSON"``); None: ``state_json`` holds them (any split
+                outputs are dropped).
+            reset_state_outputs: ``state_outputs`` holds every output (replace the stored ones).
             final_task: with ``final_status``, the workflow task's final Task and the writer's instance:
                 its record is written by the same script (as :meth:`TaskStore.write` with ``release``),
                 so it is stored exactly when the finishing step is; the result carries what was written.
@@ -415,6 +440,7 @@ class ExecutionStore:
             k.execution_applied(execution_id),
             k.execution_timers(execution_id),
             k.execution_state_nodes(execution_id),
+            k.execution_state_outputs(execution_id),
         ]
         args = [
             token,
@@ -431,6 +457,8 @@ class ExecutionStore:
             EVENTS_MAXLEN,
             "" if state_nodes is None else _dumps(dict(state_nodes)),
             "1" if reset_state_nodes else "0",
+            "" if state_outputs is None else _dumps(dict(state_outputs)),
+            "1" if reset_state_outputs else "0",
         ]
         if final_task is not None and final_status:
             task, instance = final_task
@@ -602,21 +630,13 @@ class ExecutionStore:
 
     async def state(self, execution_id: str) -> str | None:
         """The checkpointed engine state (JSON), or None (a split checkpoint is put back together)."""
+        k = self.keys
         pipe = self.redis.pipeline(transaction=True)
-        pipe.get(self.keys.execution_state(execution_id))
-        pipe.hgetall(self.keys.execution_state_nodes(execution_id))
-        value, split = await pipe.execute()
-        if not value:
-            return None
-        if not split:
-            text = str(value)
-            return text[: -len(_SPLIT_TAIL)] + ',"nodes":{}}' if text.endswith(_SPLIT_TAIL) else text
-        data = json.loads(value)
-        if data.get("nodes") is not None:  # a whole state (written by a version that does not split)
-            return str(value)
-        ordered = sorted((int(ordinal), str(path), record) for path, (ordinal, record) in _split_records(split))
-        data["nodes"] = {path: json.loads(record) for _, path, record in ordered}
-        return _dumps(data)
+        pipe.get(k.execution_state(execution_id))
+        pipe.hgetall(k.execution_state_nodes(execution_id))
+        pipe.hgetall(k.execution_state_outputs(execution_id))
+        value, nodes, outputs = await pipe.execute()
+        return None if not value else assemble_state(str(value), nodes, outputs)
 
     async def nodes(self, execution_id: str) -> dict[str, dict[str, Any]]:
         """Node records by path."""

@@ -118,6 +118,10 @@ class Keys:
         """Hash of the node instances of a split state checkpoint (field = node path)."""
         return f"{self.ns}:exec:{{{execution_id}}}:state_nodes"
 
+    def execution_state_outputs(self, execution_id: str) -> str:
+        """Hash of the node outputs of a split state checkpoint (field = node id)."""
+        return f"{self.ns}:exec:{{{execution_id}}}:state_outputs"
+
     def execution_nodes(self, execution_id: str) -> str:
         """Hash of node records of an execution (field = node path)."""
         return f"{self.ns}:exec:{{{execution_id}}}:nodes"

@@ -138,16 +138,21 @@ class StateWrite:
     """What to write of a state (:meth:`ExecutableEngine.state_write`).
 
     Attributes:
-        state_json: the state (without its node instances when ``nodes`` is set).
+        state_json: the state (without its node instances when ``nodes`` is set, without its outputs when
+            ``outputs`` is set).
         nodes: a split checkpoint's changed node instances (path → ``"ordinal JSON"``), or None.
         positions: the ordinal of every node instance once written (None: not split).
         reset: ``nodes`` holds every instance.
+        outputs: a split checkpoint's changed outputs (node id → ``"ordinal JSON"``), or None.
+        outputs_reset: ``outputs`` holds every output.
     """
 
     state_json: str
     nodes: dict[str, str] | None = None
     positions: dict[str, int] | None = None
     reset: bool = False
+    outputs: dict[str, str] | None = None
+    outputs_reset: bool = False
 
 
 @dataclass(frozen=True, slots=True)

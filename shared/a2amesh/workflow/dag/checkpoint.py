@@ -2,15 +2,20 @@
 
 Pure functions over :class:`~a2amesh.workflow.dag.state.ExecutionState` (the executor does the
 writing, :class:`~a2amesh.store.executions.ExecutionStore` the Redis layout). A state is written
-split: the state without its ``nodes`` (``null``), and only the node instances changed since the last
-write, each with its place in ``nodes``; the first write of a runner (or after a failed one) writes
-every instance.
+split: the state without its ``nodes`` and ``outputs`` (both ``null``), the node instances changed since
+the last write, each with its place in ``nodes``, and the outputs changed since then, each with its place in
+``outputs``; the first write of a runner (or after a failed one) writes every instance and every output, and
+a step that did more than append to or replace in either writes all of that one.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter
 
 from a2amesh.workflow.dag.state import ExecutionState, NodeRun
 from a2amesh.workflow.engine_protocol import StateWrite
@@ -27,6 +32,13 @@ _RECORD_EXCLUDE = {
     "completed_children",
     "failed_children",
 }
+
+
+_OUTPUT: TypeAdapter[Any] = TypeAdapter(Any)
+"""Serialises one output as the state's ``outputs`` field does."""
+
+_SPLIT_HEAD_TAIL = ',"nodes":null,"outputs":null}'
+"""How the state of a split checkpoint ends (the store reads it back with the two hashes)."""
 
 
 _IDLE = NodeRun(path="", node_id="", type="")
@@ -77,15 +89,19 @@ def state_write(
     positions: dict[str, int] | None,
     records: Mapping[str, str] | None = None,
 ) -> StateWrite:
-    """The split write of ``new`` after ``old``: the changed instances, every ordinal, whether all are written.
+    """The split write of ``new`` after ``old``: the changed instances and outputs, every instance's ordinal,
+    whether all are written.
 
-    ``positions``: the ordinals of the last write (None: write every instance); updated in place when
-    the step only appended instances. ``records``: this step's node records (:func:`node_records`), reused.
+    ``positions``: the ordinals of the last write (None: write every instance and output); updated in place
+    when the step only appended instances. ``records``: this step's node records (:func:`node_records`), reused.
     """
+    outputs, outputs_reset = _output_entries(old.outputs, new.outputs, positions is None)
     nodes = new.nodes
+    if positions is not None and len(nodes) < len(positions):
+        positions = None
     reset = positions is None
     fresh: list[str] = []
-    if positions is not None and len(nodes) >= len(positions):
+    if positions is not None:
         fresh = list(itertools.islice(reversed(nodes), len(nodes) - len(positions)))
         fresh.reverse()
         if any(path in positions for path in fresh):
@@ -107,5 +123,35 @@ def state_write(
         for path in paths
         if path in nodes
     }
-    head = new.model_dump_json(exclude={"nodes"})
-    return StateWrite(head[:-1] + ',"nodes":null}', entries, positions, reset)
+    head = new.model_dump_json(exclude={"nodes", "outputs"})
+    return StateWrite(head[:-1] + _SPLIT_HEAD_TAIL, entries, positions, reset, outputs, outputs_reset)
+
+
+def _output_entries(old: dict[str, Any], new: dict[str, Any], reset: bool) -> tuple[dict[str, str], bool]:
+    """The ``outputs`` entries to write (node id → ``"ordinal JSON"``), and whether they are all of them.
+
+    Only the outputs appended or replaced since ``old``, unless ``reset`` or ``new`` is not ``old`` with
+    outputs appended or replaced (one was removed, or the order changed). A step copies ``outputs`` and only
+    assigns in it, so the outputs it kept are the same objects: the comparisons run in C, by identity first.
+    """
+    keys, values = list(new), list(new.values())
+    kept = len(old)
+    if reset or kept > len(keys) or keys[:kept] != list(old):
+        return {key: f"{i} {_output_json(values[i])}" for i, key in enumerate(keys)}, True
+    entries: dict[str, str] = {}
+    before = list(old.values())
+    if values[:kept] != before:  # an output replaced (a loop's target's, each iteration)
+        for i in range(kept):
+            if before[i] is not values[i] and before[i] != values[i]:
+                entries[keys[i]] = f"{i} {_output_json(values[i])}"
+    for i in range(kept, len(keys)):
+        entries[keys[i]] = f"{i} {_output_json(values[i])}"
+    return entries, False
+
+
+def _output_json(value: Any) -> str:
+    """One output as JSON (orjson where it can, as the store's reads do; pydantic for anything else)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return _OUTPUT.dump_json(value).decode()
