@@ -15,6 +15,7 @@ from a2amesh import Part
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.protocol import TaskState
+from a2amesh.protocol.vocabulary import RETRY_REQUEST
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
@@ -234,3 +235,19 @@ async def test_workflow_file_parts_over_http(flows: Client, gateway: Any, bindin
     assert got["url"].WhichOneof("content") == "url"
     assert (got["url"].url, got["url"].filename, got["url"].media_type) == (REPORT_URL, "report.pdf", "application/pdf")
     assert got["lookalike"].WhichOneof("content") == "data"
+
+
+async def test_retry_reusing_a_file_result_still_passes_the_file(flows: Client) -> None:
+    """A retry that reuses a node's file result (``a2amesh retry``) answers with the file part, as the first run
+    did: the reused node keeps its file mark."""
+    first = await run_flow(flows, "pass_small")
+    retry = {"type": RETRY_REQUEST, "execution_id": first.id, "from_node": None}
+    task = await within(
+        flows.send("pass_small", make_message(data={}, parts=[Part.of_data(retry)])), 20, "the retry of pass_small"
+    )
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.id != first.id
+    part = task.result_part()
+    assert part.data is None, part
+    assert base64.b64decode(part.raw) == SMALL
+    assert (part.filename, part.media_type) == ("small.bin", "application/octet-stream")

@@ -103,7 +103,7 @@ class DagStarter:
 
     async def start(self, engine: Engine, args: StartArgs) -> tuple[RunState, list[BaseModel]]:
         retry = None if args.message is None else control_part(args.message, RETRY_REQUEST)
-        reuse = None if retry is None else await self._reuse(engine, retry)
+        reuse, files = (None, set[str]()) if retry is None else await self._reuse(engine, retry)
         state, commands = engine.start(
             execution_id=args.execution_id,
             input=args.input,
@@ -116,14 +116,16 @@ class DagStarter:
             deadline=args.deadline,
             reuse=reuse,
             reused_from=str(retry.get("execution_id")) if retry else None,
+            reused_files=files,
         )
         return state, list[BaseModel](commands)
 
     def branch(self, engine: Engine, branch: str) -> ExecutableEngine[Any]:
         raise ValueError(f"workflow {engine.name} has no branches")  # never asked: branches is False
 
-    async def _reuse(self, engine: Engine, retry: dict[str, Any]) -> dict[str, Any]:
-        """Outputs of the earlier execution's completed DAG nodes, minus ``from_node`` and what follows it."""
+    async def _reuse(self, engine: Engine, retry: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        """Outputs of the earlier execution's completed DAG nodes, minus ``from_node`` and what follows it, and
+        which of them are file results."""
         old_id = str(retry.get("execution_id") or "")
         raw = await self.store.state(old_id)
         if raw is None:
@@ -142,15 +144,18 @@ class DagStarter:
                     excluded.add(node_id)
                     pending.extend(definition.dependents_of(node_id))
         reuse: dict[str, Any] = {}
+        files: set[str] = set()
         for node_id in engine.order:
             run = old.nodes.get(node_id)
             if run is None or run.status is not NodeStatus.COMPLETED or node_id in excluded:
                 continue
             reuse[node_id] = run.output
+            if run.file:
+                files.add(node_id)
             node = definition.node(node_id)
             if isinstance(node, LoopNode) and node.node in old.outputs:
                 reuse[node.node] = old.outputs[node.node]
-        return reuse
+        return reuse, files
 
 
 class GraphStarter:

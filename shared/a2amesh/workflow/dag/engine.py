@@ -11,7 +11,7 @@ SPEC leaves open are listed in ``docs/executor.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
@@ -129,6 +129,7 @@ class Engine:
         deadline: float | None = None,
         reuse: Mapping[str, JsonValue] | None = None,
         reused_from: str | None = None,
+        reused_files: Collection[str] = (),
     ) -> tuple[ExecutionState, list[Command]]:
         """Begin an execution: validate the input, then start every ready node.
 
@@ -144,6 +145,7 @@ class Engine:
             deadline: the caller's deadline (epoch seconds), if any.
             reuse: outputs of DAG nodes to take as completed instead of running them (``a2amesh retry``).
             reused_from: the execution ``reuse`` comes from.
+            reused_files: the nodes of ``reuse`` whose output is a file result (``NodeRun.file``).
 
         Returns:
             The first state and the commands to carry out.
@@ -184,7 +186,7 @@ class Engine:
         if due:
             run.set_timer(EXECUTION_TIMEOUT, min(due))
         if reuse:
-            run.reuse(reuse)
+            run.reuse(reuse, reused_files)
         run.advance()
         run.settle_pause(announce=False)  # a first step that only waits for a human (a review first) pauses
         run.nodes.seal()
@@ -681,8 +683,8 @@ class _Step(ContainerSteps, ReviewSteps, BranchSteps):
                 run.timer = None
                 self._launch_iteration(run, int(iteration))
 
-    def reuse(self, outputs: Mapping[str, JsonValue]) -> None:
-        """Take DAG nodes as completed with outputs of an earlier execution."""
+    def reuse(self, outputs: Mapping[str, JsonValue], files: Collection[str] = ()) -> None:
+        """Take DAG nodes as completed with outputs of an earlier execution (``files``: those that are file results)."""
         for node_id in self.engine.order:
             if node_id not in outputs:
                 continue
@@ -690,6 +692,7 @@ class _Step(ContainerSteps, ReviewSteps, BranchSteps):
             output = outputs[node_id]
             run.status = NodeStatus.COMPLETED
             run.output = output
+            run.file = node_id in files
             run.reason = f"reused from {self.state.reused_from or 'an earlier execution'}"
             run.started_at = run.finished_at = self.now
             if isinstance(output, dict) and "selected" in output:
