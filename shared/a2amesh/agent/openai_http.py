@@ -33,16 +33,20 @@ _LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
 
 
 class WholeAnswerOpenAI(openai.AsyncOpenAI):
-    """``openai.AsyncOpenAI`` that merges the base URL with each path once (a URL is parsed twice per call)."""
+    """``openai.AsyncOpenAI`` that merges the base URL with each path once (a URL is parsed twice per call) and
+    builds the headers of each kind of request once (the same call headers, retry count and timeout give the
+    same headers while the client's key, organisation and project stay as they are)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._urls: dict[str, tuple[object, httpx2.URL]] = {}
+        self._headers: dict[tuple[Any, ...], httpx2.Headers] = {}
+        self._user_agent = super().user_agent.replace(type(self).__name__, openai.AsyncOpenAI.__name__, 1)
 
     @property
     def user_agent(self) -> str:
         """The stock client's (its class name and the package version): endpoints see the same client."""
-        return super().user_agent.replace(type(self).__name__, openai.AsyncOpenAI.__name__, 1)
+        return self._user_agent
 
     def _prepare_url(self, url: str) -> httpx2.URL:
         base = self.base_url
@@ -54,6 +58,34 @@ class WholeAnswerOpenAI(openai.AsyncOpenAI):
             self._urls.clear()
         self._urls[url] = (base, merged)
         return merged
+
+    def _build_headers(self, options: Any, *, retries_taken: int = 0) -> httpx2.Headers:
+        custom = options.headers if isinstance(options.headers, dict) else {}
+        security = options.security if isinstance(options.security, dict) else None
+        timeout = options.timeout
+        if (
+            security is None
+            or not all(type(v) is str for v in custom.values())
+            or not isinstance(timeout, float | int | httpx2.Timeout | openai.NotGiven | None)
+        ):
+            return super()._build_headers(options, retries_taken=retries_taken)
+        key = (
+            retries_taken,
+            tuple(custom.items()),
+            tuple(sorted(security.items())),
+            "client" if isinstance(timeout, openai.NotGiven) else _timeout_key(timeout),
+            self.api_key,
+            self.organization,
+            self.project,
+            self._platform is None,
+        )
+        headers = self._headers.get(key)
+        if headers is None:
+            headers = super()._build_headers(options, retries_taken=retries_taken)
+            if len(self._headers) >= _CACHE_LIMIT:
+                self._headers.clear()
+            self._headers[key] = headers
+        return httpx2.Headers(headers)  # a copy: the caller may change it
 
 
 class WholeAnswerHttpClient(openai.DefaultAioHttpClient):
