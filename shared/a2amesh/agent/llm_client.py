@@ -213,10 +213,17 @@ class ChatModel:
         try:
             if streaming:
                 return await self._streamed(kwargs, on_delta)
-            body = await self._openai().post("/chat/completions", content=dumps_bytes(kwargs), cast_to=bytes)
+            body = await self._post("/chat/completions", dumps_bytes(kwargs))
         except openai.OpenAIError as e:
             raise self._failure(e) from e
         return self._completion_of(body)
+
+    async def _post(self, path: str, body: bytes) -> bytes:
+        """POST a JSON body through the whole-answer client; the answer's body."""
+        client = self._openai()
+        if isinstance(client, WholeAnswerOpenAI):
+            return await client.post_json(path, body)
+        return await client.post(path, content=body, cast_to=bytes)
 
     async def embed(self, texts: list[str], *, model: str) -> Embeddings:
         """Embed texts with ``POST /embeddings`` (one vector per text, in order).
@@ -225,8 +232,8 @@ class ChatModel:
             LlmError: the endpoint failed after its retries, or answered something that is not embeddings.
         """
         try:
-            body = await self._openai().post(
-                "/embeddings", body={"model": model, "input": texts, "encoding_format": "float"}, cast_to=bytes
+            body = await self._post(
+                "/embeddings", dumps_bytes({"model": model, "input": texts, "encoding_format": "float"})
             )
         except openai.OpenAIError as e:
             raise self._failure(e) from e
@@ -256,7 +263,7 @@ class ChatModel:
             body["model"] = model
         body.update({k: v for k, v in options.items() if v is not None})
         try:
-            raw = await self._openai().post("/images/generations", body=body, cast_to=bytes)
+            raw = await self._post("/images/generations", dumps_bytes(body))
         except openai.OpenAIError as e:
             raise self._failure(e) from e
         try:

@@ -25,6 +25,11 @@ import aiohttp
 import httpx2
 import openai
 
+try:
+    from openai._models import FinalRequestOptions as _FinalRequestOptions
+except ImportError:  # pragma: no cover - an openai without it: post() builds the options
+    _FinalRequestOptions = None  # type: ignore[assignment,misc]
+
 __all__ = ["WholeAnswerHttpClient", "WholeAnswerOpenAI"]
 
 _CACHE_LIMIT = 64
@@ -41,6 +46,7 @@ class WholeAnswerOpenAI(openai.AsyncOpenAI):
         super().__init__(**kwargs)
         self._urls: dict[str, tuple[object, httpx2.URL]] = {}
         self._headers: dict[tuple[Any, ...], httpx2.Headers] = {}
+        self._options: dict[str, Any] = {}
         self._user_agent = super().user_agent.replace(type(self).__name__, openai.AsyncOpenAI.__name__, 1)
 
     @property
@@ -58,6 +64,19 @@ class WholeAnswerOpenAI(openai.AsyncOpenAI):
             self._urls.clear()
         self._urls[url] = (base, merged)
         return merged
+
+    async def post_json(self, path: str, body: bytes) -> bytes:
+        """``post(path, content=body, cast_to=bytes)``: the same request, through :meth:`request` with options
+        copied from ones built once per path (building them sets a dozen defaults, deep copies included)."""
+        if _FinalRequestOptions is None:
+            return await self.post(path, content=body, cast_to=bytes)
+        template = self._options.get(path)
+        if template is None:
+            template = _FinalRequestOptions.construct(method="post", url=path, json_data=None, content=b"", files=None)
+            if len(self._options) >= _CACHE_LIMIT:
+                self._options.clear()
+            self._options[path] = template
+        return await self.request(bytes, template.model_copy(update={"content": body}))
 
     def _build_headers(self, options: Any, *, retries_taken: int = 0) -> httpx2.Headers:
         custom = options.headers if isinstance(options.headers, dict) else {}
