@@ -18,6 +18,7 @@ errors, retries (``Retry-After``, ``x-should-retry``), headers and authenticatio
 from __future__ import annotations
 
 import base64
+import itertools
 import ssl
 from typing import Any
 
@@ -47,6 +48,7 @@ class WholeAnswerOpenAI(openai.AsyncOpenAI):
         self._urls: dict[str, tuple[object, httpx2.URL]] = {}
         self._headers: dict[tuple[Any, ...], httpx2.Headers] = {}
         self._options: dict[str, Any] = {}
+        self._requests = itertools.count()
         self._user_agent = super().user_agent.replace(type(self).__name__, openai.AsyncOpenAI.__name__, 1)
 
     @property
@@ -77,6 +79,11 @@ class WholeAnswerOpenAI(openai.AsyncOpenAI):
                 self._options.clear()
             self._options[path] = template
         return await self.request(bytes, template.model_copy(update={"content": body}))
+
+    def _idempotency_key(self) -> str:
+        if self._idempotency_header is None:  # the key goes in no header: any unique string does (no uuid4)
+            return f"a2amesh-{next(self._requests)}"
+        return super()._idempotency_key()
 
     def _build_headers(self, options: Any, *, retries_taken: int = 0) -> httpx2.Headers:
         custom = options.headers if isinstance(options.headers, dict) else {}
