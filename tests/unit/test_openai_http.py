@@ -8,6 +8,7 @@ import gzip
 import json
 
 import httpx2
+import openai
 import pytest
 
 from a2amesh.agent.llm_client import ChatModel
@@ -148,3 +149,18 @@ def test_requests_other_than_plain_json_are_built_by_httpx() -> None:
     assert a.headers.multi_items() == stock.headers.multi_items()
     with_params = client.build_request("POST", url, headers=headers, content=b"{}", params={"x": "1"})
     assert with_params.url.params["x"] == "1"
+
+
+async def test_an_openai_it_is_not_written_for_gets_the_stock_client(
+    fake_llm: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without SUPPORTED (an openai whose HTTP layer or request steps differ), whole answers use the stock client."""
+    monkeypatch.setattr("a2amesh.agent.llm_client.SUPPORTED", False)
+    fake_llm.script("stock")
+    model = model_for(fake_llm)
+    try:
+        assert (await model.complete(MESSAGES)).content == "stock"
+        assert type(model._openai()) is openai.AsyncOpenAI
+    finally:
+        await model.aclose()
+    assert fake_llm.request_headers[0]["user-agent"].startswith("AsyncOpenAI/Python")

@@ -19,7 +19,7 @@ from typing import Any
 
 import openai
 
-from a2amesh.agent.openai_http import WholeAnswerHttpClient, WholeAnswerOpenAI
+from a2amesh.agent.openai_http import SUPPORTED, WholeAnswerHttpClient, WholeAnswerOpenAI
 from a2amesh.errors import LlmError
 from a2amesh.jsontext import dumps_bytes, loads
 from a2amesh.logs import get_logger
@@ -382,7 +382,10 @@ def _http_client() -> Any:
 
 
 def _whole_answer_http_client() -> Any:
-    """:class:`~a2amesh.agent.openai_http.WholeAnswerHttpClient`, or None without the aiohttp extra."""
+    """:class:`~a2amesh.agent.openai_http.WholeAnswerHttpClient`, or None without the aiohttp extra or with an
+    ``openai`` it is not written for."""
+    if not SUPPORTED:
+        return None
     try:
         return WholeAnswerHttpClient()
     except RuntimeError:

@@ -31,11 +31,22 @@ try:
 except ImportError:  # pragma: no cover - an openai without it: post() builds the options
     _FinalRequestOptions = None  # type: ignore[assignment,misc]
 
-__all__ = ["WholeAnswerHttpClient", "WholeAnswerOpenAI"]
+__all__ = ["SUPPORTED", "WholeAnswerHttpClient", "WholeAnswerOpenAI"]
 
 _CACHE_LIMIT = 64
 """Entries kept per cache: a client sends a handful of distinct URLs and header sets (one per retry count)."""
 _LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
+
+SUPPORTED = (
+    _FinalRequestOptions is not None
+    and issubclass(openai.DefaultAioHttpClient, httpx2.AsyncClient)
+    and all(
+        callable(getattr(openai.AsyncOpenAI, name, None))
+        for name in ("_prepare_url", "_build_headers", "_idempotency_key", "request")
+    )
+)
+"""Whether the installed ``openai`` is one this configuration is written for (its HTTP layer is ``httpx2``, with
+the request-building steps overridden here); else the stock client serves whole answers too."""
 
 
 class WholeAnswerOpenAI(openai.AsyncOpenAI):
@@ -70,10 +81,9 @@ class WholeAnswerOpenAI(openai.AsyncOpenAI):
     async def post_json(self, path: str, body: bytes) -> bytes:
         """``post(path, content=body, cast_to=bytes)``: the same request, through :meth:`request` with options
         copied from ones built once per path (building them sets a dozen defaults, deep copies included)."""
-        if _FinalRequestOptions is None:
-            return await self.post(path, content=body, cast_to=bytes)
         template = self._options.get(path)
         if template is None:
+            assert _FinalRequestOptions is not None  # SUPPORTED
             template = _FinalRequestOptions.construct(method="post", url=path, json_data=None, content=b"", files=None)
             if len(self._options) >= _CACHE_LIMIT:
                 self._options.clear()
