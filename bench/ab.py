@@ -20,6 +20,7 @@ executions/s and executor and agent CPU per node (the agents' summed), the media
 ``--llm ROUNDS`` adds an LLM phase: each side also runs the LLM benchmark agent (``bench/llm_node.py``'s
 ``llmnode``, its own process) on one shared fake model, and the sides alternate runs of a 10-LLM-node
 chain; per node: the run time and the CPU of that side's LLM agent and executor over the run.
+``--llm-sizes 1,10`` runs chains of each size in turn (a 1-node chain ten times as often as a 10-node one).
 """
 
 from __future__ import annotations
@@ -96,40 +97,52 @@ async def load_phase(
 
 
 async def llm_phase(
-    ctx: BenchContext, clients: dict[str, Client], procs: dict[str, dict[str, list[Child]]], rounds: int
+    ctx: BenchContext,
+    clients: dict[str, Client],
+    procs: dict[str, dict[str, list[Child]]],
+    rounds: int,
+    sizes: tuple[int, ...] = (LLM_NODES,),
 ) -> list[Figure]:
-    """The sides alternate runs of the LLM chain; per node: run time (median), LLM agent and executor CPU
+    """The sides alternate runs of each LLM chain; per node: run time (median), LLM agent and executor CPU
     (each side's total over its runs ÷ its nodes: /proc counts CPU in 10 ms ticks, too coarse for one run)."""
-    latency: dict[str, list[float]] = {s: [] for s in SIDES}
-    cpu: dict[str, dict[str, float]] = {s: {"agent": 0.0, "executor": 0.0} for s in SIDES}
-    for i in range(ctx.scale(5, 1)):  # warm-up
-        for side in SIDES:
-            await run_llm_chain(clients[side], LLM_NODES, i)
-    order = list(SIDES)
-    n = ctx.scale(rounds, 2)
-    for i in range(n):
-        order.reverse()
-        for side in order:
-            meter = CpuMeter({"agent": procs[side]["llm"][0].pid, "executor": procs[side]["executor"][0].pid})
-            meter.start()
-            latency[side].append(await run_llm_chain(clients[side], LLM_NODES, i) / LLM_NODES)
-            for name, seconds in meter.stop().items():
-                if name in cpu[side]:
-                    cpu[side][name] += seconds
-    figures = [
-        Figure.from_samples(f"ab.llm.{side}", f"{LLM_NODES}-LLM-node chain, per node: {side}", latency[side])
-        for side in SIDES
-    ]
-    for name in ("agent", "executor"):
-        for side in SIDES:
-            value = cpu[side][name] * 1000 / (n * LLM_NODES)
-            label = f"{'LLM agent' if name == 'agent' else 'executor'} CPU per LLM node: {side}"
-            figures.append(Figure(f"ab.llm_{name}_cpu.{side}", label, value, "ms", n=n * LLM_NODES, note="mean"))
+    figures: list[Figure] = []
+    for size in sizes:
+        latency: dict[str, list[float]] = {s: [] for s in SIDES}
+        cpu: dict[str, dict[str, float]] = {s: {"agent": 0.0, "executor": 0.0} for s in SIDES}
+        for i in range(ctx.scale(5, 1)):  # warm-up
+            for side in SIDES:
+                await run_llm_chain(clients[side], size, i)
+        order = list(SIDES)
+        n = ctx.scale(rounds * max(LLM_NODES // size, 1), 2)
+        for i in range(n):
+            order.reverse()
+            for side in order:
+                meter = CpuMeter({"agent": procs[side]["llm"][0].pid, "executor": procs[side]["executor"][0].pid})
+                meter.start()
+                latency[side].append(await run_llm_chain(clients[side], size, i) / size)
+                for name, seconds in meter.stop().items():
+                    if name in cpu[side]:
+                        cpu[side][name] += seconds
+        tag = "" if size == LLM_NODES else f".n{size}"
+        figures += [
+            Figure.from_samples(f"ab.llm{tag}.{side}", f"{size}-LLM-node chain, per node: {side}", latency[side])
+            for side in SIDES
+        ]
+        for name in ("agent", "executor"):
+            for side in SIDES:
+                value = cpu[side][name] * 1000 / (n * size)
+                label = f"{'LLM agent' if name == 'agent' else 'executor'} CPU per LLM node ({size}-node chain): {side}"
+                figures.append(Figure(f"ab.llm_{name}_cpu{tag}.{side}", label, value, "ms", n=n * size, note="mean"))
     return figures
 
 
 async def start_side(
-    ctx: BenchContext, side: str, before: Path, replicas: int, llm_url: str | None
+    ctx: BenchContext,
+    side: str,
+    before: Path,
+    replicas: int,
+    llm_url: str | None,
+    llm_sizes: tuple[int, ...] = (LLM_NODES,),
 ) -> tuple[Client, dict[str, list[Child]]]:
     """One side's namespace, echo agents, executor (and LLM agent with ``llm_url``); its client once all serve."""
     ns = ctx.new_namespace(side)
@@ -137,8 +150,9 @@ async def start_side(
     workflows = [chain_workflow(f"chain{n}", n) for n in (1, 10, 50)]
     names = ["echo", "chain1", "chain10", "chain50"]
     if llm_url is not None:
-        workflows.append(chain_workflow(f"llm{LLM_NODES}", LLM_NODES, agent="llmnode"))
-        names.append(f"llm{LLM_NODES}")
+        for size in llm_sizes:
+            workflows.append(chain_workflow(f"llm{size}", size, agent="llmnode"))
+            names.append(f"llm{size}")
     folder = write_workflows(ctx.tmp / f"wf-{ns}", workflows)
     await prepare_namespace(ctx, ns)
     agents = await start_agents(ctx, ECHO, ns, replicas, env=env)
@@ -182,7 +196,15 @@ async def latency_rounds(ctx: BenchContext, clients: dict[str, Client], rounds: 
     ]
 
 
-def section(before: Path, rounds: int, load: float = 0.0, pairs: int = 3, replicas: int = 1, llm: int = 0) -> Section:
+def section(
+    before: Path,
+    rounds: int,
+    load: float = 0.0,
+    pairs: int = 3,
+    replicas: int = 1,
+    llm: int = 0,
+    llm_sizes: tuple[int, ...] = (LLM_NODES,),
+) -> Section:
     """The A/B section for the package folder ``before``."""
 
     async def run(ctx: BenchContext) -> list[Figure]:
@@ -192,10 +214,10 @@ def section(before: Path, rounds: int, load: float = 0.0, pairs: int = 3, replic
         llm_url = (await fake_base_url(ctx))[1] if llm > 0 else None
         try:
             for side in SIDES:
-                clients[side], procs[side] = await start_side(ctx, side, before, replicas, llm_url)
+                clients[side], procs[side] = await start_side(ctx, side, before, replicas, llm_url, llm_sizes)
             figures += await latency_rounds(ctx, clients, rounds)
             if llm > 0:
-                figures += await llm_phase(ctx, clients, procs, llm)
+                figures += await llm_phase(ctx, clients, procs, llm, llm_sizes)
             if load > 0:
                 figures += await load_phase(ctx, clients, procs, 1.0 if ctx.quick else load, pairs)
         finally:
@@ -216,9 +238,16 @@ if __name__ == "__main__":
     pre.add_argument("--load-pairs", type=int, default=3, help="turns of each side in the load phase (default 3)")
     pre.add_argument("--replicas", type=int, default=1, help="echo agent processes per side (default 1)")
     pre.add_argument("--llm", type=int, default=0, help="rounds of the LLM phase (default 0: none)")
+    pre.add_argument(
+        "--llm-sizes",
+        default=str(LLM_NODES),
+        help=f"LLM chain sizes of the LLM phase, comma-separated (default {LLM_NODES}); a chain of N nodes runs "
+        f"{LLM_NODES}/N times as often, so each size runs about as many nodes",
+    )
     known, rest = pre.parse_known_args()
     package = known.before.resolve()
     if not (package / "a2amesh" / "__init__.py").is_file():
         raise SystemExit(f"--before: {package} holds no a2amesh package (give a checkout's shared/ folder)")
-    ab = section(package, known.rounds, known.load, known.load_pairs, known.replicas, known.llm)
+    sizes = tuple(int(v) for v in known.llm_sizes.split(",") if v.strip())
+    ab = section(package, known.rounds, known.load, known.load_pairs, known.replicas, known.llm, sizes)
     raise SystemExit(main([floors.SECTION, ab], "ab", __doc__ or "", rest))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from a2amesh.agent.usage import Usage
 from a2amesh.bus import headers as h
 from a2amesh.errors import ArtifactError
+from a2amesh.jsontext import dumps_text, loads
 from a2amesh.protocol import Message, Part, TaskState
 from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES
 
@@ -158,7 +158,7 @@ class TaskContext:
     async def save_checkpoint(self, data: dict[str, Any]) -> None:
         """Store this task's resumable progress in its task record (SPEC §3.6)."""
         if self.task_store is not None:
-            await self.task_store.save_checkpoint(self.task_id, json.dumps(data))
+            await self.task_store.save_checkpoint(self.task_id, dumps_text(data))
 
     async def load_checkpoint(self) -> dict[str, Any] | None:
         """The last checkpoint of this task, if any."""
@@ -167,7 +167,7 @@ class TaskContext:
         raw = await self.task_store.checkpoint(self.task_id)
         if not raw:
             return None
-        value = json.loads(raw)
+        value = loads(raw)
         return value if isinstance(value, dict) else None
 
     @property

@@ -289,7 +289,10 @@ class LlmSession:
                 self.final_text = c.content or ""
                 return self.final_text
             last_tools = [call.name for call in c.tool_calls]
-            outcomes = await asyncio.gather(*(self._run_tool(call) for call in c.tool_calls))
+            if len(c.tool_calls) == 1:  # the usual round: no task and gathering future for one call
+                outcomes = [await self._run_tool(c.tool_calls[0])]
+            else:
+                outcomes = await asyncio.gather(*(self._run_tool(call) for call in c.tool_calls))
             for call, outcome in zip(c.tool_calls, outcomes, strict=True):
                 self.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
             # stored before the next model call: a task redelivered after a crash from here on resumes

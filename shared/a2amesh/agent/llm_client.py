@@ -19,8 +19,9 @@ from typing import Any
 
 import openai
 
+from a2amesh.agent.openai_http import SUPPORTED, WholeAnswerHttpClient, WholeAnswerOpenAI
 from a2amesh.errors import LlmError
-from a2amesh.jsontext import loads
+from a2amesh.jsontext import dumps_bytes, loads
 from a2amesh.logs import get_logger
 
 __all__ = [
@@ -149,29 +150,39 @@ class ChatModel:
         self.temperature = temperature
         self.stream = stream
         self._api_key = api_key
-        self._client: openai.AsyncOpenAI | None = None
+        self._clients: dict[bool, openai.AsyncOpenAI] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _openai(self) -> openai.AsyncOpenAI:
-        # An HTTP client's connections belong to one event loop: make one per loop (tests run many loops).
+    def _openai(self, *, streaming: bool = False) -> openai.AsyncOpenAI:
+        """The client for whole answers (:mod:`~a2amesh.agent.openai_http`), or the one for streamed answers."""
+        # An HTTP client's connections belong to one event loop: make them per loop (tests run many loops).
         loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = openai.AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self._api_key,
-                timeout=self.timeout,
-                max_retries=self.max_retries,
-                http_client=_http_client(),
-            )
+        if self._loop is not loop:
+            self._clients = {}
             self._loop = loop
-        return self._client
+        client = self._clients.get(streaming)
+        if client is None:
+            options: dict[str, Any] = {
+                "base_url": self.base_url,
+                "api_key": self._api_key,
+                "timeout": self.timeout,
+                "max_retries": self.max_retries,
+            }
+            lean = None if streaming else _whole_answer_http_client()
+            if lean is not None:
+                client = WholeAnswerOpenAI(**options, http_client=lean)
+            else:
+                client = openai.AsyncOpenAI(**options, http_client=_http_client())
+            self._clients[streaming] = client
+        return client
 
     async def aclose(self) -> None:
-        """Close the HTTP client of the running loop, if any."""
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            with contextlib.suppress(Exception):
-                await client.close()
+        """Close the HTTP clients of the running loop, if any."""
+        clients, self._clients = self._clients, {}
+        if self._loop is asyncio.get_running_loop():
+            for client in clients.values():
+                with contextlib.suppress(Exception):
+                    await client.close()
 
     async def complete(
         self,
@@ -202,10 +213,17 @@ class ChatModel:
         try:
             if streaming:
                 return await self._streamed(kwargs, on_delta)
-            body = await self._openai().post("/chat/completions", body=kwargs, cast_to=bytes)
+            body = await self._post("/chat/completions", dumps_bytes(kwargs))
         except openai.OpenAIError as e:
             raise self._failure(e) from e
         return self._completion_of(body)
+
+    async def _post(self, path: str, body: bytes) -> bytes:
+        """POST a JSON body through the whole-answer client; the answer's body."""
+        client = self._openai()
+        if isinstance(client, WholeAnswerOpenAI):
+            return await client.post_json(path, body)
+        return await client.post(path, content=body, cast_to=bytes)
 
     async def embed(self, texts: list[str], *, model: str) -> Embeddings:
         """Embed texts with ``POST /embeddings`` (one vector per text, in order).
@@ -214,8 +232,8 @@ class ChatModel:
             LlmError: the endpoint failed after its retries, or answered something that is not embeddings.
         """
         try:
-            body = await self._openai().post(
-                "/embeddings", body={"model": model, "input": texts, "encoding_format": "float"}, cast_to=bytes
+            body = await self._post(
+                "/embeddings", dumps_bytes({"model": model, "input": texts, "encoding_format": "float"})
             )
         except openai.OpenAIError as e:
             raise self._failure(e) from e
@@ -245,7 +263,7 @@ class ChatModel:
             body["model"] = model
         body.update({k: v for k, v in options.items() if v is not None})
         try:
-            raw = await self._openai().post("/images/generations", body=body, cast_to=bytes)
+            raw = await self._post("/images/generations", dumps_bytes(body))
         except openai.OpenAIError as e:
             raise self._failure(e) from e
         try:
@@ -312,7 +330,7 @@ class ChatModel:
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         out = Completion(content=None, model=self.model)
-        stream = await self._openai().chat.completions.create(
+        stream = await self._openai(streaming=True).chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
         async with stream:
@@ -360,6 +378,17 @@ def _http_client() -> Any:
     try:
         return factory()
     except RuntimeError:  # the aiohttp extra is not installed
+        return None
+
+
+def _whole_answer_http_client() -> Any:
+    """:class:`~a2amesh.agent.openai_http.WholeAnswerHttpClient`, or None without the aiohttp extra or with an
+    ``openai`` it is not written for."""
+    if not SUPPORTED:
+        return None
+    try:
+        return WholeAnswerHttpClient()
+    except RuntimeError:
         return None
 
 
