@@ -164,3 +164,12 @@ async def test_an_openai_it_is_not_written_for_gets_the_stock_client(
     finally:
         await model.aclose()
     assert fake_llm.request_headers[0]["user-agent"].startswith("AsyncOpenAI/Python")
+
+
+def test_supported_only_for_the_major_version_it_was_written_for() -> None:
+    """The overridden request steps are openai internals: another major version gets the stock client."""
+    from a2amesh.agent import openai_http
+
+    assert not openai_http.supported("4.0.0")
+    assert not openai_http.supported("2.9.0")
+    assert openai_http.supported(openai.__version__) is openai_http.SUPPORTED

@@ -37,16 +37,26 @@ _CACHE_LIMIT = 64
 """Entries kept per cache: a client sends a handful of distinct URLs and header sets (one per retry count)."""
 _LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
 
-SUPPORTED = (
-    _FinalRequestOptions is not None
-    and issubclass(openai.DefaultAioHttpClient, httpx2.AsyncClient)
-    and all(
-        callable(getattr(openai.AsyncOpenAI, name, None))
-        for name in ("_prepare_url", "_build_headers", "_idempotency_key", "request")
+WRITTEN_FOR = "3."
+"""The ``openai`` major version whose request steps these classes override (tested in CI on it)."""
+
+
+def supported(version: str) -> bool:
+    """Whether an ``openai`` of ``version``, built as the installed one, is one these classes are written for."""
+    return (
+        version.startswith(WRITTEN_FOR)
+        and _FinalRequestOptions is not None
+        and issubclass(openai.DefaultAioHttpClient, httpx2.AsyncClient)
+        and all(
+            callable(getattr(openai.AsyncOpenAI, name, None))
+            for name in ("_prepare_url", "_build_headers", "_idempotency_key", "request")
+        )
     )
-)
-"""Whether the installed ``openai`` is one this configuration is written for (its HTTP layer is ``httpx2``, with
-the request-building steps overridden here); else the stock client serves whole answers too."""
+
+
+SUPPORTED = supported(openai.__version__)
+"""Whether the installed ``openai`` is one this configuration is written for (its major version, its HTTP layer
+``httpx2``, the request-building steps overridden here); else the stock client serves whole answers too."""
 
 
 class WholeAnswerOpenAI(openai.AsyncOpenAI):
