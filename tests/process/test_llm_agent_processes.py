@@ -61,7 +61,7 @@ async def test_llm_agent_process_answers_a_node_call(
         Reply("«result:artifact=out.json status=success»", usage=Usage(9, 2)),
     )
     path = write_llm_agent(tmp_path, "proc_writer")
-    await start_agent(processes, client, path, "proc_writer", fake_llm.base_url)
+    proc = await start_agent(processes, client, path, "proc_writer", fake_llm.base_url)
     schema = {"type": "object", "required": ["ok"]}
     task = await within(client.send("proc_writer", node_message({"x": 1}, output_schema=schema)), 30, "the answer")
     assert task.status.state == TaskState.COMPLETED
@@ -72,6 +72,9 @@ async def test_llm_agent_process_answers_a_node_call(
     assert result["usage"]["completion_tokens"] == 5
     assert task.metadata is not None
     assert task.metadata[codes.EXT_USAGE]["total_tokens"] == 21
+    proc.signal(signal.SIGTERM)
+    assert await proc.wait(30) == 0, proc.output()[-2000:]
+    assert "Unclosed" not in proc.output(), proc.output()[-2000:]  # its HTTP connections were closed
 
 
 async def test_redelivered_task_resumes_from_its_checkpoint(

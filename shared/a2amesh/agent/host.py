@@ -187,6 +187,12 @@ class AgentHost(Worker):
                 await publisher.withdraw()
             await self.client.close()
             await self.tasks.aclose()
+            close = getattr(self.runtime, "aclose", None)  # an LLM agent's HTTP connections
+            if close is not None:
+                try:
+                    await close()
+                except Exception as e:
+                    self.log.warning("agent.close_failed", error=str(e) or type(e).__name__)
             self._stopped.set()
             self.log.info("agent.stopped")
 

@@ -166,6 +166,12 @@ class NodeHandler:
         """The wrapped runtime's card."""
         return self.runtime.card(namespace)
 
+    async def aclose(self) -> None:
+        """Release what the wrapped runtime holds (an LLM agent's HTTP connections)."""
+        close = getattr(self.runtime, "aclose", None)
+        if close is not None:
+            await close()
+
     async def run(self, ctx: TaskContext) -> TaskOutcome:
         """Do one task's work: a node call when the message holds ``workflow_node_request``, else a plain call."""
         raw = control_part(ctx.message, NODE_REQUEST)
