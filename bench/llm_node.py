@@ -11,10 +11,12 @@ The per-node figure is read the way SAM's harness reads its own (``shared/bench/
 a least-squares line T(N) = a + b·N through the median run times at N = 1, 3, 10; b is what a node
 costs, a what one execution costs on top (its start and answer), for a2amesh and SAM alike.
 Set beside SAM's per-node figure under the same kind of fake model: with ``SAM_PYTHON`` naming a Python
-that has ``solace-agent-mesh`` installed, SAM itself is measured right after, in the same run, by its
-harness (``shared/bench/sam/bench_sam.py`` on its own fake model, ``fake_llm.py``), since this machine
-drifts by up to 2× over minutes; without it, the fixed ``SAM_MS_PER_NODE`` (about 100 ms on this
-machine per the issue and ``shared/bench/sam/README.md``: 70–100 ms).
+that has ``solace-agent-mesh`` installed, SAM itself is measured in the same run by its harness
+(``shared/bench/sam/bench_sam.py`` on its own fake model, ``fake_llm.py``), in ``SAM_ROUNDS`` rounds
+bracketed by ours (ours, SAM, ours, SAM, …, ours; our mesh idles while SAM runs), since this machine
+drifts by up to 2× over minutes: each round's ratio is SAM's b over the mean of the two b of ours around
+it, and the figure is the median of those ratios. Without it, the fixed ``SAM_MS_PER_NODE`` (about 100 ms
+on this machine per the issue and ``shared/bench/sam/README.md``: 70–100 ms).
 
 The ``llm`` node chains run right after, against the same fake (a request without tools is answered in one
 turn) with one ``a2amesh builtins`` process, so the orchestration overhead of an ``llm`` node (per node minus
@@ -53,6 +55,7 @@ from bench.wfkit import (
 )
 
 SAM_MS_PER_NODE = 100.0
+SAM_ROUNDS = 3
 SIZES = (1, 3, 10)
 SAM_HARNESS = REPO.parent / "shared" / "bench" / "sam"
 
@@ -121,12 +124,23 @@ def line_fit(points: dict[int, float]) -> tuple[float, float]:
     return my - b * mx, b
 
 
-async def sam_same_run(ctx: BenchContext, sizes: tuple[int, ...]) -> dict[int, list[float]] | None:
-    """SAM's per-node times (ms) for each workflow size, measured now by its own harness; None without
-    ``SAM_PYTHON`` (or the harness), and in quick mode (SAM takes about 15 s to boot)."""
+def fit_b(runs: dict[int, list[float]]) -> float:
+    """b of the line fit through the median run time of each size."""
+    return line_fit({n: percentile(t, 50) for n, t in runs.items()})[1]
+
+
+def sam_python(ctx: BenchContext) -> str | None:
+    """The Python of SAM's harness (``SAM_PYTHON``), when SAM is to be measured in this run."""
     python = os.environ.get("SAM_PYTHON")
     if ctx.quick or not python or not (SAM_HARNESS / "bench_sam.py").is_file():
-        return None
+        return None  # in quick mode too: SAM takes about 15 s to boot
+    return python
+
+
+async def sam_same_run(
+    ctx: BenchContext, sizes: tuple[int, ...], python: str, round_: int = 0
+) -> dict[int, list[float]]:
+    """SAM's per-node times (ms) for each workflow size, measured now by its own harness."""
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     port = free_port()
     fake = await ctx.spawn("sam-fake-llm", [python, str(SAM_HARNESS / "fake_llm.py"), "--port", str(port)], env)
@@ -142,7 +156,7 @@ async def sam_same_run(ctx: BenchContext, sizes: tuple[int, ...]) -> dict[int, l
                 if fake.proc.returncode is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"SAM's fake model did not start:\n{fake.tail()}")
                 await asyncio.sleep(0.1)
-        out = ctx.tmp / "sam-llm.json"
+        out = ctx.tmp / f"sam-llm-{round_}.json"
         argv = [python, str(SAM_HARNESS / "bench_sam.py"), "--llm-port", str(port), "--out", str(out)]
         argv += ["--nodes", *map(str, sizes), "--warmup", "3", "--runs", "20", "--batches", "0", "--agents", "1"]
         argv += ["--artifact-dir", str(ctx.tmp / "sam-artifacts")]
@@ -222,6 +236,9 @@ async def run(ctx: BenchContext) -> list[Figure]:
     client = await Client.connect(ctx.settings(ns), name="bench-llm")
     figures: list[Figure] = []
     node_runs: dict[int, list[float]] = {}
+    sam_runs: dict[int, list[float]] = {}
+    sam_rounds: dict[int, dict[int, list[float]]] = {}
+    ours_b: list[float] = []
     try:
         for n in SIZES:
             await client.registry.wait_for(f"llm{n}", 30)
@@ -311,6 +328,17 @@ async def run(ctx: BenchContext) -> list[Figure]:
             }
             figures.append(f)
         figures.append(await interleaved(once, node_once, base_url, ctx.scale(20, 2)))
+        python = sam_python(ctx)
+        ours_b = [fit_b(runs)]
+        for r in range(SAM_ROUNDS if python else 0):
+            assert python is not None
+            for n, samples in (await sam_same_run(ctx, SIZES, python, r)).items():
+                sam_runs.setdefault(n, []).extend(samples)
+                sam_rounds.setdefault(r, {})[n] = samples
+            again = {n: (await metered(n, once))[0] for n in SIZES}
+            for n, totals in again.items():
+                runs[n].extend(totals)
+            ours_b.append(fit_b(again))
     finally:
         await client.close()
         await executor.stop()
@@ -344,31 +372,52 @@ async def run(ctx: BenchContext) -> list[Figure]:
             extra={"a_ms": node_a, "b_ms": node_b, "overhead_ms_per_node": node_b - model},
         )
     )
-    sam = await sam_same_run(ctx, SIZES)
-    for n, samples in (sam or {}).items():
+    add_sam_figures(figures, fit, sam_runs, sam_rounds, ours_b, f"{per_execution}; {{}}; {vs_fixed}")
+    return figures
+
+
+def add_sam_figures(
+    figures: list[Figure],
+    fit: Figure,
+    sam_runs: dict[int, list[float]],
+    sam_rounds: dict[int, dict[int, list[float]]],
+    ours_b: list[float],
+    fit_note: str,
+) -> None:
+    """SAM's figures of this run, and the speedup read off the rounds (SAM's b over the mean b of ours around
+    each round); ``fit_note`` gets the speedup in its ``{}``."""
+    for n, samples in sam_runs.items():
         label = f"  SAM 1.28.8, same run: workflow of {n} LLM nodes, per node"
         s = Figure.from_samples(f"llm.sam.n{n}", label, samples)
         ours = next(f for f in figures if f.key == f"llm.chain.n{n}")
         ours.note = f"{ratio(s.value, ours.value)} faster than SAM in this run ({s.value:.1f} ms/node); " + ours.note
         ours.extra.update(sam_same_run_ms_per_node=s.value, speedup_vs_sam_same_run=s.value / ours.value)
         figures.append(s)
-    if sam:
-        sam_a, sam_b = line_fit({n: percentile([v * n for v in samples], 50) for n, samples in sam.items()})
-        vs_same_run = f"{ratio(sam_b, b)} faster than SAM's b in this run ({sam_b:.1f} ms/node, a = {sam_a:.1f} ms)"
-        fit.note = f"{per_execution}; {vs_same_run}; {vs_fixed}"
-        fit.extra.update(sam_a_ms=sam_a, sam_b_ms=sam_b, speedup_vs_sam_same_run=sam_b / b)
+    if sam_runs:
+        sam_a, sam_b = line_fit({n: percentile([v * n for v in samples], 50) for n, samples in sam_runs.items()})
+        pairs = []
+        for r, per_n in sorted(sam_rounds.items()):
+            round_b = line_fit({n: percentile([v * n for v in samples], 50) for n, samples in per_n.items()})[1]
+            pairs.append((round_b, (ours_b[r] + ours_b[r + 1]) / 2))
+        ratios = [sam / ours for sam, ours in pairs]
+        speedup = percentile(ratios, 50)
+        rounds = ", ".join(f"{sam:.1f}/{ours:.2f} = {sam / ours:.1f}x" for sam, ours in pairs)
+        vs_same_run = f"{speedup:.1f}x faster than SAM in this run (median of {len(pairs)} bracketed rounds)"
+        fit.note = fit_note.format(vs_same_run)
+        fit.extra.update(
+            sam_a_ms=sam_a, sam_b_ms=sam_b, speedup_vs_sam_same_run=speedup, rounds=pairs, ours_b_ms=ours_b
+        )
         figures.append(
             Figure(
                 "llm.sam.fit",
-                "  SAM 1.28.8, same run: line fit, b per node",
+                "  SAM 1.28.8, same run: line fit over every round, b per node",
                 sam_b,
                 "ms",
-                n=sum(len(v) for v in sam.values()),
-                note=f"a = {sam_a:.1f} ms per execution",
-                extra={"a_ms": sam_a, "b_ms": sam_b},
+                n=sum(len(v) for v in sam_runs.values()),
+                note=f"a = {sam_a:.1f} ms per execution; per round, SAM's b / the mean b of ours around it: {rounds}",
+                extra={"a_ms": sam_a, "b_ms": sam_b, "rounds": pairs},
             )
         )
-    return figures
 
 
 SECTION = Section(
