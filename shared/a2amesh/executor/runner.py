@@ -365,7 +365,8 @@ class ExecutionRunner(Generic[StateT]):
         old = self.state
         changed = self.engine.node_records(old, state, touched, time.time())
         finishing = state.finished and not old.finished
-        fields: dict[str, Any] = {"status": str(state.status), "usage": json.dumps(state.usage), **(extra or {})}
+        usage = json.dumps(state.usage) if state.usage else "{}"  # no usage reported: most steps
+        fields: dict[str, Any] = {"status": str(state.status), "usage": usage, **(extra or {})}
         reviews = [c for c in commands if isinstance(c, RequestReview)]
         if reviews:
             fields["review"] = json.dumps(reviews[-1].review, default=str)
@@ -497,7 +498,7 @@ class ExecutionRunner(Generic[StateT]):
             headers=self.reply.headers,
             call_id=call_id,
             lost=lambda: self.lost,
-            log=self.log,
+            log=lambda: self.log,
         )
         if isinstance(call, NodeFailed):
             if call_id is not None and self.deps.deltas is not None:
