@@ -177,18 +177,7 @@ class Call:
         (``Client.dispatch(deltas=True)``); a delta never changes :attr:`task`."""
         try:
             while True:
-                remaining = self.deadline - time.time()
-                try:
-                    async with asyncio.timeout(max(remaining, 0.001)):
-                        ev = await self._pending.queue.get()
-                except TimeoutError as e:
-                    raise TransportError(
-                        codes.DEADLINE_EXCEEDED,
-                        f"no final answer from {self.agent!r} (task {self.task_id}) before the call's deadline",
-                        metadata={"agent": self.agent, "task_id": self.task_id},
-                    ) from e
-                if ev.error is not None:
-                    raise ev.error
+                ev = await self._next()
                 if ev.delta is not None:
                     yield ev.delta
                     continue
@@ -200,10 +189,33 @@ class Call:
         finally:
             self._client._forget(self.call_id)
 
+    async def _next(self) -> CallEvent:
+        """The next event of the call that is not an error (raised); DEADLINE_EXCEEDED once the deadline passes."""
+        remaining = self.deadline - time.time()
+        try:
+            async with asyncio.timeout(max(remaining, 0.001)):
+                ev = await self._pending.queue.get()
+        except TimeoutError as e:
+            raise TransportError(
+                codes.DEADLINE_EXCEEDED,
+                f"no final answer from {self.agent!r} (task {self.task_id}) before the call's deadline",
+                metadata={"agent": self.agent, "task_id": self.task_id},
+            ) from e
+        if ev.error is not None:
+            raise ev.error
+        return ev
+
     async def result(self) -> Task:
         """Wait for the final Task (terminal or interrupted)."""
-        async for _ in self.events():
-            pass
+        try:  # :meth:`events` without its generators: every call a workflow makes ends here
+            while True:
+                ev = await self._next()
+                if ev.response is not None:
+                    self._assembler.apply(ev.response)
+                    if ev.final:
+                        break
+        finally:
+            self._client._forget(self.call_id)
         if self._assembler.task is None:
             raise RpcError(codes.INVALID_AGENT_RESPONSE, f"{self.agent!r} ended the call without a task")
         return self._assembler.task
@@ -415,6 +427,7 @@ class Client:
         call_id: str | None = None,
         history_length: int | None = None,
         deltas: bool = False,
+        task_id: str | None = None,
     ) -> Call:
         """Publish a SendMessage / SendStreamingMessage and return the call in flight.
 
@@ -423,6 +436,8 @@ class Client:
         many of the task's latest messages its answers carry (A2A ``historyLength``; 0: none, as the
         workflow executor asks, since it reads only the status and artifacts).
         ``deltas``: a streaming call also hears its token deltas (:meth:`Call.events_and_deltas`).
+        ``task_id``: the id the callee derives for a new task (:func:`task_id_for` of ``agent`` and the messageId),
+        when the caller has it already (the workflow executor); a message continuing a task keeps its own.
 
         A messageId already used for a different message is a new request: it is sent again under
         :func:`reused_message_id` (docs/protocol.md "Identities").
@@ -447,7 +462,7 @@ class Client:
                 f"request of {len(body)} bytes exceeds the server's max_payload of {self.bus.max_payload} bytes; "
                 "store large inputs as artifacts and send their artifact:// URL",
             )
-        task_id = message.task_id or task_id_for(agent, message.message_id)
+        task_id = message.task_id or task_id or task_id_for(agent, message.message_id)
         call = Call(self, call_id, agent, task_id, pending, deadline)
         hdrs = self._request_headers(
             reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=call_depth

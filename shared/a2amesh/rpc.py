@@ -23,14 +23,24 @@ def dumps(value: Any) -> bytes:
 
 
 def encode_request(method: str, params: A2AModel, request_id: JsonRpcId) -> bytes:
-    """A JSON-RPC request carrying ``params``."""
-    return dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params.to_json_dict()})
+    """A JSON-RPC request carrying ``params`` (their ProtoJSON written straight to bytes, not through a dict)."""
+    return b'{"jsonrpc":"2.0","id":%b,"method":%b,"params":%b}' % (
+        dumps(request_id),
+        dumps(method),
+        params.to_json_bytes(),
+    )
 
 
 def encode_result(request_id: JsonRpcId, result: A2AModel | dict[str, Any]) -> bytes:
     """A JSON-RPC success response."""
-    body = result.to_json_dict() if isinstance(result, A2AModel) else result
-    return dumps({"jsonrpc": "2.0", "id": request_id, "result": body})
+    if isinstance(result, A2AModel):
+        return b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), result.to_json_bytes())
+    return dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def encode_task_result(request_id: JsonRpcId, task: A2AModel) -> bytes:
+    """A JSON-RPC success response carrying ``{"task": task}`` (a SendMessage's answer)."""
+    return b'{"jsonrpc":"2.0","id":%b,"result":{"task":%b}}' % (dumps(request_id), task.to_json_bytes())
 
 
 def encode_error(request_id: JsonRpcId, error: RpcError) -> bytes:

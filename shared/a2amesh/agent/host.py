@@ -49,7 +49,7 @@ from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.protocol.vocabulary import NODE_REQUEST
 from a2amesh.registry import CardPublisher
-from a2amesh.rpc import encode_result
+from a2amesh.rpc import encode_result, encode_task_result
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
@@ -275,9 +275,9 @@ class AgentHost(Worker):
             if target.primary and not run.streaming:
                 if not final:
                     continue  # SendMessage gets only the final response
-                body = encode_result(run.request_id, {"task": run.task.with_history(run.history_length).to_json_dict()})
+                body = encode_task_result(run.request_id, run.task.with_history(run.history_length))
             elif final and not target.primary:
-                body = encode_result(run.task.id, {"task": run.task.to_json_dict()})
+                body = encode_task_result(run.task.id, run.task)
             else:
                 body = encode_result(run.request_id if target.primary else run.task.id, response)
             suffix = "" if target.primary else ":" + target.subject.rsplit(".", 1)[-1]

@@ -10,7 +10,7 @@ import contextlib
 import datetime as dt
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,34 +125,45 @@ class WorkMsg:
         if not self._done:
             await self._msg.in_progress()
 
-    @contextlib.asynccontextmanager
-    async def kept_alive(self, interval: float) -> AsyncIterator[None]:
-        """Send :meth:`in_progress` every ``interval`` seconds while the block runs.
+    def kept_alive(self, interval: float) -> contextlib.AbstractAsyncContextManager[None]:
+        """Send :meth:`in_progress` every ``interval`` seconds while the block (``async with``) runs.
 
         For steps that may wait on a slow or paused store: without it the message would be
         redelivered meanwhile, and each redelivery counts towards ``max_deliver``. A timer, not a
         task: a block that ends within ``interval`` (the usual case) costs no extra loop turns.
         """
-        loop = asyncio.get_running_loop()
-        beats = Background()
-        handle: asyncio.TimerHandle | None = None
+        return _KeptAlive(self, interval)
 
-        async def beat() -> None:
-            with contextlib.suppress(Exception):
-                await self.in_progress()
 
-        def fire() -> None:
-            nonlocal handle
-            beats.spawn(beat())
-            handle = loop.call_later(interval, fire)
+class _KeptAlive(contextlib.AbstractAsyncContextManager[None]):
+    """:meth:`WorkMsg.kept_alive` (a class, not an async generator: every task enters one)."""
 
-        handle = loop.call_later(interval, fire)
-        try:
-            yield
-        finally:
-            if handle is not None:
-                handle.cancel()
-            beats.cancel()
+    __slots__ = ("_beats", "_handle", "_interval", "_msg")
+
+    def __init__(self, msg: WorkMsg, interval: float) -> None:
+        self._msg = msg
+        self._interval = interval
+        self._handle: asyncio.TimerHandle | None = None
+        self._beats: Background | None = None
+
+    async def __aenter__(self) -> None:
+        self._handle = asyncio.get_running_loop().call_later(self._interval, self._fire)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        if self._beats is not None:
+            self._beats.cancel()
+
+    def _fire(self) -> None:
+        if self._beats is None:
+            self._beats = Background()
+        self._beats.spawn(self._beat())
+        self._handle = asyncio.get_running_loop().call_later(self._interval, self._fire)
+
+    async def _beat(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._msg.in_progress()
 
 
 class PullConsumer:

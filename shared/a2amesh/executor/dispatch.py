@@ -119,12 +119,13 @@ async def dispatch_call(
     headers: dict[str, str],
     call_id: str | None,
     lost: Callable[[], bool],
-    log: Any,
+    log: Callable[[], Any],
 ) -> Call | NodeFailed:
     """Publish one node request; while JetStream is unavailable, again (same messageId) until ``deadline`` or
     :data:`DISPATCH_RETRY_FOR`. Returns the call to follow, or the failure to feed back to the engine.
 
     ``lost``: a callable telling whether the runner lost its lease meanwhile (then it stops retrying).
+    ``log``: makes the logger a retry is logged on (only a retry needs one).
     """
     give_up = min(deadline, time.time() + DISPATCH_RETRY_FOR)
     delay = 0.2
@@ -139,12 +140,13 @@ async def dispatch_call(
                 request_id=command.message_id,
                 call_id=call_id,
                 history_length=0,
+                task_id=command.task_id,
             )
         except TransportError as e:
             # NATS restarting: publish again (same messageId, so a publish that landed is a duplicate)
             if e.reason != codes.UNAVAILABLE or lost() or time.time() + delay > give_up:
                 return call_error(command, e)
-            log.warning("call.dispatch_retry", path=command.path, error=str(e))
+            log().warning("call.dispatch_retry", path=command.path, error=str(e))
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
         except A2AMeshError as e:

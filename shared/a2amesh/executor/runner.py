@@ -170,6 +170,7 @@ class ExecutionRunner(Generic[StateT]):
         self._positions: dict[str, int] | None = None
         """Ordinal of each node instance in the last split checkpoint written (None: write them all next)."""
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._usage_written: tuple[dict[str, int], str] = ({}, "{}")
         self._publisher = ReplyPublisher(
             deps.bus, deps.settings, agent=state.workflow, task_id=self.task_id, attempt=epoch
         )
@@ -352,6 +353,14 @@ class ExecutionRunner(Generic[StateT]):
             return None
         return await self.build_final_task(state)
 
+    def _usage_json(self, usage: dict[str, int]) -> str:
+        """The JSON of the execution's token usage, made again only when it changed (most steps add nothing)."""
+        last, text = self._usage_written
+        if usage != last:
+            text = json.dumps(usage)
+            self._usage_written = (dict(usage), text)
+        return text
+
     async def _write_step(
         self,
         state: StateT,
@@ -365,7 +374,7 @@ class ExecutionRunner(Generic[StateT]):
         old = self.state
         changed = self.engine.node_records(old, state, touched, time.time())
         finishing = state.finished and not old.finished
-        fields: dict[str, Any] = {"status": str(state.status), "usage": json.dumps(state.usage), **(extra or {})}
+        fields: dict[str, Any] = {"status": str(state.status), "usage": self._usage_json(state.usage), **(extra or {})}
         reviews = [c for c in commands if isinstance(c, RequestReview)]
         if reviews:
             fields["review"] = json.dumps(reviews[-1].review, default=str)
@@ -499,7 +508,7 @@ class ExecutionRunner(Generic[StateT]):
             headers=self.reply.headers,
             call_id=call_id,
             lost=lambda: self.lost,
-            log=self.log,
+            log=lambda: self.log,
         )
         if isinstance(call, NodeFailed):
             if call_id is not None and self.deps.deltas is not None:

@@ -70,8 +70,8 @@ class A2AModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def to_json_bytes(self) -> bytes:
-        """The ProtoJSON encoding as UTF-8 bytes."""
-        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+        """The ProtoJSON encoding as UTF-8 bytes (:meth:`to_json_dict` encoded, written by pydantic-core at once)."""
+        return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_none=True)
 
     @classmethod
     def from_json_dict(cls, data: Any) -> Self:

@@ -33,7 +33,7 @@ from a2amesh.protocol import (
 )
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.protocol.vocabulary import SUMMARY_KEY
-from a2amesh.rpc import encode_error, encode_result
+from a2amesh.rpc import encode_error, encode_result, encode_task_result
 from a2amesh.store.tasks import TaskStore
 from a2amesh.worker.decode import parse_body, validate_request
 from a2amesh.worker.replies import publish_durable, reply_headers, send_error, valid_reply_subject
@@ -244,9 +244,7 @@ class ControlPlane:
                 msg_id=f"{task_id}:final:{token}",
             )
             try:
-                await publish_durable(
-                    self.bus, reply_to, encode_result(task_id, {"task": view.task.to_json_dict()}), hdrs
-                )
+                await publish_durable(self.bus, reply_to, encode_task_result(task_id, view.task), hdrs)
             except TransportError as e:
                 self.log.warning("reply.undeliverable", agent=agent, subject=reply_to, error=str(e))
 

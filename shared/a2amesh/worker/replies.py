@@ -23,7 +23,7 @@ from a2amesh.errors import RpcError, TransportError
 from a2amesh.logs import get_logger
 from a2amesh.protocol import StreamResponse, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from a2amesh.protocol.jsonrpc import JsonRpcId
-from a2amesh.rpc import encode_error, encode_result
+from a2amesh.rpc import encode_error, encode_result, encode_task_result
 
 __all__ = [
     "ReplyInfo",
@@ -133,7 +133,7 @@ class ReplyPublisher:
             status = TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
             body = encode_result(request_id, StreamResponse(status_update=status))
         else:
-            body = encode_result(request_id, {"task": task.to_json_dict()})
+            body = encode_task_result(request_id, task)
         hdrs = self._headers(seq + 1, final=True, durable=True, msg_id=f"{self.task_id}:final:{token}")
         await self._durable(subject, body, hdrs)
 
