@@ -245,6 +245,7 @@ class AutoPipeline:
         self._waiting: list[tuple[Callable[[Any], None], asyncio.Future[list[Any]]]] = []
         self._batches = Background()
         self._shared: SharedConnection | None = None
+        self._cluster = redis if isinstance(redis, ClusterRedis) else None  # decided once: the check is slow
         if not isinstance(redis, ClusterRedis):
             pool = redis.connection_pool
             self._shared = pool.shared_connection() if shared and isinstance(pool, MeshConnectionPool) else None
@@ -252,10 +253,10 @@ class AutoPipeline:
     async def run(self, build: Callable[[Any], None], *, durable: bool = False) -> list[Any]:
         """Execute the commands ``build(pipe)`` queues; their replies, in order."""
         wait = self._r.wait_replicas if durable else 0
-        if isinstance(self._r, ClusterRedis):
+        if self._cluster is not None:
             recorder = _Recorder()
             build(recorder)
-            return _first_error_raised(await self._r.run_commands(recorder.commands, durable=durable))
+            return _first_error_raised(await self._cluster.run_commands(recorder.commands, durable=durable))
         if wait:
             build = _waiting(build, wait, self._r.wait_timeout_ms)
         replies = await self._run(build)
