@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -259,3 +260,48 @@ async def test_the_final_is_stored_before_the_caller_gets_it(agent_host: Any, ex
         got = await client.get_task("one", call.task_id)
         assert got.status.state == TaskState.COMPLETED, f"run {i}: GetTask right after the answer read {got.status}"
         assert got.output() == {"a": {"value": 2 * i}}
+
+
+LATE = "name: late\nnodes:\n  - {id: a, type: agent, agent_name: latecomer, input: {value: 1}}\n"
+
+
+async def test_a_node_waits_a_card_ttl_for_its_agent(
+    agent_host: Any, executor: Any, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose agent has no live card (a restart, or a partition longer than the card TTL) waits up to one
+    card TTL for the card before failing: an agent that comes back in time answers the node."""
+    from a2amesh.executor import dispatch
+
+    awaiting = asyncio.Event()
+    card_back = dispatch._card_back
+
+    async def noted(*args: Any) -> bool:
+        awaiting.set()
+        return await card_back(*args)
+
+    monkeypatch.setattr(dispatch, "_card_back", noted)
+    await executor({"late": LATE})
+    await client.registry.wait_for("late", 5)
+    run = asyncio.create_task(client.send("late", {}))
+    try:
+        await within(awaiting.wait(), 5, "the node's dispatch to find no card for its agent")
+        assert not run.done()
+        await agent_host("latecomer", inc)
+        task = await within(run, 10, "the node answered by the agent that came late")
+    finally:
+        run.cancel()
+    assert task.status.state == TaskState.COMPLETED, task.status
+    assert task.output() == {"a": {"value": 2}}
+
+
+async def test_a_node_fails_when_its_agent_never_comes(executor: Any, client: Client) -> None:
+    """Without a live card within the card TTL, the node fails with AGENT_NOT_FOUND, naming the agent."""
+    await executor({"late": LATE})
+    await client.registry.wait_for("late", 5)
+    started = time.monotonic()
+    task = await within(client.send("late", {}), 10 + client.settings.card_ttl, "the failure")
+    assert task.status.state == TaskState.FAILED
+    assert task.status.message is not None
+    assert "AGENT_NOT_FOUND" in task.status.message.text()
+    assert "latecomer" in task.status.message.text()
+    assert time.monotonic() - started >= client.settings.card_ttl * 0.9  # it waited for the card first

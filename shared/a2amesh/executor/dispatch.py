@@ -124,11 +124,16 @@ async def dispatch_call(
     """Publish one node request; while JetStream is unavailable, again (same messageId) until ``deadline`` or
     :data:`DISPATCH_RETRY_FOR`. Returns the call to follow, or the failure to feed back to the engine.
 
+    A callee with no live card gets one card TTL to show up (bounded by the same limit) before the node fails
+    with ``AGENT_NOT_FOUND``: a card lapses while NATS is partitioned for longer than its TTL, or while the
+    agent restarts, and a live agent puts it back within a third of the TTL (docs/executor.md).
+
     ``lost``: a callable telling whether the runner lost its lease meanwhile (then it stops retrying).
     ``log``: makes the logger a retry is logged on (only a retry needs one).
     """
     give_up = min(deadline, time.time() + DISPATCH_RETRY_FOR)
     delay = 0.2
+    card_awaited = False
     while True:
         try:
             return await client.dispatch(
@@ -143,6 +148,12 @@ async def dispatch_call(
                 task_id=command.task_id,
             )
         except TransportError as e:
+            if e.reason == codes.AGENT_NOT_FOUND and not card_awaited and not lost():
+                card_awaited = True
+                grace = min(client.settings.card_ttl, give_up - time.time())
+                log().warning("call.awaiting_card", path=command.path, agent=command.agent, seconds=round(grace, 1))
+                if await _card_back(client, command.agent, grace):
+                    continue
             # NATS restarting: publish again (same messageId, so a publish that landed is a duplicate)
             if e.reason != codes.UNAVAILABLE or lost() or time.time() + delay > give_up:
                 return call_error(command, e)
@@ -151,6 +162,17 @@ async def dispatch_call(
             delay = min(delay * 2, 2.0)
         except A2AMeshError as e:
             return call_error(command, e)
+
+
+async def _card_back(client: Client, agent: str, seconds: float) -> bool:
+    """Whether ``agent`` has a live card again within ``seconds``."""
+    if seconds <= 0:
+        return False
+    try:
+        await client.registry.wait_for(agent, seconds)
+    except TimeoutError:
+        return False
+    return True
 
 
 def call_error(command: NodeCall | CallRef, error: A2AMeshError) -> NodeFailed:
