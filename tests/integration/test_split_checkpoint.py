@@ -14,6 +14,16 @@ from a2amesh.workflow.dag.state import ExecutionState, NodeRun, NodeStatus
 from a2amesh.workflow.events import ExecutionStatus
 from tests.support.waiting import eventually, within
 
+NOTHING_ELSE: dict[str, Any] = {
+    "nodes": {},
+    "events": [],
+    "applied": [],
+    "set_timers": {},
+    "clear_timers": [],
+    "fields": {},
+}
+"""The rest of a commit that writes only the checkpoint."""
+
 
 def _state(*paths: str) -> ExecutionState:
     return ExecutionState(
@@ -44,14 +54,7 @@ async def test_split_commits_reassemble_in_order(redis: Any, settings: Any) -> N
     )
     assert created.created
     token = "me:1"
-    common: dict[str, Any] = {
-        "nodes": {},
-        "events": [],
-        "applied": [],
-        "set_timers": {},
-        "clear_timers": [],
-        "fields": {},
-    }
+    common = dict(NOTHING_ELSE)
     positions = {"m": 0, "m[0]": 1, "m[1]": 2}
     head, records = _split(state, positions, "m", "m[0]", "m[1]")
     result = await store.commit(
@@ -97,14 +100,7 @@ async def test_split_outputs_reset_whole_and_retention(redis: Any, settings: Any
         "exec-out", owner="me", state_json=state.model_dump_json(), fields={}, nodes={}, events=[], timers={}
     )
     assert created.created
-    common: dict[str, Any] = {
-        "nodes": {},
-        "events": [],
-        "applied": [],
-        "set_timers": {},
-        "clear_timers": [],
-        "fields": {},
-    }
+    common = dict(NOTHING_ELSE)
 
     def split(state: ExecutionState) -> tuple[str, dict[str, str]]:
         head = state.model_dump_json(exclude={"nodes", "outputs"})[:-1] + ',"nodes":null,"outputs":null}'
