@@ -1,8 +1,9 @@
 """The ``openai`` client configured for whole answers: the same client, requests and retries, less work per call.
 
-:class:`WholeAnswerOpenAI` is ``openai.AsyncOpenAI`` with the URL of each path merged once, and
-:class:`WholeAnswerHttpClient` is the ``openai`` package's aiohttp ``httpx`` client (``DefaultAioHttpClient``)
-with two changes for requests that send a JSON body and read the whole answer:
+:class:`WholeAnswerOpenAI` is ``openai.AsyncOpenAI`` with the URL of each path merged once, the headers of
+each kind of request and the request options of each path built once, and no uuid4 for an idempotency key
+that goes in no header; :class:`WholeAnswerHttpClient` is the ``openai`` package's aiohttp ``httpx`` client
+(``DefaultAioHttpClient``) with two changes for requests that send a JSON body and read the whole answer:
 
 - a request whose only parts are a method, a URL, headers, a timeout and a body (what ``openai`` builds for
   every JSON call) reuses the URL and the merged headers (the client's and the call's) of the last request

@@ -164,8 +164,5 @@ class LlmAgentPool(Worker):
             await asyncio.wait_for(asyncio.shield(hosted.task), self.settings.shutdown_grace + 10)
         except Exception as e:
             self.log.warning("llm_agent.stop_failed", agent=name, error=str(e) or type(e).__name__)
-        agent = getattr(hosted.host.runtime, "runtime", None)  # the LlmAgent inside the node handler
-        if isinstance(agent, LlmAgent):
-            with contextlib.suppress(Exception):
-                await agent.aclose()
+        # the host closes its runtime's HTTP connections as it stops (AgentHost.run)
         self.log.info("llm_agent.removed", agent=name)
