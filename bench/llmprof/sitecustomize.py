@@ -1,8 +1,9 @@
 """Profilers for bench/prof_llm.py, enabled by LLMPROF in a child's environment (this folder on PYTHONPATH).
 
-LLMPROF=cpu: a CPU-time sampler (SIGPROF); LLMPROF=calls: counts Python and C calls (sys.setprofile).
+LLMPROF=cpu: a CPU-time sampler (SIGPROF); LLMPROF=calls: counts Python and C calls (sys.setprofile);
+LLMPROF=cprof: cProfile (time per function, C functions included, inflated by the profiler's own cost).
 SIGUSR2 toggles: the first resets and starts, the second stops and writes LLMPROF_OUT.<k> (collapsed stacks
-with counts for cpu, ``function count`` lines for calls).
+with counts for cpu, ``function count`` lines for calls, a pstats file for cprof).
 """
 
 import os
@@ -37,7 +38,23 @@ if _MODE:
         elif event == "c_call":
             _counts[f"C {getattr(arg, '__qualname__', repr(arg))}"] += 1
 
+    _cprofile: list[object] = []
+
     def _toggle(signum: int, frame: object) -> None:
+        path = f"{os.environ.get('LLMPROF_OUT', '/tmp/llmprof')}.{_state['k']}"
+        if _MODE == "cprof":
+            import cProfile
+
+            if not _state["on"]:
+                _cprofile[:] = [cProfile.Profile()]
+                _cprofile[0].enable()  # type: ignore[attr-defined]
+                _state["on"] = True
+                return
+            _cprofile[0].disable()  # type: ignore[attr-defined]
+            _cprofile[0].dump_stats(path)  # type: ignore[attr-defined]
+            _state["on"] = False
+            _state["k"] += 1
+            return
         if not _state["on"]:
             _counts.clear()
             _state["on"] = True
@@ -47,7 +64,6 @@ if _MODE:
         if _MODE == "calls":
             sys.setprofile(None)
         _state["on"] = False
-        path = f"{os.environ.get('LLMPROF_OUT', '/tmp/llmprof')}.{_state['k']}"
         _state["k"] += 1
         with open(path, "w") as fh:
             for k, v in _counts.items():
