@@ -43,7 +43,7 @@ import yaml
 from a2amesh.client import Client
 from a2amesh.protocol import TaskState
 from a2amesh.servers import free_port
-from bench.common import REPO, BenchContext, Figure, Section, drop_namespace, main, ms_since, percentile, ratio
+from bench.common import REPO, BenchContext, Child, Figure, Section, drop_namespace, main, ms_since, percentile, ratio
 from bench.wfkit import (
     CpuMeter,
     chain_workflow,
@@ -207,7 +207,7 @@ async def run_llm_chain(client: Client, n: int, i: int) -> float:
     return elapsed
 
 
-async def fake_base_url(ctx: BenchContext) -> tuple[object, str]:
+async def fake_base_url(ctx: BenchContext) -> tuple[Child, str]:
     child = await ctx.spawn("fake-openai", [sys.executable, str(REPO / "bench" / "fake_openai.py")], ctx.child_env("x"))
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -275,7 +275,7 @@ async def run(ctx: BenchContext) -> list[Figure]:
             Figure.from_samples("llm.model_call", "fake model alone: one chat completion over HTTP", model_ms)
         )
         pids = {"executor": executor.pid, "agent": agent.pid, "builtins": builtins.pid, "fake model": fake.pid}
-        pids.update(ctx.srv.pids())  # type: ignore[attr-defined]
+        pids.update(ctx.srv.pids())
 
         async def metered(n: int, call: Callable[[int, int], Awaitable[float]]) -> tuple[list[float], dict[str, float]]:
             """Runs of a workflow of ``n`` nodes one after the other, and the CPU the mesh's processes spent."""
