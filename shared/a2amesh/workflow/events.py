@@ -51,7 +51,11 @@ class ExecutionStatus(StrEnum):
     @property
     def final(self) -> bool:
         """The execution has finished."""
-        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELED)
+        return self in _FINAL_EXECUTION_STATUSES
+
+
+_FINAL_EXECUTION_STATUSES = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELED)
+"""Read by :attr:`ExecutionStatus.final` (a member looked up on its enum class is slow: see ``NodeStatus.final``)."""
 
 
 ErrorKind: TypeAlias = Literal["failure", "error"]

@@ -332,8 +332,9 @@ class Engine:
         positions: dict[str, int] | None,
         records: Mapping[str, str] | None = None,
     ) -> StateWrite:
-        """The split write of ``new`` (:func:`~a2amesh.workflow.dag.checkpoint.state_write`)."""
-        return checkpoint.state_write(old, new, touched, positions, records)
+        """The split write of ``new`` (:func:`~a2amesh.workflow.dag.checkpoint.state_write`; an instance is
+        serialised again rather than built from its record in ``records``: as fast, and simpler)."""
+        return checkpoint.state_write(old, new, touched, positions)
 
     def node_records(
         self, old: ExecutionState, new: ExecutionState, touched: Iterable[str] | None, now: float

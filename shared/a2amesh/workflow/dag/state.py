@@ -75,7 +75,11 @@ class NodeStatus(StrEnum):
     @property
     def final(self) -> bool:
         """Nothing more happens to this instance."""
-        return self in (NodeStatus.COMPLETED, NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELED)
+        return self in _FINAL_NODE_STATUSES
+
+
+_FINAL_NODE_STATUSES = (NodeStatus.COMPLETED, NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELED)
+"""Read by :attr:`NodeStatus.final` (a member looked up on its enum class costs a Python-level ``__getattr__``)."""
 
 
 Phase: TypeAlias = Literal["dag", "exit", "done"]

@@ -133,7 +133,7 @@ class StepBase:
         assert isinstance(state.nodes, Nodes)
         self.nodes: Nodes = state.nodes
         """The state's node instances: ``self.nodes[path]`` to change one, ``peek`` to read one."""
-        self.now = now
+        self.now = float(now)  # an int clock would be stored as "5" where the state's floats say "5.0"
         self.commands: list[Command] = []
         self._launching: set[str] = set()
 
