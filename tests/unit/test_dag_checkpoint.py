@@ -7,8 +7,9 @@ import random
 import struct
 from typing import Any
 
-from a2amesh.workflow.dag.checkpoint import node_record, node_records, state_write
+from a2amesh.workflow.dag.checkpoint import node_record, node_records, state_json, state_write
 from a2amesh.workflow.dag.state import ExecutionState, NodeRun, NodeStatus
+from a2amesh.workflow.dag.step import Nodes
 from a2amesh.workflow.events import ExecutionStatus
 
 RECORD_EXCLUDE = {
@@ -106,3 +107,14 @@ def test_changed_instances_only() -> None:
     added = NodeRun(path="n", node_id="n", type="agent")
     assert set(node_records(old, state([*runs, added]), ["n"])) == {"n"}
     assert json.loads(node_records(old, new, None)["a"])["attempt"] == 2
+
+
+def test_whole_state_is_what_pydantic_writes() -> None:
+    """An execution's first write: the whole state, nodes as the engine's copy-on-write dict, or with an
+    output orjson refuses (then pydantic writes it)."""
+    whole = state(instances(), timers={"t": 5.5})
+    assert state_json(whole) == whole.model_dump_json()
+    whole.__dict__["nodes"] = Nodes(whole.nodes)
+    assert state_json(whole) == whole.model_dump_json()
+    odd = state([NodeRun(path="p", node_id="p", type="agent", output={1: b"raw"})])
+    assert state_json(odd) == odd.model_dump_json()

@@ -21,7 +21,7 @@ from a2amesh.jsontext import fields_json
 from a2amesh.workflow.dag.state import ExecutionState, NodeRun
 from a2amesh.workflow.engine_protocol import StateWrite
 
-__all__ = ["initial_records", "node_record", "node_records", "state_write"]
+__all__ = ["initial_records", "node_record", "node_records", "state_json", "state_write"]
 
 _RECORD_EXCLUDE = {
     "items",
@@ -64,6 +64,11 @@ def node_record(run: NodeRun) -> str:
 def _instance_json(run: NodeRun) -> str:
     """The whole instance as JSON."""
     return fields_json(run, run.__dict__)
+
+
+def state_json(state: ExecutionState) -> str:
+    """The whole state as JSON (``model_dump_json``)."""
+    return fields_json(state, state.__dict__, nested=(NodeRun,))
 
 
 def initial_records(state: ExecutionState) -> dict[str, str]:

@@ -293,8 +293,8 @@ class Engine:
         return self
 
     def state_json(self, state: ExecutionState) -> str:
-        """The whole state as JSON."""
-        return state.model_dump_json()
+        """The whole state as JSON (:func:`~a2amesh.workflow.dag.checkpoint.state_json`)."""
+        return checkpoint.state_json(state)
 
     def advance(
         self, state: ExecutionState, events: Sequence[BaseModel], clock: Callable[[], float]

@@ -145,7 +145,7 @@ class StepBase:
                 seq=self.state.seq,
                 path=run.path if run else None,
                 node_id=run.node_id if run else None,
-                status=status if status is not None else (run.status.value if run else self.state.status.value),
+                status=status if status is not None else str(run.status if run else self.state.status),
                 data={k: v for k, v in data.items() if v is not None},
                 at=self.now,
             )
