@@ -31,7 +31,10 @@ def dumps_bytes(value: Any, *, default: Callable[[Any], Any] | None = None) -> b
 
 def dumps_text(value: Any, *, default: Callable[[Any], Any] | None = None) -> str:
     """:func:`dumps_bytes` as text."""
-    return dumps_bytes(value, default=default).decode()
+    try:
+        return orjson.dumps(value, default=default, option=_OPTIONS).decode()  # not through dumps_bytes: hot
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=default)
 
 
 def fields_json(

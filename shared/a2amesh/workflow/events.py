@@ -23,6 +23,7 @@ __all__ = [
     "CancelCall",
     "CancelRequested",
     "ClearTimer",
+    "FINAL_EXECUTION_STATUSES",
     "EmitEvent",
     "ErrorKind",
     "ExecutionStatus",
@@ -51,10 +52,10 @@ class ExecutionStatus(StrEnum):
     @property
     def final(self) -> bool:
         """The execution has finished."""
-        return self in _FINAL_EXECUTION_STATUSES
+        return self in FINAL_EXECUTION_STATUSES
 
 
-_FINAL_EXECUTION_STATUSES = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELED)
+FINAL_EXECUTION_STATUSES = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELED)
 """Read by :attr:`ExecutionStatus.final` (a member looked up on its enum class is slow: see ``NodeStatus.final``)."""
 
 

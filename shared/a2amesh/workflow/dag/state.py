@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from a2amesh.protocol import Message, Part, Role
 from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, NODE_PATH_KEY, NODE_REQUEST
 from a2amesh.workflow.events import (
+    FINAL_EXECUTION_STATUSES,
     CancelCall,
     CancelRequested,
     ClearTimer,
@@ -177,7 +178,7 @@ class ExecutionState(_Data):
     @property
     def finished(self) -> bool:
         """The execution has finished."""
-        return self.status.final
+        return self.status in FINAL_EXECUTION_STATUSES  # ExecutionStatus.final, inlined (read in every loop)
 
     def running_calls(self) -> list[NodeRun]:
         """Instances with a call in flight."""
