@@ -118,3 +118,23 @@ def test_whole_state_is_what_pydantic_writes() -> None:
     assert state_json(whole) == whole.model_dump_json()
     odd = state([NodeRun(path="p", node_id="p", type="agent", output={1: b"raw"})])
     assert state_json(odd) == odd.model_dump_json()
+
+
+def test_own_is_the_steps_copy_and_never_a_shared_instance() -> None:
+    """``Nodes.own`` (the executor records reply subjects with it after a step) hands out the step's own copy of an
+    instance the step touched, and a fresh copy of one it did not: the state stepped from is never changed."""
+    a = NodeRun(path="a", node_id="a", type="agent")
+    b = NodeRun(path="b", node_id="b", type="agent")
+    before = Nodes({"a": a, "b": b})
+    after = Nodes(before)
+    after["a"].status = NodeStatus.RUNNING  # the step's copy
+    assert after.seal() == {"a"}
+    own_a = after.own("a")
+    assert own_a is dict.__getitem__(after, "a")
+    assert own_a is not a
+    own_b = after.own("b")
+    assert own_b is not b
+    own_a.reply_to = own_b.reply_to = "reply.x"
+    assert a.reply_to is None
+    assert b.reply_to is None
+    assert after.own("a") is own_a

@@ -90,7 +90,7 @@ def node_records(old: ExecutionState, new: ExecutionState, touched: Iterable[str
 
 def _changed(before: NodeRun | None, run: NodeRun) -> bool:
     # the same object is unchanged (copy on write). Else the fields compared as dicts: pydantic's __eq__
-    # takes a slow path for models that differ (9 us against 1); NodeRun has no extras nor private attributes
+    # takes a slow path for models that differ (2.4 us against 0.3); NodeRun has no extras nor private attributes
     return before is not run and (before is None or before.__dict__ != run.__dict__)
 
 
