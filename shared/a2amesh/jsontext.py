@@ -6,14 +6,16 @@ orjson refuses (integers beyond 64 bits, non-string keys), so the output is the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
-__all__ = ["content_digest", "dumps_bytes", "dumps_text", "loads"]
+__all__ = ["content_digest", "dumps_bytes", "dumps_text", "fields_json", "loads"]
 
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 """Dates and dataclasses go to ``default`` as they do with the standard encoder."""
@@ -29,7 +31,41 @@ def dumps_bytes(value: Any, *, default: Callable[[Any], Any] | None = None) -> b
 
 def dumps_text(value: Any, *, default: Callable[[Any], Any] | None = None) -> str:
     """:func:`dumps_bytes` as text."""
-    return dumps_bytes(value, default=default).decode()
+    try:
+        return orjson.dumps(value, default=default, option=_OPTIONS).decode()  # not through dumps_bytes: hot
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=default)
+
+
+def fields_json(
+    model: BaseModel,
+    fields: dict[str, Any],
+    exclude: set[str] | None = None,
+    *,
+    nested: tuple[type[BaseModel], ...] = (),
+) -> str:
+    """``model.model_dump_json(exclude=exclude)``, written by orjson from ``fields``: the model's field values in
+    field order (its ``__dict__``), the excluded ones left out. The same text for models of JSON values (str,
+    int, float, bool, None, str enums, lists and dicts of them: orjson and pydantic-core both write a float's
+    shortest round-trip form) in a third of the time; pydantic writes what orjson refuses or would write
+    differently (datetimes, dataclasses, integers beyond 64 bits, non-string keys, bytes).
+
+    ``nested``: model classes of such plain fields that may appear among the values, written as their fields.
+    """
+    try:
+        return orjson.dumps(fields, default=_fields_of(nested), option=_OPTIONS).decode()
+    except TypeError:
+        return model.model_dump_json(exclude=exclude)
+
+
+@functools.cache
+def _fields_of(classes: tuple[type[BaseModel], ...]) -> Callable[[Any], Any]:
+    def fields(value: Any) -> Any:
+        if type(value) in classes:
+            return value.__dict__
+        raise TypeError(type(value).__name__)
+
+    return fields
 
 
 def loads(data: bytes | str) -> Any:

@@ -28,7 +28,7 @@ from a2amesh.bus import headers as h
 from a2amesh.bus.nats import WorkMsg
 from a2amesh.errors import ArtifactError, ConfigError, RpcError, TransportError
 from a2amesh.executor.context import ExecutorContext, stored_reply_to
-from a2amesh.executor.runner import ExecutionRunner, make_runner, without_sent
+from a2amesh.executor.runner import ExecutionRunner, event_json, make_runner, without_sent
 from a2amesh.executor.scheduler import ScheduledGraph
 from a2amesh.executor.starts import StartArgs, Starter
 from a2amesh.ids import nuid, task_id_for
@@ -152,7 +152,7 @@ class ExecutionIntake:
                 **_final_fields(state),
             },
             nodes=runner.initial_records(),
-            events=[c.model_dump_json(exclude={"kind"}) for c in commands if isinstance(c, EmitEvent)],
+            events=[event_json(c) for c in commands if isinstance(c, EmitEvent)],
             timers=timers,
             task=working,
         )

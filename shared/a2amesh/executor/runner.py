@@ -44,6 +44,7 @@ from a2amesh.executor.dispatch import (
 from a2amesh.executor.finals import answer_all, final_task, paused_task
 from a2amesh.executor.handlers import HANDLERS, CommandHandler
 from a2amesh.ids import nuid
+from a2amesh.jsontext import fields_json
 from a2amesh.logs import get_logger
 from a2amesh.mailbox import Mailbox
 from a2amesh.protocol import (
@@ -87,8 +88,15 @@ def without_sent(commands: Sequence[C], *, events: bool = True) -> list[C]:
     return [c for c in commands if not isinstance(c, sent)]
 
 
-def _event_json(event: EmitEvent) -> str:
-    return event.model_dump_json(exclude={"kind"})
+_EVENT_EXCLUDE = {"kind"}
+
+
+def event_json(event: EmitEvent) -> str:
+    """The event as the execution's record keeps it: ``model_dump_json(exclude={"kind"})``, by orjson (the same
+    bytes in a third of the time; pydantic for what orjson does not take)."""
+    fields = event.__dict__.copy()
+    del fields["kind"]
+    return fields_json(event, fields, _EVENT_EXCLUDE)
 
 
 @dataclass
@@ -395,7 +403,7 @@ class ExecutionRunner(Generic[StateT]):
             state_outputs=write.outputs,
             reset_state_outputs=write.outputs_reset,
             nodes=changed,
-            events=[_event_json(c) for c in commands if isinstance(c, EmitEvent)],
+            events=[event_json(c) for c in commands if isinstance(c, EmitEvent)],
             applied=applied,
             set_timers={c.timer_id: int(c.due * 1000) for c in commands if isinstance(c, SetTimer)},
             clear_timers=[c.timer_id for c in commands if isinstance(c, ClearTimer)],

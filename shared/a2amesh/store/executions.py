@@ -45,6 +45,9 @@ __all__ = ["CommitResult", "CreateResult", "ExecutionRecord", "ExecutionStore", 
 EVENTS_MAXLEN = 2000
 """Approximate bound of one execution's event log."""
 
+_COMMIT_KEYS_KEPT = 4096
+"""Executions whose commit keys a store keeps made (then it starts over)."""
+
 
 def _strs(values: Any) -> list[str]:
     """Redis replies (decoded) as a list of str, whatever redis-py's broad types say."""
@@ -271,6 +274,24 @@ class ExecutionStore:
         self._release = redis.register_script(load_script("lease_release"))
         self._mark_cancel = redis.register_script(load_script("exec_mark_cancel"))
         self._turn_take = redis.register_script(load_script("turn_take"))
+        self._commit_keys_made: dict[str, tuple[str, ...]] = {}
+
+    def _commit_keys(self, execution_id: str) -> tuple[str, ...]:
+        """The keys :meth:`commit` writes, made once per execution (a runner commits every step)."""
+        keys = self._commit_keys_made.get(execution_id)
+        if keys is None:
+            k = self.keys
+            keys = (
+                *self._exec_keys(execution_id),
+                k.execution_applied(execution_id),
+                k.execution_timers(execution_id),
+                k.execution_state_nodes(execution_id),
+                k.execution_state_outputs(execution_id),
+            )
+            if len(self._commit_keys_made) >= _COMMIT_KEYS_KEPT:
+                self._commit_keys_made.clear()
+            self._commit_keys_made[execution_id] = keys
+        return keys
 
     def _exec_keys(self, execution_id: str) -> list[str]:
         k = self.keys
@@ -435,13 +456,7 @@ class ExecutionStore:
         """
         k = self.keys
         clear = list(clear_timers)
-        keys = [
-            *self._exec_keys(execution_id),
-            k.execution_applied(execution_id),
-            k.execution_timers(execution_id),
-            k.execution_state_nodes(execution_id),
-            k.execution_state_outputs(execution_id),
-        ]
+        keys = [*self._commit_keys(execution_id)]
         args = [
             token,
             now_ms(),

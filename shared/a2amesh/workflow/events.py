@@ -23,6 +23,7 @@ __all__ = [
     "CancelCall",
     "CancelRequested",
     "ClearTimer",
+    "FINAL_EXECUTION_STATUSES",
     "EmitEvent",
     "ErrorKind",
     "ExecutionStatus",
@@ -51,7 +52,11 @@ class ExecutionStatus(StrEnum):
     @property
     def final(self) -> bool:
         """The execution has finished."""
-        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELED)
+        return self in FINAL_EXECUTION_STATUSES
+
+
+FINAL_EXECUTION_STATUSES = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELED)
+"""Read by :attr:`ExecutionStatus.final` and ``ExecutionState.finished``: built once, not per call (read in loops)."""
 
 
 ErrorKind: TypeAlias = Literal["failure", "error"]

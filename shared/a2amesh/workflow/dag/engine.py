@@ -293,8 +293,8 @@ class Engine:
         return self
 
     def state_json(self, state: ExecutionState) -> str:
-        """The whole state as JSON."""
-        return state.model_dump_json()
+        """The whole state as JSON (:func:`~a2amesh.workflow.dag.checkpoint.state_json`)."""
+        return checkpoint.state_json(state)
 
     def advance(
         self, state: ExecutionState, events: Sequence[BaseModel], clock: Callable[[], float]
@@ -305,7 +305,7 @@ class Engine:
         touched: set[str] = set()
         for event in events:
             if isinstance(event, NodeSucceeded | NodeFailed):
-                run = state.nodes.get(event.path)
+                run = dict.get(state.nodes, event.path)  # read only: not copied (the nodes copy on write)
                 if run is None or run.attempt != event.attempt or run.status is not NodeStatus.RUNNING:
                     continue
                 applied.append(f"{event.path}#{run.iteration}@{event.attempt}")
@@ -321,8 +321,11 @@ class Engine:
         return self.step(state, answer, now)
 
     def set_reply_to(self, state: ExecutionState, path: str, subject: str) -> None:
-        """Record the reply subject of the call at ``path`` in its node instance."""
-        state.nodes[path].reply_to = subject
+        """Record the reply subject of the call at ``path`` in its node instance (the step's own copy of it: a call
+        is dispatched by the step that touched its instance, whose copy no other state holds)."""
+        nodes = state.nodes
+        run = nodes.own(path) if isinstance(nodes, Nodes) else nodes[path]
+        run.reply_to = subject
 
     def state_write(
         self,
@@ -332,8 +335,9 @@ class Engine:
         positions: dict[str, int] | None,
         records: Mapping[str, str] | None = None,
     ) -> StateWrite:
-        """The split write of ``new`` (:func:`~a2amesh.workflow.dag.checkpoint.state_write`)."""
-        return checkpoint.state_write(old, new, touched, positions, records)
+        """The split write of ``new`` (:func:`~a2amesh.workflow.dag.checkpoint.state_write`; an instance is
+        serialised again rather than built from its record in ``records``: as fast, and simpler)."""
+        return checkpoint.state_write(old, new, touched, positions)
 
     def node_records(
         self, old: ExecutionState, new: ExecutionState, touched: Iterable[str] | None, now: float

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from a2amesh.protocol import Message, Part, Role
 from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, NODE_PATH_KEY, NODE_REQUEST
 from a2amesh.workflow.events import (
+    FINAL_EXECUTION_STATUSES,
     CancelCall,
     CancelRequested,
     ClearTimer,
@@ -75,7 +76,11 @@ class NodeStatus(StrEnum):
     @property
     def final(self) -> bool:
         """Nothing more happens to this instance."""
-        return self in (NodeStatus.COMPLETED, NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELED)
+        return self in _FINAL_NODE_STATUSES
+
+
+_FINAL_NODE_STATUSES = (NodeStatus.COMPLETED, NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELED)
+"""Read by :attr:`NodeStatus.final`: the tuple built once, not from four class lookups per call (read in loops)."""
 
 
 Phase: TypeAlias = Literal["dag", "exit", "done"]
@@ -132,7 +137,7 @@ class NodeRun(_Data):
     @property
     def final(self) -> bool:
         """Nothing more happens to this instance."""
-        return self.status.final
+        return self.status in _FINAL_NODE_STATUSES  # NodeStatus.final, inlined (read in every loop)
 
 
 class ExecutionState(_Data):
@@ -173,7 +178,7 @@ class ExecutionState(_Data):
     @property
     def finished(self) -> bool:
         """The execution has finished."""
-        return self.status.final
+        return self.status in FINAL_EXECUTION_STATUSES  # ExecutionStatus.final, inlined (read in every loop)
 
     def running_calls(self) -> list[NodeRun]:
         """Instances with a call in flight."""

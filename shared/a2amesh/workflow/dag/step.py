@@ -61,6 +61,8 @@ class Nodes(dict[str, NodeRun]):
     def __init__(self, base: dict[str, NodeRun]) -> None:
         super().__init__(base)
         self.touched: set[str] = set()
+        self.sealed: frozenset[str] = frozenset()
+        """The paths the step that made this state touched (:meth:`seal`)."""
         if isinstance(base, Nodes):
             base.refresh()
             self.waiting: set[str] = set(base.waiting)
@@ -102,11 +104,20 @@ class Nodes(dict[str, NodeRun]):
                 self.busy.discard(path)
 
     def seal(self) -> frozenset[str]:
-        """End a step: return the touched paths, and copy on write again from now on (its instances may be shared)."""
+        """End a step: return the touched paths, and copy on write again from now on (its instances may be shared
+        with the states of the steps after it)."""
         self.refresh()
         touched = frozenset(self.touched)
         self.touched.clear()
+        self.sealed = touched
         return touched
+
+    def own(self, path: str) -> NodeRun:
+        """The instance at ``path`` to change before this state is stepped from: the last step's own copy when it
+        touched ``path`` (no other state holds that one), else a copy (as ``[]``)."""
+        if path in self.sealed:
+            return dict.__getitem__(self, path)
+        return self[path]
 
     def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, NodeRun]:
         return {path: run.model_copy(deep=True) for path, run in self.items()}
@@ -133,7 +144,7 @@ class StepBase:
         assert isinstance(state.nodes, Nodes)
         self.nodes: Nodes = state.nodes
         """The state's node instances: ``self.nodes[path]`` to change one, ``peek`` to read one."""
-        self.now = now
+        self.now = float(now)  # an int clock would be stored as "5" where the state's floats say "5.0"
         self.commands: list[Command] = []
         self._launching: set[str] = set()
 
@@ -145,7 +156,7 @@ class StepBase:
                 seq=self.state.seq,
                 path=run.path if run else None,
                 node_id=run.node_id if run else None,
-                status=status if status is not None else (run.status.value if run else self.state.status.value),
+                status=status if status is not None else str(run.status if run else self.state.status),
                 data={k: v for k, v in data.items() if v is not None},
                 at=self.now,
             )
