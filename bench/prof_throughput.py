@@ -107,8 +107,8 @@ async def profile(args: argparse.Namespace) -> None:
             def env(role: str) -> dict[str, str]:
                 if not args.profile:
                     return {}
-                out = f"{args.out}.{role}"
-                return {"LLMPROF": args.profile, "LLMPROF_OUT": out, "PYTHONPATH": f"{REPO}:{PROFILER}"}
+                path = os.pathsep.join(filter(None, [str(REPO), str(PROFILER), os.environ.get("PYTHONPATH", "")]))
+                return {"LLMPROF": args.profile, "LLMPROF_OUT": f"{args.out}.{role}", "PYTHONPATH": path}
 
             agents = await start_agents(ctx, ECHO, ns, 1, env=env("agent"))
             agents += await start_agents(ctx, ECHO, ns, args.replicas - 1) if args.replicas > 1 else []
