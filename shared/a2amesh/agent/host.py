@@ -269,7 +269,9 @@ class AgentHost(Worker):
             seq=seq,
         )
 
-    async def _emit(self, run: _Run, response: StreamResponse, *, final: bool, durable: bool = False) -> None:
+    async def _emit(self, run: _Run, response: StreamResponse | None, *, final: bool, durable: bool = False) -> None:
+        """Send ``response`` to every target; a final goes as the Task to all but a streaming caller, so
+        ``response`` may be None for the final of a non-streaming call."""
         run.seq += 1
         for target in list(run.targets):
             if target.primary and not run.streaming:
@@ -279,6 +281,7 @@ class AgentHost(Worker):
             elif final and not target.primary:
                 body = encode_task_result(run.task.id, run.task)
             else:
+                assert response is not None
                 body = encode_result(run.request_id if target.primary else run.task.id, response)
             suffix = "" if target.primary else ":" + target.subject.rsplit(".", 1)[-1]
             try:
@@ -303,8 +306,11 @@ class AgentHost(Worker):
                     task_id=run.task.id, context_id=run.task.context_id, artifact=art, last_chunk=True
                 )
                 await self._emit(run, StreamResponse(artifact_update=ev), final=False, durable=True)
-        status = TaskStatusUpdateEvent(task_id=run.task.id, context_id=run.task.context_id, status=run.task.status)
-        await self._emit(run, StreamResponse(status_update=status), final=True)
+        final: StreamResponse | None = None  # only a streaming caller gets the final as a status update
+        if run.streaming:
+            status = TaskStatusUpdateEvent(task_id=run.task.id, context_id=run.task.context_id, status=run.task.status)
+            final = StreamResponse(status_update=status)
+        await self._emit(run, final, final=True)
 
     # work
     async def _execute(self, msg: WorkMsg, request: WorkRequest) -> None:

@@ -78,7 +78,7 @@ class TaskStore:
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "task_claim", self._k.task_record(task.id), args)
-            pipe.zadd(self._k.agent_tasks(agent, self._k.shard(task.id)), {task.id: now_ms()})
+            pipe.execute_command("ZADD", self._k.agent_tasks(agent, self._k.shard(task.id)), now_ms(), task.id)
 
         raw, _ = await self._scripts.run(build)
         return record_view(raw)
@@ -123,7 +123,7 @@ class TaskStore:
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "task_write", self._k.task_record(task.id), args)
-            pipe.zadd(self._k.agent_tasks(agent, self._k.shard(task.id)), {task.id: now_ms()})
+            pipe.execute_command("ZADD", self._k.agent_tasks(agent, self._k.shard(task.id)), now_ms(), task.id)
 
         raw, _ = await self._scripts.run(build)
         return record_view(raw)
