@@ -49,7 +49,7 @@ from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.protocol.vocabulary import NODE_REQUEST
 from a2amesh.registry import CardPublisher
-from a2amesh.rpc import encode_result, encode_task_result
+from a2amesh.rpc import dumps, encode_result, encode_task_result
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
@@ -92,6 +92,13 @@ class _Run:
     deadline: float | None = None  # A2A-Deadline (epoch seconds)
     call_depth: int = 0  # A2A-Call-Depth
     working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
+    encoded: tuple[Task, bytes] | None = None  # the final task and its ProtoJSON, encoded once for its record
+
+    def task_result(self, request_id: JsonRpcId, task: Task) -> bytes:
+        """The JSON-RPC answer carrying ``task``; the final's record bytes when ``task`` is that final."""
+        if self.encoded is not None and self.encoded[0] is task:
+            return b'{"jsonrpc":"2.0","id":%b,"result":{"task":%b}}' % (dumps(request_id), self.encoded[1])
+        return encode_task_result(request_id, task)
 
     @property
     def has_progress_readers(self) -> bool:
@@ -277,9 +284,9 @@ class AgentHost(Worker):
             if target.primary and not run.streaming:
                 if not final:
                     continue  # SendMessage gets only the final response
-                body = encode_task_result(run.request_id, run.task.with_history(run.history_length))
+                body = run.task_result(run.request_id, run.task.with_history(run.history_length))
             elif final and not target.primary:
-                body = encode_task_result(run.task.id, run.task)
+                body = run.task_result(run.task.id, run.task)
             else:
                 assert response is not None
                 body = encode_result(run.request_id if target.primary else run.task.id, response)
@@ -584,10 +591,13 @@ class AgentHost(Worker):
 
     async def _store_and_answer(self, run: _Run) -> None:
         assert run.msg is not None
-        view = await self._write_final(run)
+        record = run.task.to_json_bytes()  # the stored record and the answers' task: one encoding
+        view = await self._write_final(run, record)
         run.final_stored = True
         if view.outcome == "terminal" and view.task is not None:
             run.task = view.task  # an earlier final stands: answer with it
+        else:
+            run.encoded = (run.task, record)
         for s in view.subscribers:
             run.add_target(s)
         faults.crash_point("after_final_write")
@@ -603,7 +613,7 @@ class AgentHost(Worker):
         await run.msg.ack()
         self.log.info("task.finished", task_id=run.task.id, state=run.task.status.state.value, attempt=run.attempt)
 
-    async def _write_final(self, run: _Run) -> TaskRecordView:
+    async def _write_final(self, run: _Run, record: bytes) -> TaskRecordView:
         """Store the final task, retrying while Redis is unreachable.
 
         The delivery is kept alive meanwhile (in-progress acks): a redelivery would run the work again.
@@ -613,7 +623,7 @@ class AgentHost(Worker):
         while True:
             try:
                 async with asyncio.timeout(self.settings.ack_wait / 3):
-                    return await self.tasks.write(run.task, self.name, self.instance, release=True)
+                    return await self.tasks.write(run.task, self.name, self.instance, release=True, record=record)
             except (StoreUnavailable, TimeoutError) as e:
                 self.log.warning("task.final_write_retry", task_id=run.task.id, error=str(e) or type(e).__name__)
                 with contextlib.suppress(Exception):

@@ -107,14 +107,18 @@ class TaskStore:
         """Close the connections kept for claim renewals."""
         await self._renew_redis.aclose()
 
-    async def write(self, task: Task, agent: str, instance: str, *, release: bool) -> TaskRecordView:
+    async def write(
+        self, task: Task, agent: str, instance: str, *, release: bool, record: bytes | None = None
+    ) -> TaskRecordView:
         """Store the task's current record; with ``release`` the claim is dropped (a final write).
 
-        Returns ``written`` or ``terminal`` (an earlier final stands and is returned instead).
+        ``record``: the task's record already encoded (:func:`task_record_json`'s text as UTF-8 bytes), for
+        a caller that sends the same JSON elsewhere. Returns ``written`` or ``terminal`` (an earlier final
+        stands and is returned instead).
         """
         args = [
             instance,
-            task_record_json(task),
+            task_record_json(task) if record is None else record,
             task.status.state.value,
             now_ms(),
             self._retention,
