@@ -49,7 +49,7 @@ from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.protocol.vocabulary import NODE_REQUEST
 from a2amesh.registry import CardPublisher
-from a2amesh.rpc import dumps, encode_result, encode_task_result
+from a2amesh.rpc import dumps, encode_result
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
@@ -94,11 +94,15 @@ class _Run:
     working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
     encoded: tuple[Task, bytes] | None = None  # the final task and its ProtoJSON, encoded once for its record
 
-    def task_result(self, request_id: JsonRpcId, task: Task) -> bytes:
-        """The JSON-RPC answer carrying ``task``; the final's record bytes when ``task`` is that final."""
-        if self.encoded is not None and self.encoded[0] is task:
-            return b'{"jsonrpc":"2.0","id":%b,"result":{"task":%b}}' % (dumps(request_id), self.encoded[1])
-        return encode_task_result(request_id, task)
+    def task_result(self, request_id: JsonRpcId, history_length: int | None = None) -> bytes:
+        """The JSON-RPC answer carrying the task with at most ``history_length`` messages of its history
+        (:func:`a2amesh.rpc.encode_task_result`); the whole final reuses the bytes of its record."""
+        task = self.task
+        if self.encoded is not None and self.encoded[0] is task and task.with_history(history_length) is task:
+            task_json = self.encoded[1]
+        else:
+            task_json = task.json_with_history(history_length)
+        return b'{"jsonrpc":"2.0","id":%b,"result":{"task":%b}}' % (dumps(request_id), task_json)
 
     @property
     def has_progress_readers(self) -> bool:
@@ -284,9 +288,9 @@ class AgentHost(Worker):
             if target.primary and not run.streaming:
                 if not final:
                     continue  # SendMessage gets only the final response
-                body = run.task_result(run.request_id, run.task.with_history(run.history_length))
+                body = run.task_result(run.request_id, run.history_length)
             elif final and not target.primary:
-                body = run.task_result(run.task.id, run.task)
+                body = run.task_result(run.task.id)
             else:
                 assert response is not None
                 body = encode_result(run.request_id if target.primary else run.task.id, response)
@@ -338,7 +342,7 @@ class AgentHost(Worker):
         else:
             task_id = task_id_for(self.name, message.message_id)
             context_id = message.context_id or nuid()
-        message = message.model_copy(update={"task_id": task_id, "context_id": context_id})
+        message.task_id, message.context_id = task_id, context_id  # the request's own copy, decoded for this run
         initial = Task(
             id=task_id,
             context_id=context_id,
