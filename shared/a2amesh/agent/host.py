@@ -157,6 +157,7 @@ class AgentHost(Worker):
         self.log = get_logger("agent", agent=self.name, instance=self.instance)
         self._running: dict[str, _Run] = {}
         self._workers: set[asyncio.Task[None]] = set()
+        self._finishing: set[asyncio.Task[Any]] = set()  # workers storing and answering a final: not cancelled
         self.intake = Intake(bus, settings, log=self.log, accept=self._execute)
         self.control = ControlPlane(bus, settings, self.tasks, self, log=self.log)
         self._consumer: PullConsumer | None = None
@@ -234,7 +235,8 @@ class AgentHost(Worker):
             self.log.info("agent.draining", running=len(self._workers), grace=self.settings.shutdown_grace)
             _, pending = await asyncio.wait(set(self._workers), timeout=self.settings.shutdown_grace)
             for t in pending:
-                t.cancel()
+                if t not in self._finishing:
+                    t.cancel()  # handed back; one storing its final is left to finish it
             if pending:
                 await asyncio.wait(pending, timeout=5)
 
@@ -591,7 +593,15 @@ class AgentHost(Worker):
         assert run.msg is not None
         outcome = await self._spill(run, outcome)
         run.task = self._final_task(run.task, outcome)
-        await asyncio.shield(self._store_and_answer(run))  # a shutdown must not cut the final off half way
+        # a shutdown must not cut the final off half way: it waits for workers storing and answering a final
+        # rather than cancelling them (see _drain_workers; a shield would cost a task and a future per node)
+        worker = asyncio.current_task()
+        assert worker is not None
+        self._finishing.add(worker)
+        try:
+            await self._store_and_answer(run)
+        finally:
+            self._finishing.discard(worker)
 
     async def _store_and_answer(self, run: _Run) -> None:
         assert run.msg is not None
