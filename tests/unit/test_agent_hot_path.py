@@ -113,3 +113,16 @@ def test_encoded_size_is_the_compact_json_size(output: Any) -> None:
         else json.dumps(output, ensure_ascii=False, separators=(",", ":")).encode()
     )
     assert encoded_size(output) == expected
+
+
+def test_final_task_as_validated() -> None:
+    from a2amesh.agent.context import TaskOutcome
+    from a2amesh.agent.host import AgentHost
+
+    host = AgentHost.__new__(AgentHost)
+    task = _final(1).model_copy(update={"status": TaskStatus(state=TaskState.WORKING), "artifacts": None})
+    outcome = TaskOutcome(TaskState.COMPLETED, output={"x": 1}, message="done", status_parts=[Part.of_data({"a": 1})])
+    final = host._final_task(task, outcome)
+    again = Task.model_validate_json(final.to_json_bytes())
+    assert again == final
+    assert again.to_json_bytes() == final.to_json_bytes()

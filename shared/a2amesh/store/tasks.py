@@ -70,7 +70,7 @@ class TaskStore:
             instance,
             int(claim_ttl * 1000),
             now_ms(),
-            task_record_json(task),
+            task.to_json_bytes(),  # task_record_json's text as UTF-8, without decoding it to encode it again
             task.status.state.value,
             agent,
             max(self._retention, self._queued_ttl),
@@ -118,7 +118,7 @@ class TaskStore:
         """
         args = [
             instance,
-            task_record_json(task) if record is None else record,
+            task.to_json_bytes() if record is None else record,
             task.status.state.value,
             now_ms(),
             self._retention,
