@@ -126,3 +126,31 @@ def test_final_task_as_validated() -> None:
     again = Task.model_validate_json(final.to_json_bytes())
     assert again == final
     assert again.to_json_bytes() == final.to_json_bytes()
+
+
+async def test_a_shutdown_lets_a_worker_storing_its_final_finish() -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from a2amesh.agent.host import AgentHost
+
+    host = AgentHost.__new__(AgentHost)
+    host.settings = SimpleNamespace(shutdown_grace=0.01)  # type: ignore[assignment]
+    host.log = SimpleNamespace(info=lambda *a, **k: None)
+    host._workers, host._finishing = set(), set()
+    stored = asyncio.Event()
+
+    async def finishing() -> None:
+        host._finishing.add(asyncio.current_task())  # type: ignore[arg-type]
+        await asyncio.sleep(0.1)  # the final's write and publish, past the grace
+        stored.set()
+
+    async def working() -> None:
+        await asyncio.sleep(10)
+
+    final, work = asyncio.create_task(finishing()), asyncio.create_task(working())
+    host._workers = {final, work}
+    await host._drain_workers()
+    assert stored.is_set()
+    assert not final.cancelled()
+    assert work.cancelled()  # an ordinary worker is cancelled (its message handed back)
