@@ -49,7 +49,7 @@ from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.protocol.vocabulary import NODE_REQUEST
 from a2amesh.registry import CardPublisher
-from a2amesh.rpc import encode_result, encode_task_result
+from a2amesh.rpc import dumps, encode_result
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
@@ -92,6 +92,17 @@ class _Run:
     deadline: float | None = None  # A2A-Deadline (epoch seconds)
     call_depth: int = 0  # A2A-Call-Depth
     working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
+    encoded: tuple[Task, bytes] | None = None  # the final task and its ProtoJSON, encoded once for its record
+
+    def task_result(self, request_id: JsonRpcId, history_length: int | None = None) -> bytes:
+        """The JSON-RPC answer carrying the task with at most ``history_length`` messages of its history
+        (:func:`a2amesh.rpc.encode_task_result`); the whole final reuses the bytes of its record."""
+        task = self.task
+        if self.encoded is not None and self.encoded[0] is task and task.with_history(history_length) is task:
+            task_json = self.encoded[1]
+        else:
+            task_json = task.json_with_history(history_length)
+        return b'{"jsonrpc":"2.0","id":%b,"result":{"task":%b}}' % (dumps(request_id), task_json)
 
     @property
     def has_progress_readers(self) -> bool:
@@ -146,6 +157,7 @@ class AgentHost(Worker):
         self.log = get_logger("agent", agent=self.name, instance=self.instance)
         self._running: dict[str, _Run] = {}
         self._workers: set[asyncio.Task[None]] = set()
+        self._finishing: set[asyncio.Task[Any]] = set()  # workers storing and answering a final: not cancelled
         self.intake = Intake(bus, settings, log=self.log, accept=self._execute)
         self.control = ControlPlane(bus, settings, self.tasks, self, log=self.log)
         self._consumer: PullConsumer | None = None
@@ -223,7 +235,8 @@ class AgentHost(Worker):
             self.log.info("agent.draining", running=len(self._workers), grace=self.settings.shutdown_grace)
             _, pending = await asyncio.wait(set(self._workers), timeout=self.settings.shutdown_grace)
             for t in pending:
-                t.cancel()
+                if t not in self._finishing:
+                    t.cancel()  # handed back; one storing its final is left to finish it
             if pending:
                 await asyncio.wait(pending, timeout=5)
 
@@ -269,16 +282,19 @@ class AgentHost(Worker):
             seq=seq,
         )
 
-    async def _emit(self, run: _Run, response: StreamResponse, *, final: bool, durable: bool = False) -> None:
+    async def _emit(self, run: _Run, response: StreamResponse | None, *, final: bool, durable: bool = False) -> None:
+        """Send ``response`` to every target; a final goes as the Task to all but a streaming caller, so
+        ``response`` may be None for the final of a non-streaming call."""
         run.seq += 1
         for target in list(run.targets):
             if target.primary and not run.streaming:
                 if not final:
                     continue  # SendMessage gets only the final response
-                body = encode_task_result(run.request_id, run.task.with_history(run.history_length))
+                body = run.task_result(run.request_id, run.history_length)
             elif final and not target.primary:
-                body = encode_task_result(run.task.id, run.task)
+                body = run.task_result(run.task.id)
             else:
+                assert response is not None
                 body = encode_result(run.request_id if target.primary else run.task.id, response)
             suffix = "" if target.primary else ":" + target.subject.rsplit(".", 1)[-1]
             try:
@@ -303,8 +319,11 @@ class AgentHost(Worker):
                     task_id=run.task.id, context_id=run.task.context_id, artifact=art, last_chunk=True
                 )
                 await self._emit(run, StreamResponse(artifact_update=ev), final=False, durable=True)
-        status = TaskStatusUpdateEvent(task_id=run.task.id, context_id=run.task.context_id, status=run.task.status)
-        await self._emit(run, StreamResponse(status_update=status), final=True)
+        final: StreamResponse | None = None  # only a streaming caller gets the final as a status update
+        if run.streaming:
+            status = TaskStatusUpdateEvent(task_id=run.task.id, context_id=run.task.context_id, status=run.task.status)
+            final = StreamResponse(status_update=status)
+        await self._emit(run, final, final=True)
 
     # work
     async def _execute(self, msg: WorkMsg, request: WorkRequest) -> None:
@@ -325,7 +344,7 @@ class AgentHost(Worker):
         else:
             task_id = task_id_for(self.name, message.message_id)
             context_id = message.context_id or nuid()
-        message = message.model_copy(update={"task_id": task_id, "context_id": context_id})
+        message.task_id, message.context_id = task_id, context_id  # the request's own copy, decoded for this run
         initial = Task(
             id=task_id,
             context_id=context_id,
@@ -574,14 +593,25 @@ class AgentHost(Worker):
         assert run.msg is not None
         outcome = await self._spill(run, outcome)
         run.task = self._final_task(run.task, outcome)
-        await asyncio.shield(self._store_and_answer(run))  # a shutdown must not cut the final off half way
+        # a shutdown must not cut the final off half way: it waits for workers storing and answering a final
+        # rather than cancelling them (see _drain_workers; a shield would cost a task and a future per node)
+        worker = asyncio.current_task()
+        assert worker is not None
+        self._finishing.add(worker)
+        try:
+            await self._store_and_answer(run)
+        finally:
+            self._finishing.discard(worker)
 
     async def _store_and_answer(self, run: _Run) -> None:
         assert run.msg is not None
-        view = await self._write_final(run)
+        record = run.task.to_json_bytes()  # the stored record and the answers' task: one encoding
+        view = await self._write_final(run, record)
         run.final_stored = True
         if view.outcome == "terminal" and view.task is not None:
             run.task = view.task  # an earlier final stands: answer with it
+        else:
+            run.encoded = (run.task, record)
         for s in view.subscribers:
             run.add_target(s)
         faults.crash_point("after_final_write")
@@ -597,7 +627,7 @@ class AgentHost(Worker):
         await run.msg.ack()
         self.log.info("task.finished", task_id=run.task.id, state=run.task.status.state.value, attempt=run.attempt)
 
-    async def _write_final(self, run: _Run) -> TaskRecordView:
+    async def _write_final(self, run: _Run, record: bytes) -> TaskRecordView:
         """Store the final task, retrying while Redis is unreachable.
 
         The delivery is kept alive meanwhile (in-progress acks): a redelivery would run the work again.
@@ -607,7 +637,7 @@ class AgentHost(Worker):
         while True:
             try:
                 async with asyncio.timeout(self.settings.ack_wait / 3):
-                    return await self.tasks.write(run.task, self.name, self.instance, release=True)
+                    return await self.tasks.write(run.task, self.name, self.instance, release=True, record=record)
             except (StoreUnavailable, TimeoutError) as e:
                 self.log.warning("task.final_write_retry", task_id=run.task.id, error=str(e) or type(e).__name__)
                 with contextlib.suppress(Exception):

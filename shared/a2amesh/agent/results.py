@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from a2amesh.agent.context import TaskOutcome
+from a2amesh.jsontext import dumps_bytes
 from a2amesh.protocol import Part, TaskState
 from a2amesh.store.artifacts import ArtifactMeta, ArtifactScope, ArtifactStore
 
@@ -32,7 +32,7 @@ def encoded_size(output: Any) -> int:
     """Bytes the output takes inline: UTF-8 text for a string, compact JSON otherwise."""
     if isinstance(output, str):
         return len(output.encode("utf-8"))
-    return len(json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8"))
+    return len(dumps_bytes(output, default=str))
 
 
 def url_part(meta: ArtifactMeta) -> Part:

@@ -78,6 +78,12 @@ class Task(A2AModel):
         kept = self.history[-history_length:] if history_length and self.history else None
         return self.model_copy(update={"history": kept})
 
+    def json_with_history(self, history_length: int | None) -> bytes:
+        """The ProtoJSON of :meth:`with_history` (``to_json_bytes``), without copying the task to drop its history."""
+        if history_length == 0 and self.history:
+            return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_none=True, exclude={"history"})
+        return self.with_history(history_length).to_json_bytes()
+
     def result_part(self) -> Part | None:
         """The first part of ``artifacts[0]`` (the result contract of docs/protocol.md), if any."""
         if self.artifacts and self.artifacts[0].parts:

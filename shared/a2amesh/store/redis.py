@@ -416,7 +416,7 @@ class Scripts:
 
     def queue(self, pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:
         """Add a call of script ``name`` to ``pipe``."""
-        pipe.evalsha(self.sha[name], len(keys), *keys, *args)
+        pipe.execute_command("EVALSHA", self.sha[name], len(keys), *keys, *args)  # what evalsha() sends
 
     async def call(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """Run script ``name`` alone; its reply."""

@@ -70,7 +70,7 @@ class TaskStore:
             instance,
             int(claim_ttl * 1000),
             now_ms(),
-            task_record_json(task),
+            task.to_json_bytes(),  # task_record_json's text as UTF-8, without decoding it to encode it again
             task.status.state.value,
             agent,
             max(self._retention, self._queued_ttl),
@@ -78,7 +78,7 @@ class TaskStore:
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "task_claim", self._k.task_record(task.id), args)
-            pipe.zadd(self._k.agent_tasks(agent, self._k.shard(task.id)), {task.id: now_ms()})
+            pipe.execute_command("ZADD", self._k.agent_tasks(agent, self._k.shard(task.id)), now_ms(), task.id)
 
         raw, _ = await self._scripts.run(build)
         return record_view(raw)
@@ -107,14 +107,18 @@ class TaskStore:
         """Close the connections kept for claim renewals."""
         await self._renew_redis.aclose()
 
-    async def write(self, task: Task, agent: str, instance: str, *, release: bool) -> TaskRecordView:
+    async def write(
+        self, task: Task, agent: str, instance: str, *, release: bool, record: bytes | None = None
+    ) -> TaskRecordView:
         """Store the task's current record; with ``release`` the claim is dropped (a final write).
 
-        Returns ``written`` or ``terminal`` (an earlier final stands and is returned instead).
+        ``record``: the task's record already encoded (:func:`task_record_json`'s text as UTF-8 bytes), for
+        a caller that sends the same JSON elsewhere. Returns ``written`` or ``terminal`` (an earlier final
+        stands and is returned instead).
         """
         args = [
             instance,
-            task_record_json(task),
+            task.to_json_bytes() if record is None else record,
             task.status.state.value,
             now_ms(),
             self._retention,
@@ -123,7 +127,7 @@ class TaskStore:
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "task_write", self._k.task_record(task.id), args)
-            pipe.zadd(self._k.agent_tasks(agent, self._k.shard(task.id)), {task.id: now_ms()})
+            pipe.execute_command("ZADD", self._k.agent_tasks(agent, self._k.shard(task.id)), now_ms(), task.id)
 
         raw, _ = await self._scripts.run(build)
         return record_view(raw)

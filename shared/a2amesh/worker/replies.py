@@ -40,6 +40,9 @@ FINAL_PUBLISH_TRIES = 3
 REPLY_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """The grammar of the two last tokens of a reply subject, ``{instance}`` and ``{call_id}`` (docs/protocol.md §3)."""
 
+_REPLY_TAIL = re.compile(rf"{REPLY_TOKEN.pattern}(?:\.{REPLY_TOKEN.pattern}){{2,3}}")
+"""What follows the prefix of a reply subject: three or four tokens of :data:`REPLY_TOKEN`."""
+
 log = get_logger("replies")
 
 
@@ -72,10 +75,7 @@ def valid_reply_subject(bus: Bus, subject: str | None) -> bool:
     if not subject:
         return False
     prefix = bus.subjects.reply_prefix()
-    if not subject.startswith(prefix):
-        return False
-    tokens = subject[len(prefix) :].split(".")
-    return len(tokens) in (3, 4) and all(REPLY_TOKEN.fullmatch(t) for t in tokens)
+    return subject.startswith(prefix) and _REPLY_TAIL.fullmatch(subject, len(prefix)) is not None
 
 
 class ReplyPublisher:

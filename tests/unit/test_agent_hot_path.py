@@ -1,0 +1,156 @@
+"""Shortcuts of the agent's per-task path give the same results as the general code they stand in for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg as NatsMsg
+from nats.errors import NotJSMessageError
+
+from a2amesh.agent.host import _Run, _Target
+from a2amesh.agent.results import encoded_size
+from a2amesh.bus.nats import _Client, _delivery_and_stream_seq
+from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
+from a2amesh.rpc import encode_task_result
+from a2amesh.store.tasks import task_record_json
+
+HEADER_BLOCKS = [
+    b"A2A-Reply-To: ns.a2a.v1.reply.i.c.x\r\nNats-Msg-Id:abc\r\nA2A-Call-Depth:\t2\r\n\r\n",
+    b"Bad Name: 1\r\nX\x1cY: 2\r\nTab\tName: 3\r\n\xffbad: 4\r\nok: \xc3\xa9\xff \r\nno colon\r\n\r\n",
+    b"  Spaced  :  value with : colon  \r\n: empty name\r\nEmpty:\r\n\r\n",
+    b"",
+]
+
+
+@pytest.mark.parametrize("raw", HEADER_BLOCKS, ids=repr)
+def test_headers_parsed_as_nats_py_parses_them(raw: bytes) -> None:
+    assert _Client._parse_header_lines(raw) == NatsClient._parse_header_lines(raw)
+
+
+def _msg(reply: str) -> NatsMsg:
+    return NatsMsg(None, subject="s", reply=reply, data=b"")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "$JS.ACK.tasks.agent-echo.3.12345.678.1732730000000000000.9",
+        "$JS.ACK._.HASH.tasks.agent-echo.2.12345.678.1732730000000000000.9.token",
+        "$JS.ACK.dom.HASH.tasks.agent-echo.1.7.8.1732730000000000000.0",
+    ],
+)
+def test_delivery_and_stream_seq_as_in_the_metadata(reply: str) -> None:
+    meta = _msg(reply).metadata
+    assert _delivery_and_stream_seq(_msg(reply)) == (meta.num_delivered, meta.sequence.stream)
+
+
+@pytest.mark.parametrize("reply", ["", "_INBOX.abc", "$JS.ACK.too.few"])
+def test_a_message_not_from_jetstream_is_refused(reply: str) -> None:
+    with pytest.raises(NotJSMessageError):
+        _delivery_and_stream_seq(_msg(reply))
+
+
+def _final(history: int) -> Task:
+    messages = [
+        Message(message_id=f"m{i}", role=Role.USER, parts=[Part.of_data({"i": i, "t": "é"})]) for i in range(history)
+    ]
+    return Task(
+        id="t",
+        context_id="c",
+        status=TaskStatus(
+            state=TaskState.COMPLETED,
+            timestamp="2026-11-27T17:00:00.000Z",
+            message=Message(message_id="s", role=Role.AGENT, parts=[Part.of_data({"output": 1})]),
+        ),
+        artifacts=[Artifact(artifact_id="a", name="result", parts=[Part.of_data({"v": [1, None]})])],
+        history=messages or None,
+        metadata={"k": "v"},
+    )
+
+
+@pytest.mark.parametrize("history", [0, 1, 3])
+@pytest.mark.parametrize("history_length", [None, 0, 1, 2, 5])
+def test_task_json_with_history_as_the_copy(history: int, history_length: int | None) -> None:
+    task = _final(history)
+    assert task.json_with_history(history_length) == task.with_history(history_length).to_json_bytes()
+
+
+def _run(task: Task) -> _Run:
+    run = _Run.__new__(_Run)  # no running loop here for the default futures: only what answers need
+    run.task, run.targets, run.encoded = task, [_Target("s", primary=True)], None
+    return run
+
+
+@pytest.mark.parametrize("encoded", [False, True])
+@pytest.mark.parametrize("history_length", [None, 0, 1, 5])
+@pytest.mark.parametrize("request_id", ["r", 7, None])
+def test_task_answers_as_encode_task_result(encoded: bool, history_length: int | None, request_id: Any) -> None:
+    task = _final(3)
+    run = _run(task)
+    if encoded:
+        record = task.to_json_bytes()
+        assert record == task_record_json(task).encode()  # the stored record: byte for byte
+        run.encoded = (task, record)
+    assert run.task_result(request_id, history_length) == encode_task_result(
+        request_id, task.with_history(history_length)
+    )
+    assert run.task_result(request_id) == encode_task_result(request_id, task)
+
+
+@pytest.mark.parametrize(
+    "output",
+    [{"a": [1, 2.5, None, True, "é\u2028"]}, "text é", [1, {"b": "c"}], 2**70, {"1": None}, 12.0],
+    ids=repr,
+)
+def test_encoded_size_is_the_compact_json_size(output: Any) -> None:
+    import json
+
+    expected = len(
+        output.encode()
+        if isinstance(output, str)
+        else json.dumps(output, ensure_ascii=False, separators=(",", ":")).encode()
+    )
+    assert encoded_size(output) == expected
+
+
+def test_final_task_as_validated() -> None:
+    from a2amesh.agent.context import TaskOutcome
+    from a2amesh.agent.host import AgentHost
+
+    host = AgentHost.__new__(AgentHost)
+    task = _final(1).model_copy(update={"status": TaskStatus(state=TaskState.WORKING), "artifacts": None})
+    outcome = TaskOutcome(TaskState.COMPLETED, output={"x": 1}, message="done", status_parts=[Part.of_data({"a": 1})])
+    final = host._final_task(task, outcome)
+    again = Task.model_validate_json(final.to_json_bytes())
+    assert again == final
+    assert again.to_json_bytes() == final.to_json_bytes()
+
+
+async def test_a_shutdown_lets_a_worker_storing_its_final_finish() -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from a2amesh.agent.host import AgentHost
+
+    host = AgentHost.__new__(AgentHost)
+    host.settings = SimpleNamespace(shutdown_grace=0.01)  # type: ignore[assignment]
+    host.log = SimpleNamespace(info=lambda *a, **k: None)
+    host._workers, host._finishing = set(), set()
+    stored = asyncio.Event()
+
+    async def finishing() -> None:
+        host._finishing.add(asyncio.current_task())  # type: ignore[arg-type]
+        await asyncio.sleep(0.1)  # the final's write and publish, past the grace
+        stored.set()
+
+    async def working() -> None:
+        await asyncio.sleep(10)
+
+    final, work = asyncio.create_task(finishing()), asyncio.create_task(working())
+    host._workers = {final, work}
+    await host._drain_workers()
+    assert stored.is_set()
+    assert not final.cancelled()
+    assert work.cancelled()  # an ordinary worker is cancelled (its message handed back)
