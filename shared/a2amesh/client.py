@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.registry import Registry
-from a2amesh.rpc import decode_response, decode_stream_reply, encode_request
+from a2amesh.rpc import decode_response, decode_stream_reply, encode_request, encode_send_request
 
 log = get_logger("client")
 
@@ -70,6 +70,22 @@ def make_message(
         task_id=task_id,
         metadata=metadata,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedMessage:
+    """A new task's message (no ``taskId``) already written as its ProtoJSON bytes by the caller (the workflow
+    executor's node request, built from its command without a :class:`Message` model).
+
+    Attributes:
+        message_id: its ``messageId``.
+        json: ``message.to_json_bytes()`` of the message ``build`` makes, byte for byte.
+        build: makes the message as a model (only a request JetStream reports as a duplicate needs it).
+    """
+
+    message_id: str
+    json: bytes
+    build: Callable[[], Message]
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,7 +432,7 @@ class Client:
     async def dispatch(
         self,
         agent: str,
-        message: Message,
+        message: Message | EncodedMessage,
         *,
         stream: bool = False,
         timeout: float | None = None,
@@ -436,6 +452,7 @@ class Client:
         many of the task's latest messages its answers carry (A2A ``historyLength``; 0: none, as the
         workflow executor asks, since it reads only the status and artifacts).
         ``deltas``: a streaming call also hears its token deltas (:meth:`Call.events_and_deltas`).
+        ``message``: a model, or a new task's message its caller has already encoded (:class:`EncodedMessage`).
         ``task_id``: the id the callee derives for a new task (:func:`task_id_for` of ``agent`` and the messageId),
         when the caller has it already (the workflow executor); a message continuing a task keeps its own.
 
@@ -454,36 +471,46 @@ class Client:
         if pending.deltas:
             await self._listen_for_deltas()
         method = codes.SEND_STREAMING_MESSAGE if stream else codes.SEND_MESSAGE
-        config = None if history_length is None else SendMessageConfiguration(history_length=history_length)
-        body = encode_request(method, SendMessageRequest(message=message, configuration=config), request_id or call_id)
+        if isinstance(message, EncodedMessage):
+            if history_length is not None and history_length < 0:
+                SendMessageConfiguration(history_length=history_length)  # raises the model's precise error
+            body = encode_send_request(method, message.json, history_length, request_id or call_id)
+            message_id, continued = message.message_id, None
+        else:
+            config = None if history_length is None else SendMessageConfiguration(history_length=history_length)
+            body = encode_request(
+                method, SendMessageRequest(message=message, configuration=config), request_id or call_id
+            )
+            message_id, continued = message.message_id, message.task_id
         if len(body) > self.bus.max_payload:
             raise TransportError(
                 codes.PAYLOAD_TOO_LARGE,
                 f"request of {len(body)} bytes exceeds the server's max_payload of {self.bus.max_payload} bytes; "
                 "store large inputs as artifacts and send their artifact:// URL",
             )
-        task_id = message.task_id or task_id or task_id_for(agent, message.message_id)
+        task_id = continued or task_id or task_id_for(agent, message_id)
         call = Call(self, call_id, agent, task_id, pending, deadline)
         hdrs = self._request_headers(
             reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=call_depth
         )
-        hdrs[h.MSG_ID] = request_msg_id(agent, message)
+        hdrs[h.MSG_ID] = _msg_id(agent, message_id, continued)
         self._pending[call_id] = pending
         try:
             ack = await self.bus.js_publish(self.bus.subjects.request(agent), body, hdrs)
-            reused = ack.duplicate and await self._resend_is_new(agent, message, task_id, hdrs)
-            if ack.duplicate and not reused:
+            if not ack.duplicate:
+                return call
+            model = message.build() if isinstance(message, EncodedMessage) else message
+            if not await self._resend_is_new(agent, model, task_id, hdrs):
                 # The same request is already queued, running or answered for another caller: follow its task.
                 await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs)
+                return call
         except BaseException:
             self._forget(call_id)
             raise
-        if not reused:
-            return call
         self._forget(call_id)
         return await self.dispatch(
             agent,
-            message.model_copy(update={"message_id": reused_message_id(message)}),
+            model.model_copy(update={"message_id": reused_message_id(model)}),
             stream=stream,
             deadline=deadline,
             headers=headers,
@@ -639,9 +666,11 @@ def request_msg_id(agent: str, message: Message) -> str:
     """The ``Nats-Msg-Id`` of a request: ``{agent}:{messageId}`` (SPEC §3), and ``{agent}:{messageId}:{taskId}`` for a
     message that continues a task, so that a messageId used both to start a task and to continue another (or
     to continue two) is two requests, while a resend of either is still one."""
-    if message.task_id:
-        return f"{agent}:{message.message_id}:{message.task_id}"
-    return f"{agent}:{message.message_id}"
+    return _msg_id(agent, message.message_id, message.task_id)
+
+
+def _msg_id(agent: str, message_id: str, task_id: str | None) -> str:
+    return f"{agent}:{message_id}:{task_id}" if task_id else f"{agent}:{message_id}"
 
 
 def _coerce(value: str | dict[str, Any]) -> Message:

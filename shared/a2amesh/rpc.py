@@ -31,6 +31,18 @@ def encode_request(method: str, params: A2AModel, request_id: JsonRpcId) -> byte
     )
 
 
+def encode_send_request(method: str, message_json: bytes, history_length: int | None, request_id: JsonRpcId) -> bytes:
+    """:func:`encode_request` of ``SendMessageRequest(message=..., configuration=...)`` from the message's ProtoJSON
+    bytes (``configuration`` carrying ``historyLength`` only, or absent when it is None), byte for byte."""
+    config = b"" if history_length is None else b',"configuration":{"historyLength":%d}' % history_length
+    return b'{"jsonrpc":"2.0","id":%b,"method":%b,"params":{"message":%b%b}}' % (
+        dumps(request_id),
+        dumps(method),
+        message_json,
+        config,
+    )
+
+
 def encode_result(request_id: JsonRpcId, result: A2AModel | dict[str, Any]) -> bytes:
     """A JSON-RPC success response."""
     if isinstance(result, A2AModel):

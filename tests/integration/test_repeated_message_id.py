@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from a2amesh.client import Client, make_message, request_msg_id
+from a2amesh.client import Client, EncodedMessage, make_message, request_msg_id
 from a2amesh.errors import RpcError
 from a2amesh.ids import task_id_for
 from a2amesh.protocol import TaskState, codes
@@ -89,3 +89,22 @@ def test_request_msg_ids() -> None:
     msg = make_message(data={})
     assert request_msg_id("a", msg) == f"a:{msg.message_id}"
     assert request_msg_id("a", msg.model_copy(update={"task_id": "t1"})) == f"a:{msg.message_id}:t1"
+
+
+async def test_encoded_resend_follows_and_reused_id_is_sent_again(held: Held, client: Client) -> None:
+    """A request the caller encoded (the executor's node requests) behaves as its model: a resend follows the one
+    run; its messageId used for another message (the model built only then) is sent again under its own id."""
+    msg = make_message(data={"n": 5})
+    encoded = EncodedMessage(msg.message_id, msg.to_json_bytes(), lambda: msg)
+    first = await client.dispatch("held", encoded, history_length=0)
+    second = await client.dispatch("held", encoded, history_length=0)
+    a = await within(first.result(), 15, "the first caller's answer")
+    b = await within(second.result(), 15, "the resend's answer")
+    assert a.id == b.id == task_id_for("held", msg.message_id)
+    assert held.runs == 1
+    other = make_message(data={"n": 6}, message_id=msg.message_id)
+    reused = EncodedMessage(other.message_id, other.to_json_bytes(), lambda: other)
+    c = await within((await client.dispatch("held", reused, history_length=0)).result(), 15, "the new request")
+    assert c.id != a.id
+    assert c.output() == {"n": 6}
+    assert held.runs == 2

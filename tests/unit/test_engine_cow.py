@@ -15,7 +15,7 @@ import pytest
 
 from a2amesh.errors import InvalidTransition
 from a2amesh.workflow.dag.engine import Engine, StepResult, _Step
-from a2amesh.workflow.dag.state import Event, ExecutionState, NodeStatus
+from a2amesh.workflow.dag.state import Event, ExecutionState, NodeRun, NodeStatus
 from a2amesh.workflow.events import NodeSucceeded, ReviewAnswered
 from tests.support.enginesim import HANG, Sim, definition
 from tests.unit import test_engine
@@ -48,7 +48,8 @@ def _check_counts(state: ExecutionState) -> None:
 
 @pytest.fixture
 def checked_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Check every ``Engine.apply``: the input is left as it was, and ``touched`` names every changed node."""
+    """Check every ``Engine.apply``: the input is left as it was, ``touched`` names every changed node, and the
+    engine's fresh instances (shared by every new execution) are as new."""
     original: Callable[..., StepResult] = Engine.apply
     steps = [0]
 
@@ -58,6 +59,8 @@ def checked_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             result = original(self, state, event, now)
         finally:
             assert state.model_dump_json() == before, "the step mutated its input"
+            for path, run in self.fresh_runs.items():
+                assert run == NodeRun(path=path, node_id=path, type=run.type), f"fresh instance {path} changed"
         old = json.loads(before)["nodes"]
         new = json.loads(result.state.model_dump_json())["nodes"]
         changed = {p for p in new if old.get(p) != new[p]}

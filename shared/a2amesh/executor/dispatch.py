@@ -17,7 +17,7 @@ from typing import Any
 from a2amesh.agent.results import is_file_part
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, StoredMsg
-from a2amesh.client import Call, Client
+from a2amesh.client import Call, Client, EncodedMessage
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, StoreUnavailable, TransportError
 from a2amesh.ids import nuid
@@ -113,7 +113,7 @@ async def spill_input(
 async def dispatch_call(
     client: Client,
     command: NodeCall,
-    message: Message,
+    message: Message | EncodedMessage,
     *,
     deadline: float,
     headers: dict[str, str],

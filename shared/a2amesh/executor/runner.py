@@ -25,7 +25,7 @@ from a2amesh.agent.context import DeltaSink
 from a2amesh.agent.deltas import delta_sink
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus
-from a2amesh.client import Call, Client
+from a2amesh.client import Call, Client, EncodedMessage
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, ConfigError, StoreUnavailable
 from a2amesh.executor.deltas import STREAMING_BUILTINS, DeltaRelay, with_stream_deltas
@@ -492,22 +492,41 @@ class ExecutionRunner(Generic[StateT]):
     async def _dispatch(self, command: NodeCall, call_id: str | None) -> None:
         deadline = command.deadline or (time.time() + self.deps.settings.tasks_max_age)
         state = self.state
-        user = self.reply.headers.get(h.USER)
-        message = command.message(execution_id=self.execution_id, workflow=state.workflow, context_id=state.context_id)
         sink = self._delta_sink(command)
-        if sink is not None and self.deps.deltas is not None:
-            call_id = call_id or nuid()
-            message = with_stream_deltas(message)
-            await self.deps.deltas.route(call_id, sink)
-        message = await spill_input(
-            message,
-            command,
-            settings=self.deps.settings,
-            artifacts=self.deps.artifacts,
-            context_id=state.context_id,
-            task_id=self.task_id,
-            user=user,
+        # a new call's request written straight to bytes, without a Message model, when nothing spills
+        encoded = (
+            None
+            if sink is not None
+            else command.message_json(
+                execution_id=self.execution_id,
+                workflow=state.workflow,
+                context_id=state.context_id,
+                inline_limit=self.deps.settings.inline_threshold,
+            )
         )
+        message: Message | EncodedMessage
+        if encoded is not None:
+            build = functools.partial(
+                command.message, execution_id=self.execution_id, workflow=state.workflow, context_id=state.context_id
+            )
+            message = EncodedMessage(command.message_id, encoded, build)
+        else:
+            message = command.message(
+                execution_id=self.execution_id, workflow=state.workflow, context_id=state.context_id
+            )
+            if sink is not None and self.deps.deltas is not None:
+                call_id = call_id or nuid()
+                message = with_stream_deltas(message)
+                await self.deps.deltas.route(call_id, sink)
+            message = await spill_input(
+                message,
+                command,
+                settings=self.deps.settings,
+                artifacts=self.deps.artifacts,
+                context_id=state.context_id,
+                task_id=self.task_id,
+                user=self.reply.headers.get(h.USER),
+            )
         call = await dispatch_call(
             self.deps.client,
             command,

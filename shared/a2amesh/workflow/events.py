@@ -159,6 +159,13 @@ class NodeCall(_Data):
     def message(self, *, execution_id: str, workflow: str, context_id: str | None) -> Message:
         """The A2A message that carries this call (pure: same command, same message)."""
 
+    def message_json(
+        self, *, execution_id: str, workflow: str, context_id: str | None, inline_limit: int
+    ) -> bytes | None:
+        """``message(...).to_json_bytes()`` written without the model, when the format can and every input part's
+        JSON is at most ``inline_limit`` bytes (none to spill to an artifact); None: take :meth:`message`."""
+        return None
+
 
 class RequestReview(_Data):
     """Pause for a human: the task goes to TASK_STATE_INPUT_REQUIRED with ``review`` as a DataPart."""

@@ -114,6 +114,12 @@ class Engine:
             joined = node.wait_for if isinstance(node, JoinNode) else ()
             self.waits[node_id] = tuple(d for d in node.dependencies if d not in joined)
             self.watches[node_id] = frozenset(node.dependencies)
+        self.fresh_runs: dict[str, NodeRun] = {
+            node_id: NodeRun(path=node_id, node_id=node_id, type=definition.node(node_id).type)
+            for node_id in self.order
+        }
+        """Each DAG node's instance before it starts, shared by every new execution's first state: a step copies an
+        instance before changing it (:class:`Nodes`), so these are never changed."""
 
     def start(
         self,
@@ -163,9 +169,7 @@ class Engine:
             started_at=now,
             reused_from=reused_from,
         )
-        for node_id in self.order:
-            node = self.definition.node(node_id)
-            state.nodes[node_id] = NodeRun(path=node_id, node_id=node_id, type=node.type)
+        state.nodes.update(self.fresh_runs)
         run = _Step(self, state, now)
         run.emit("execution.started", data={"workflow": self.name, "digest": state.digest})
         problems = schema_errors(self.definition.input_schema, input)
