@@ -98,7 +98,7 @@ class _Run:
         """The JSON-RPC answer carrying the task with at most ``history_length`` messages of its history
         (:func:`a2amesh.rpc.encode_task_result`); the whole final reuses the bytes of its record."""
         task = self.task
-        if self.encoded is not None and self.encoded[0] is task and task.with_history(history_length) is task:
+        if self.encoded is not None and self.encoded[0] is task and task.keeps_history(history_length):
             task_json = self.encoded[1]
         else:
             task_json = task.json_with_history(history_length)
