@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 import structlog
@@ -66,6 +67,67 @@ def result_artifact(output: Any, part: Part | None = None) -> Artifact:
     if part is None:
         part = Part.of_text(output) if isinstance(output, str) else Part.of_data(output)
     return Artifact(artifact_id=nuid(), name="result", parts=[part])
+
+
+class _Bounded:
+    """Waits of many tasks bounded by one sweep timer: ``async with deadlines.bounded(delay):`` raises
+    ``TimeoutError`` when the block runs ``delay`` seconds (up to a sweep interval more), as
+    ``asyncio.timeout`` does, without arming and cancelling a timer of its own for each block."""
+
+    __slots__ = ("_every", "_expired", "_sweeper", "_waiting")
+
+    def __init__(self, every: float) -> None:
+        self._every = every
+        self._waiting: dict[asyncio.Task[Any], float] = {}
+        self._expired: set[asyncio.Task[Any]] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    def bounded(self, delay: float) -> _BoundedBlock:
+        return _BoundedBlock(self, delay)
+
+    def _enter(self, delay: float) -> asyncio.Task[Any]:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        self._waiting[task] = loop.time() + delay
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(self._every, self._sweep)
+        return task
+
+    def _exit(self, task: asyncio.Task[Any], exc_type: type[BaseException] | None) -> bool:
+        """Whether the block ran out of time (its task's cancellation was ours)."""
+        if self._waiting.pop(task, None) is not None or task not in self._expired:
+            return False
+        self._expired.discard(task)
+        return exc_type is asyncio.CancelledError and task.uncancel() == 0
+
+    def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for task in [t for t, deadline in self._waiting.items() if deadline <= now]:
+            del self._waiting[task]
+            self._expired.add(task)
+            task.cancel()
+        self._sweeper = loop.call_later(self._every, self._sweep) if self._waiting else None
+
+
+class _BoundedBlock(contextlib.AbstractAsyncContextManager[None]):
+    __slots__ = ("_delay", "_owner", "_task")
+
+    def __init__(self, owner: _Bounded, delay: float) -> None:
+        self._owner = owner
+        self._delay = delay
+        self._task: asyncio.Task[Any] | None = None
+
+    async def __aenter__(self) -> None:
+        self._task = self._owner._enter(self._delay)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._task is not None
+        if self._owner._exit(self._task, exc_type):
+            raise TimeoutError from exc
 
 
 @dataclass
@@ -162,6 +224,9 @@ class AgentHost(Worker):
         self.control = ControlPlane(bus, settings, self.tasks, self, log=self.log)
         self._consumer: PullConsumer | None = None
         self._claim_ttl = settings.ack_wait * 2 / 3
+        # final writes bounded by ack_wait/3 (then retried), checked a few times per bound
+        self._final_writes = _Bounded(settings.ack_wait / 12)
+        self._claiming: set[WorkMsg] = set()  # deliveries waiting for their claim: the heartbeat keeps them alive
         self._publisher: CardPublisher | None = None
 
     async def replace_runtime(self, runtime: AgentRuntime) -> None:
@@ -376,8 +441,11 @@ class AgentHost(Worker):
     async def _claim_and_run(self, run: _Run, history: list[Message]) -> None:
         assert run.msg is not None
         msg = run.msg
-        async with msg.kept_alive(self.settings.ack_wait / 3):  # Redis may be slow or paused
+        self._claiming.add(msg)  # Redis may be slow or paused: the heartbeat's in-progress acks keep it
+        try:
             view = await self.tasks.claim(run.task, self.name, self.instance, self._claim_ttl)
+        finally:
+            self._claiming.discard(msg)
         for s in view.subscribers:
             run.add_target(s)
         if view.outcome == "done":
@@ -529,6 +597,9 @@ class AgentHost(Worker):
         """
         while True:
             await asyncio.sleep(self.settings.ack_wait / 3)
+            for claiming in list(self._claiming):
+                with contextlib.suppress(Exception):
+                    await claiming.in_progress()
             runs = [r for r in self._running.values() if r.working and r.msg is not None]
             if not runs:
                 continue
@@ -636,7 +707,7 @@ class AgentHost(Worker):
         delay = 0.2
         while True:
             try:
-                async with asyncio.timeout(self.settings.ack_wait / 3):
+                async with self._final_writes.bounded(self.settings.ack_wait / 3):
                     return await self.tasks.write(run.task, self.name, self.instance, release=True, record=record)
             except (StoreUnavailable, TimeoutError) as e:
                 self.log.warning("task.final_write_retry", task_id=run.task.id, error=str(e) or type(e).__name__)
