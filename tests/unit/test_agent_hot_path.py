@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg as NatsMsg
-from nats.errors import NotJSMessageError
+from nats.errors import BadHeaderError, NotJSMessageError
 
 from a2amesh.agent.host import _Run, _Target
 from a2amesh.agent.results import encoded_size
@@ -27,6 +27,42 @@ HEADER_BLOCKS = [
 @pytest.mark.parametrize("raw", HEADER_BLOCKS, ids=repr)
 def test_headers_parsed_as_nats_py_parses_them(raw: bytes) -> None:
     assert _Client._parse_header_lines(raw) == NatsClient._parse_header_lines(raw)
+
+
+PUBLISHED_HEADERS: list[dict[str, Any] | None] = [
+    None,
+    {},
+    {"A2A-Reply-To": "ns.a2a.v1.reply.i.c.x", "Nats-Msg-Id": "t:1:1", "A2A-Attempt": "1", "A2A-Final": "true"},
+    {"  Spaced ": "  value\r\nwith newlines\n ", "": "skipped", "   ": "also skipped", "Utf": "é ✓"},
+]
+
+
+async def _published(client: NatsClient, subject: str, reply: str, payload: bytes, headers: Any) -> bytes:
+    sent: list[bytes] = []
+
+    async def capture(command: bytes, priority: bool = False) -> None:
+        sent.append(command)
+
+    client._send_command = capture  # type: ignore[method-assign]
+    client._flush_queue = None
+    await client._send_publish(subject, reply, payload, len(payload), headers)
+    (command,) = sent
+    return command
+
+
+@pytest.mark.parametrize("headers", PUBLISHED_HEADERS, ids=repr)
+@pytest.mark.parametrize("reply", ["", "_INBOX.x.1"])
+async def test_publish_written_as_nats_py_writes_it(headers: dict[str, Any] | None, reply: str) -> None:
+    payload = b'{"a":"\xc3\xa9"}'
+    ours = await _published(_Client(), "ns.subject", reply, payload, headers)
+    assert ours == await _published(NatsClient(), "ns.subject", reply, payload, headers)
+
+
+@pytest.mark.parametrize("bad", ["Bad Name", "X:Y", "Ä"])
+async def test_a_bad_header_name_is_refused_as_nats_py_refuses_it(bad: str) -> None:
+    for client in (_Client(), NatsClient()):
+        with pytest.raises(BadHeaderError):
+            await _published(client, "s", "", b"", {bad: "v"})
 
 
 def _msg(reply: str) -> NatsMsg:
