@@ -190,3 +190,40 @@ async def test_a_shutdown_lets_a_worker_storing_its_final_finish() -> None:
     assert stored.is_set()
     assert not final.cancelled()
     assert work.cancelled()  # an ordinary worker is cancelled (its message handed back)
+
+
+@pytest.mark.parametrize(
+    ("model", "values"),
+    [
+        (TaskStatus, {"state": TaskState.WORKING, "timestamp": "2026-11-27T20:00:00.123Z"}),
+        (TaskStatus, {"state": TaskState.COMPLETED, "message": Message(message_id="m", role=Role.AGENT, parts=[])}),
+        (Artifact, {"artifact_id": "a", "name": "result", "parts": [Part.of_data({"x": [1, "é"]})]}),
+        (
+            Task,
+            {
+                "id": "t",
+                "context_id": "c",
+                "status": TaskStatus(state=TaskState.WORKING),
+                "history": [Message(message_id="m", role=Role.USER, parts=[Part.of_text("hi")])],
+            },
+        ),
+        (Task, {"status": TaskStatus(state=TaskState.FAILED), "id": "t", "metadata": {"k": 1}}),
+    ],
+)
+def test_a_built_model_is_the_validated_one(model: Any, values: dict[str, Any]) -> None:
+    built, validated = model.built(**values), model(**values)
+    assert built == validated
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.to_json_bytes() == validated.to_json_bytes()
+    assert list(built.__dict__) == list(validated.__dict__)
+
+
+def test_an_updated_model_is_its_model_copy() -> None:
+    task = Task(id="t", context_id="c", status=TaskStatus(state=TaskState.WORKING), history=[])
+    update: dict[str, Any] = {"status": TaskStatus(state=TaskState.COMPLETED), "artifacts": None, "metadata": {"k": 1}}
+    updated, copied = task.updated(**update), task.model_copy(update=update)
+    assert updated == copied
+    assert updated.model_fields_set == copied.model_fields_set
+    assert updated.to_json_bytes() == copied.to_json_bytes()
+    assert task.status.state == TaskState.WORKING
+    assert task.metadata is None

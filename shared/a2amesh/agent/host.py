@@ -66,7 +66,9 @@ def result_artifact(output: Any, part: Part | None = None) -> Artifact:
     """``artifacts[0]`` of the result contract: a DataPart for JSON output, a text part for text (or ``part``)."""
     if part is None:
         part = Part.of_text(output) if isinstance(output, str) else Part.of_data(output)
-    return Artifact(artifact_id=nuid(), name="result", parts=[part])
+    elif not isinstance(part, Part):
+        return Artifact(artifact_id=nuid(), name="result", parts=[part])  # validated: the precise error
+    return Artifact.built(artifact_id=nuid(), name="result", parts=[part])
 
 
 class _Bounded:
@@ -410,10 +412,10 @@ class AgentHost(Worker):
             task_id = task_id_for(self.name, message.message_id)
             context_id = message.context_id or nuid()
         message.task_id, message.context_id = task_id, context_id  # the request's own copy, decoded for this run
-        initial = Task(
+        initial = Task.built(  # of validated parts: the request's message, the stored history, ids of ours
             id=task_id,
             context_id=context_id,
-            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp()),
+            status=TaskStatus.built(state=TaskState.WORKING, timestamp=utc_timestamp()),
             history=[*history, message],
         )
         run = _Run(
@@ -645,20 +647,19 @@ class AgentHost(Worker):
         if outcome.message:
             parts.append(Part.of_text(outcome.message))
         parts.extend(outcome.status_parts)
-        status = TaskStatus(
-            state=outcome.state,
-            timestamp=utc_timestamp(),
-            message=Message(
+        state = outcome.state if type(outcome.state) is TaskState else TaskState(outcome.state)
+        if parts:
+            message = Message(
                 message_id=nuid(), role=Role.AGENT, parts=parts, task_id=task.id, context_id=task.context_id
             )
-            if parts
-            else None,
-        )
+            status = TaskStatus.built(state=state, timestamp=utc_timestamp(), message=message)
+        else:
+            status = TaskStatus.built(state=state, timestamp=utc_timestamp())
         artifacts = None
         if outcome.output is not None and outcome.state in (TaskState.COMPLETED, TaskState.INPUT_REQUIRED):
             artifacts = [result_artifact(outcome.output, outcome.result_part)]
         metadata = {**(task.metadata or {}), **(outcome.metadata or {})} or None
-        return task.model_copy(update={"status": status, "artifacts": artifacts, "metadata": metadata})
+        return task.updated(status=status, artifacts=artifacts, metadata=metadata)
 
     async def _finish(self, run: _Run, outcome: TaskOutcome) -> None:
         assert run.msg is not None
