@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg as NatsMsg
 from nats.errors import BadHeaderError, NotJSMessageError
 
-from a2amesh.agent.host import _Run, _Target
+from a2amesh.agent.host import _Bounded, _Run, _Target
 from a2amesh.agent.results import encoded_size
 from a2amesh.bus.nats import _Client, _delivery_and_stream_seq
 from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
@@ -43,7 +44,7 @@ async def _published(client: NatsClient, subject: str, reply: str, payload: byte
     async def capture(command: bytes, priority: bool = False) -> None:
         sent.append(command)
 
-    client._send_command = capture  # type: ignore[method-assign]
+    client._send_command = capture  # type: ignore[method-assign,assignment]
     client._flush_queue = None
     await client._send_publish(subject, reply, payload, len(payload), headers)
     (command,) = sent
@@ -227,3 +228,25 @@ def test_an_updated_model_is_its_model_copy() -> None:
     assert updated.to_json_bytes() == copied.to_json_bytes()
     assert task.status.state == TaskState.WORKING
     assert task.metadata is None
+
+
+async def test_a_bounded_wait_times_out_as_asyncio_timeout_does() -> None:
+    waits = _Bounded(0.01)
+    async with waits.bounded(5):
+        await asyncio.sleep(0)  # within its bound: nothing raised
+    with pytest.raises(TimeoutError):
+        async with waits.bounded(0.02):
+            await asyncio.sleep(5)
+    assert not waits._waiting
+    assert not waits._expired
+
+    async def cancelled_from_outside() -> None:
+        async with waits.bounded(5):
+            await asyncio.sleep(5)
+
+    task = asyncio.create_task(cancelled_from_outside())
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task  # a cancel that was not the bound's stays a cancel
+    assert not waits._waiting

@@ -72,8 +72,8 @@ def result_artifact(output: Any, part: Part | None = None) -> Artifact:
 
 
 class _Bounded:
-    """Waits of many tasks bounded by one sweep timer: ``async with deadlines.bounded(delay):`` raises
-    ``TimeoutError`` when the block runs ``delay`` seconds (up to a sweep interval more), as
+    """Waits of many tasks bounded by one sweep timer: ``async with waits.bounded(delay):`` raises
+    ``TimeoutError`` when the block runs ``delay`` seconds (up to one sweep interval more), as
     ``asyncio.timeout`` does, without arming and cancelling a timer of its own for each block."""
 
     __slots__ = ("_every", "_expired", "_sweeper", "_waiting")
