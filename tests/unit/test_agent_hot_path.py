@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg as NatsMsg
-from nats.errors import NotJSMessageError
+from nats.errors import BadHeaderError, NotJSMessageError
 
-from a2amesh.agent.host import _Run, _Target
+from a2amesh.agent.host import _Bounded, _Run, _Target
 from a2amesh.agent.results import encoded_size
 from a2amesh.bus.nats import _Client, _delivery_and_stream_seq
 from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
@@ -27,6 +28,42 @@ HEADER_BLOCKS = [
 @pytest.mark.parametrize("raw", HEADER_BLOCKS, ids=repr)
 def test_headers_parsed_as_nats_py_parses_them(raw: bytes) -> None:
     assert _Client._parse_header_lines(raw) == NatsClient._parse_header_lines(raw)
+
+
+PUBLISHED_HEADERS: list[dict[str, Any] | None] = [
+    None,
+    {},
+    {"A2A-Reply-To": "ns.a2a.v1.reply.i.c.x", "Nats-Msg-Id": "t:1:1", "A2A-Attempt": "1", "A2A-Final": "true"},
+    {"  Spaced ": "  value\r\nwith newlines\n ", "": "skipped", "   ": "also skipped", "Utf": "é ✓"},
+]
+
+
+async def _published(client: NatsClient, subject: str, reply: str, payload: bytes, headers: Any) -> bytes:
+    sent: list[bytes] = []
+
+    async def capture(command: bytes, priority: bool = False) -> None:
+        sent.append(command)
+
+    client._send_command = capture  # type: ignore[method-assign,assignment]
+    client._flush_queue = None
+    await client._send_publish(subject, reply, payload, len(payload), headers)
+    (command,) = sent
+    return command
+
+
+@pytest.mark.parametrize("headers", PUBLISHED_HEADERS, ids=repr)
+@pytest.mark.parametrize("reply", ["", "_INBOX.x.1"])
+async def test_publish_written_as_nats_py_writes_it(headers: dict[str, Any] | None, reply: str) -> None:
+    payload = b'{"a":"\xc3\xa9"}'
+    ours = await _published(_Client(), "ns.subject", reply, payload, headers)
+    assert ours == await _published(NatsClient(), "ns.subject", reply, payload, headers)
+
+
+@pytest.mark.parametrize("bad", ["Bad Name", "X:Y", "Ä"])
+async def test_a_bad_header_name_is_refused_as_nats_py_refuses_it(bad: str) -> None:
+    for client in (_Client(), NatsClient()):
+        with pytest.raises(BadHeaderError):
+            await _published(client, "s", "", b"", {bad: "v"})
 
 
 def _msg(reply: str) -> NatsMsg:
@@ -154,3 +191,62 @@ async def test_a_shutdown_lets_a_worker_storing_its_final_finish() -> None:
     assert stored.is_set()
     assert not final.cancelled()
     assert work.cancelled()  # an ordinary worker is cancelled (its message handed back)
+
+
+@pytest.mark.parametrize(
+    ("model", "values"),
+    [
+        (TaskStatus, {"state": TaskState.WORKING, "timestamp": "2026-11-27T20:00:00.123Z"}),
+        (TaskStatus, {"state": TaskState.COMPLETED, "message": Message(message_id="m", role=Role.AGENT, parts=[])}),
+        (Artifact, {"artifact_id": "a", "name": "result", "parts": [Part.of_data({"x": [1, "é"]})]}),
+        (
+            Task,
+            {
+                "id": "t",
+                "context_id": "c",
+                "status": TaskStatus(state=TaskState.WORKING),
+                "history": [Message(message_id="m", role=Role.USER, parts=[Part.of_text("hi")])],
+            },
+        ),
+        (Task, {"status": TaskStatus(state=TaskState.FAILED), "id": "t", "metadata": {"k": 1}}),
+    ],
+)
+def test_a_built_model_is_the_validated_one(model: Any, values: dict[str, Any]) -> None:
+    built, validated = model.built(**values), model(**values)
+    assert built == validated
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.to_json_bytes() == validated.to_json_bytes()
+    assert list(built.__dict__) == list(validated.__dict__)
+
+
+def test_an_updated_model_is_its_model_copy() -> None:
+    task = Task(id="t", context_id="c", status=TaskStatus(state=TaskState.WORKING), history=[])
+    update: dict[str, Any] = {"status": TaskStatus(state=TaskState.COMPLETED), "artifacts": None, "metadata": {"k": 1}}
+    updated, copied = task.updated(**update), task.model_copy(update=update)
+    assert updated == copied
+    assert updated.model_fields_set == copied.model_fields_set
+    assert updated.to_json_bytes() == copied.to_json_bytes()
+    assert task.status.state == TaskState.WORKING
+    assert task.metadata is None
+
+
+async def test_a_bounded_wait_times_out_as_asyncio_timeout_does() -> None:
+    waits = _Bounded(0.01)
+    async with waits.bounded(5):
+        await asyncio.sleep(0)  # within its bound: nothing raised
+    with pytest.raises(TimeoutError):
+        async with waits.bounded(0.02):
+            await asyncio.sleep(5)
+    assert not waits._waiting
+    assert not waits._expired
+
+    async def cancelled_from_outside() -> None:
+        async with waits.bounded(5):
+            await asyncio.sleep(5)
+
+    task = asyncio.create_task(cancelled_from_outside())
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task  # a cancel that was not the bound's stays a cancel
+    assert not waits._waiting

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 import structlog
@@ -65,7 +66,70 @@ def result_artifact(output: Any, part: Part | None = None) -> Artifact:
     """``artifacts[0]`` of the result contract: a DataPart for JSON output, a text part for text (or ``part``)."""
     if part is None:
         part = Part.of_text(output) if isinstance(output, str) else Part.of_data(output)
-    return Artifact(artifact_id=nuid(), name="result", parts=[part])
+    elif not isinstance(part, Part):
+        return Artifact(artifact_id=nuid(), name="result", parts=[part])  # validated: the precise error
+    return Artifact.built(artifact_id=nuid(), name="result", parts=[part])
+
+
+class _Bounded:
+    """Waits of many tasks bounded by one sweep timer: ``async with waits.bounded(delay):`` raises
+    ``TimeoutError`` when the block runs ``delay`` seconds (up to one sweep interval more), as
+    ``asyncio.timeout`` does, without arming and cancelling a timer of its own for each block."""
+
+    __slots__ = ("_every", "_expired", "_sweeper", "_waiting")
+
+    def __init__(self, every: float) -> None:
+        self._every = every
+        self._waiting: dict[asyncio.Task[Any], float] = {}
+        self._expired: set[asyncio.Task[Any]] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    def bounded(self, delay: float) -> _BoundedBlock:
+        return _BoundedBlock(self, delay)
+
+    def _enter(self, delay: float) -> asyncio.Task[Any]:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        self._waiting[task] = loop.time() + delay
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(self._every, self._sweep)
+        return task
+
+    def _exit(self, task: asyncio.Task[Any], exc_type: type[BaseException] | None) -> bool:
+        """Whether the block ran out of time (its task's cancellation was ours)."""
+        if self._waiting.pop(task, None) is not None or task not in self._expired:
+            return False
+        self._expired.discard(task)
+        return exc_type is asyncio.CancelledError and task.uncancel() == 0
+
+    def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for task in [t for t, deadline in self._waiting.items() if deadline <= now]:
+            del self._waiting[task]
+            self._expired.add(task)
+            task.cancel()
+        self._sweeper = loop.call_later(self._every, self._sweep) if self._waiting else None
+
+
+class _BoundedBlock(contextlib.AbstractAsyncContextManager[None]):
+    __slots__ = ("_delay", "_owner", "_task")
+
+    def __init__(self, owner: _Bounded, delay: float) -> None:
+        self._owner = owner
+        self._delay = delay
+        self._task: asyncio.Task[Any] | None = None
+
+    async def __aenter__(self) -> None:
+        self._task = self._owner._enter(self._delay)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._task is not None
+        if self._owner._exit(self._task, exc_type):
+            raise TimeoutError from exc
 
 
 @dataclass
@@ -98,7 +162,7 @@ class _Run:
         """The JSON-RPC answer carrying the task with at most ``history_length`` messages of its history
         (:func:`a2amesh.rpc.encode_task_result`); the whole final reuses the bytes of its record."""
         task = self.task
-        if self.encoded is not None and self.encoded[0] is task and task.with_history(history_length) is task:
+        if self.encoded is not None and self.encoded[0] is task and task.keeps_history(history_length):
             task_json = self.encoded[1]
         else:
             task_json = task.json_with_history(history_length)
@@ -162,6 +226,9 @@ class AgentHost(Worker):
         self.control = ControlPlane(bus, settings, self.tasks, self, log=self.log)
         self._consumer: PullConsumer | None = None
         self._claim_ttl = settings.ack_wait * 2 / 3
+        # final writes bounded by ack_wait/3 (then retried), checked a few times per bound
+        self._final_writes = _Bounded(settings.ack_wait / 12)
+        self._claiming: set[WorkMsg] = set()  # deliveries waiting for their claim: the heartbeat keeps them alive
         self._publisher: CardPublisher | None = None
 
     async def replace_runtime(self, runtime: AgentRuntime) -> None:
@@ -345,10 +412,10 @@ class AgentHost(Worker):
             task_id = task_id_for(self.name, message.message_id)
             context_id = message.context_id or nuid()
         message.task_id, message.context_id = task_id, context_id  # the request's own copy, decoded for this run
-        initial = Task(
+        initial = Task.built(  # of validated parts: the request's message, the stored history, ids of ours
             id=task_id,
             context_id=context_id,
-            status=TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp()),
+            status=TaskStatus.built(state=TaskState.WORKING, timestamp=utc_timestamp()),
             history=[*history, message],
         )
         run = _Run(
@@ -376,8 +443,11 @@ class AgentHost(Worker):
     async def _claim_and_run(self, run: _Run, history: list[Message]) -> None:
         assert run.msg is not None
         msg = run.msg
-        async with msg.kept_alive(self.settings.ack_wait / 3):  # Redis may be slow or paused
+        self._claiming.add(msg)  # Redis may be slow or paused: the heartbeat's in-progress acks keep it
+        try:
             view = await self.tasks.claim(run.task, self.name, self.instance, self._claim_ttl)
+        finally:
+            self._claiming.discard(msg)
         for s in view.subscribers:
             run.add_target(s)
         if view.outcome == "done":
@@ -529,6 +599,9 @@ class AgentHost(Worker):
         """
         while True:
             await asyncio.sleep(self.settings.ack_wait / 3)
+            for claiming in list(self._claiming):
+                with contextlib.suppress(Exception):
+                    await claiming.in_progress()
             runs = [r for r in self._running.values() if r.working and r.msg is not None]
             if not runs:
                 continue
@@ -574,20 +647,19 @@ class AgentHost(Worker):
         if outcome.message:
             parts.append(Part.of_text(outcome.message))
         parts.extend(outcome.status_parts)
-        status = TaskStatus(
-            state=outcome.state,
-            timestamp=utc_timestamp(),
-            message=Message(
+        state = outcome.state if type(outcome.state) is TaskState else TaskState(outcome.state)
+        if parts:
+            message = Message(
                 message_id=nuid(), role=Role.AGENT, parts=parts, task_id=task.id, context_id=task.context_id
             )
-            if parts
-            else None,
-        )
+            status = TaskStatus.built(state=state, timestamp=utc_timestamp(), message=message)
+        else:
+            status = TaskStatus.built(state=state, timestamp=utc_timestamp())
         artifacts = None
         if outcome.output is not None and outcome.state in (TaskState.COMPLETED, TaskState.INPUT_REQUIRED):
             artifacts = [result_artifact(outcome.output, outcome.result_part)]
         metadata = {**(task.metadata or {}), **(outcome.metadata or {})} or None
-        return task.model_copy(update={"status": status, "artifacts": artifacts, "metadata": metadata})
+        return task.updated(status=status, artifacts=artifacts, metadata=metadata)
 
     async def _finish(self, run: _Run, outcome: TaskOutcome) -> None:
         assert run.msg is not None
@@ -636,7 +708,7 @@ class AgentHost(Worker):
         delay = 0.2
         while True:
             try:
-                async with asyncio.timeout(self.settings.ack_wait / 3):
+                async with self._final_writes.bounded(self.settings.ack_wait / 3):
                     return await self.tasks.write(run.task, self.name, self.instance, release=True, record=record)
             except (StoreUnavailable, TimeoutError) as e:
                 self.log.warning("task.final_write_retry", task_id=run.task.id, error=str(e) or type(e).__name__)

@@ -71,9 +71,13 @@ class Task(A2AModel):
     history: list[Message] | None = None
     metadata: dict[str, Any] | None = None
 
+    def keeps_history(self, history_length: int | None) -> bool:
+        """Whether :meth:`with_history` is this task itself (it has at most ``history_length`` messages)."""
+        return history_length is None or len(self.history or ()) <= history_length
+
     def with_history(self, history_length: int | None) -> Task:
         """This task with at most its ``history_length`` latest messages (A2A ``historyLength``; None: all)."""
-        if history_length is None or len(self.history or ()) <= history_length:
+        if self.keeps_history(history_length):
             return self
         kept = self.history[-history_length:] if history_length and self.history else None
         return self.model_copy(update={"history": kept})
