@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import nats.errors
 import nats.js.errors
 import pytest
 
 from a2amesh.bus import setup
 from a2amesh.config import Settings
-from a2amesh.errors import ConfigError
+from a2amesh.errors import ConfigError, TransportError
+from a2amesh.protocol import codes
 
 
 def refusal(description: str) -> nats.js.errors.APIError:
@@ -57,3 +59,41 @@ async def test_a_peer_that_stays_offline_is_reported_after_the_wait(monkeypatch:
         await setup._admin("S", create, settings(3))
     assert "peer offline" in str(e.value)
     assert len(calls) >= 2
+
+
+async def test_a_request_jetstream_does_not_answer_in_time_is_asked_again() -> None:
+    """A cluster still electing its leaders (or a server under load) lets an admin request time out: asked again."""
+    calls: list[int] = []
+
+    async def info() -> Any:
+        calls.append(1)
+        if len(calls) < 3:
+            raise nats.errors.TimeoutError
+        return "info"
+
+    assert await setup._admin("S", info, settings(3)) == "info"
+    assert len(calls) == 3
+
+
+async def test_jetstream_silent_past_the_wait_is_unavailable_naming_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(setup, "PLACEMENT_WAIT", 0.5)
+
+    async def create() -> Any:
+        raise nats.errors.TimeoutError
+
+    with pytest.raises(TransportError) as e:
+        await setup._admin("S", create, settings(1))
+    assert e.value.reason == codes.UNAVAILABLE
+    assert "JetStream did not answer for stream S within 0.5s" in str(e.value)
+
+
+async def test_a_missing_stream_is_reported_at_once() -> None:
+    calls: list[int] = []
+
+    async def info() -> Any:
+        calls.append(1)
+        raise nats.js.errors.NotFoundError(code=404, err_code=10059, description="stream not found")
+
+    with pytest.raises(nats.js.errors.NotFoundError):
+        await setup._admin("S", info, settings(3))
+    assert calls == [1]

@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
+import nats.errors
 import nats.js.errors
 from nats.js import api
 
 from a2amesh.bus.nats import Bus
 from a2amesh.config import Settings
-from a2amesh.errors import ConfigError
+from a2amesh.errors import ConfigError, TransportError
 from a2amesh.logs import get_logger
+from a2amesh.protocol import codes
 
 log = get_logger("setup")
 
@@ -90,7 +92,7 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
     js = bus.jsm
     for cfg in stream_configs(bus, settings):
         try:
-            info = await js.stream_info(cfg.name)
+            info = await _admin(cfg.name, functools.partial(js.stream_info, cfg.name), settings)
         except nats.js.errors.NotFoundError:
             await _admin(cfg.name, functools.partial(js.add_stream, cfg), settings)
             log.info("stream.created", stream=cfg.name, replicas=settings.replicas)
@@ -112,22 +114,37 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
 
 
 PLACEMENT_WAIT = 20.0
-"""Seconds a stream or bucket creation retries while the cluster reports a peer offline (a node still joining
-or restarting) before the placement error is reported."""
+"""Seconds a stream or bucket request is asked again while the cluster reports a peer offline (a node still
+joining or restarting) or JetStream does not answer in time (a cluster electing its leaders, a server under
+load), before the error is reported."""
+
+T = TypeVar("T")
 
 
-async def _admin(name: str | None, request: Callable[[], Awaitable[Any]], settings: Settings) -> None:
-    """Run a stream or bucket creation/update; a server that cannot hold the replicas asked for is a ConfigError.
+async def _admin(name: str | None, request: Callable[[], Awaitable[T]], settings: Settings) -> T:
+    """Run a stream or bucket request (info, creation, update); its answer. A server that cannot hold the
+    replicas asked for is a ConfigError.
 
-    A cluster that cannot place the replicas because a peer is offline right now (a node joining or restarting)
-    is asked again for up to :data:`PLACEMENT_WAIT` seconds."""
+    A cluster that cannot place the replicas because a peer is offline right now, and a request JetStream does
+    not answer in time, are asked again for up to :data:`PLACEMENT_WAIT` seconds (creating or updating a stream
+    with the same configuration again is harmless); JetStream still not answering is ``UNAVAILABLE``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + PLACEMENT_WAIT
     delay = 0.2
     while True:
         try:
-            await request()
-            return
+            return await request()
+        except nats.errors.TimeoutError as e:
+            if loop.time() + delay < deadline:
+                log.info("stream.admin_retry", stream=name, error="JetStream did not answer in time")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            raise TransportError(
+                codes.UNAVAILABLE,
+                f"JetStream did not answer for stream {name} within {PLACEMENT_WAIT:g}s "
+                "(a cluster still electing its leaders, or a server too busy to answer)",
+            ) from e
         except nats.js.errors.APIError as e:
             description = str(e.description)
             transient = "peer offline" in description or "insufficient resources" in description
@@ -162,7 +179,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
     for bucket in (bus.subjects.cards_bucket, bus.subjects.presence_bucket):
         stream = f"KV_{bucket}"
         try:
-            info = await js.stream_info(stream)
+            info = await _admin(stream, functools.partial(js.stream_info, stream), settings)
         except nats.js.errors.NotFoundError:
             config = api.KeyValueConfig(
                 bucket=bucket,
