@@ -7,21 +7,14 @@ import random
 import struct
 from typing import Any
 
+from a2amesh.workflow.dag import checkpoint
 from a2amesh.workflow.dag.checkpoint import node_record, node_records, state_json, state_write
 from a2amesh.workflow.dag.state import ExecutionState, NodeRun, NodeStatus
 from a2amesh.workflow.dag.step import Nodes
 from a2amesh.workflow.events import ExecutionStatus
 
-RECORD_EXCLUDE = {
-    "items",
-    "children",
-    "last_output",
-    "launched",
-    "timer",
-    "open_children",
-    "completed_children",
-    "failed_children",
-}
+RECORD_EXCLUDE = checkpoint._RECORD_EXCLUDE
+"""The container bookkeeping a node record leaves out."""
 
 
 def state(nodes: list[NodeRun], **fields: Any) -> ExecutionState:

@@ -67,16 +67,8 @@ class Writes:
     replaced: int = 0
 
 
-RECORD_EXCLUDE = {
-    "items",
-    "children",
-    "last_output",
-    "launched",
-    "timer",
-    "open_children",
-    "completed_children",
-    "failed_children",
-}
+RECORD_EXCLUDE = checkpoint._RECORD_EXCLUDE
+"""The container bookkeeping a node record leaves out."""
 
 
 @pytest.fixture

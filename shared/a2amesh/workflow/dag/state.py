@@ -223,7 +223,18 @@ class DispatchNode(NodeCall):
                 context_id=context_id,
                 metadata=metadata,
             )
-        control = {
+        control = self._control(execution_id, workflow)
+        return Message(
+            message_id=self.message_id,
+            role=Role.USER,
+            parts=[Part.of_data(control), Part.of_data({} if self.input is None else self.input)],
+            context_id=context_id,
+            metadata=metadata,
+        )
+
+    def _control(self, execution_id: str, workflow: str) -> dict[str, Any]:
+        """The request's first part: what the callee's node handler reads (docs/protocol.md)."""
+        return {
             "type": NODE_REQUEST,
             "execution_id": execution_id,
             "node_id": self.node_id,
@@ -234,13 +245,6 @@ class DispatchNode(NodeCall):
             "max_retries": None,
             "suggested_output_name": f"{self.node_id}_output.json",
         }
-        return Message(
-            message_id=self.message_id,
-            role=Role.USER,
-            parts=[Part.of_data(control), Part.of_data({} if self.input is None else self.input)],
-            context_id=context_id,
-            metadata=metadata,
-        )
 
     def message_json(
         self, *, execution_id: str, workflow: str, context_id: str | None, inline_limit: int
@@ -257,20 +261,7 @@ class DispatchNode(NodeCall):
                 "messageId": self.message_id,
                 "role": Role.USER.value,
                 "parts": [
-                    {
-                        "data": {
-                            "type": NODE_REQUEST,
-                            "execution_id": execution_id,
-                            "node_id": self.node_id,
-                            "workflow_name": workflow,
-                            "input_schema": self.input_schema,
-                            "output_schema": self.output_schema,
-                            "instruction": self.instruction,
-                            "max_retries": None,
-                            "suggested_output_name": f"{self.node_id}_output.json",
-                        },
-                        "mediaType": _JSON_MEDIA_TYPE,
-                    },
+                    {"data": self._control(execution_id, workflow), "mediaType": _JSON_MEDIA_TYPE},
                     {"data": orjson.Fragment(data), "mediaType": _JSON_MEDIA_TYPE},
                 ],
             }
