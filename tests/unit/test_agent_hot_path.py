@@ -12,7 +12,7 @@ from nats.errors import BadHeaderError, NotJSMessageError
 
 from a2amesh.agent.host import _Bounded, _Run, _Target
 from a2amesh.agent.results import encoded_size
-from a2amesh.bus.nats import _Client, _delivery_and_stream_seq
+from a2amesh.bus.nats import _Client, _delivery_and_stream_seq, client_class
 from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from a2amesh.rpc import encode_task_result
 from a2amesh.store.tasks import task_record_json
@@ -250,3 +250,10 @@ async def test_a_bounded_wait_times_out_as_asyncio_timeout_does() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task  # a cancel that was not the bound's stays a cancel
     assert not waits._waiting
+
+
+def test_the_client_overrides_only_the_nats_py_they_were_written_for() -> None:
+    """Another nats-py release keeps its own publish and header parsing (its private methods may differ)."""
+    assert client_class("2.16.0") is _Client
+    assert client_class("2.17.0") is NatsClient
+    assert client_class("") is NatsClient

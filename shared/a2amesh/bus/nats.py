@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import inspect
 import json
 import re
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats
+import nats.aio.client
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client as NatsClient
@@ -392,6 +394,23 @@ class _Client(NatsClient):
         return out
 
 
+_CLIENT_WRITTEN_FOR = ("2.16.",)
+"""nats-py releases whose private ``_send_publish`` / ``_parse_header_lines`` :class:`_Client` replaces."""
+
+
+def client_class(version: str) -> type[NatsClient]:
+    """:class:`_Client` on a nats-py it was written for (the private methods it replaces are its own), else
+    nats-py's client as it is."""
+    expected = ("self", "subject", "reply", "payload", "payload_size", "headers")
+    own = tuple(inspect.signature(NatsClient._send_publish).parameters)
+    if version.startswith(_CLIENT_WRITTEN_FOR) and own == expected and hasattr(NatsClient, "_parse_header_lines"):
+        return _Client
+    return NatsClient
+
+
+_CLIENT = client_class(getattr(nats.aio.client, "__version__", ""))
+
+
 class Subscription:
     """A core NATS subscription."""
 
@@ -532,7 +551,7 @@ class Bus:
         try:
             # nats-py retries the first connection for ever when reconnects are unlimited: bounded here
             async with asyncio.timeout(settings.connect_timeout):
-                nc = _Client()
+                nc = _CLIENT()
                 await nc.connect(**opts)
         except TimeoutError as e:
             raise TransportError(
