@@ -12,7 +12,8 @@ from nats.errors import BadHeaderError, NotJSMessageError
 
 from a2amesh.agent.host import _Bounded, _Run, _Target
 from a2amesh.agent.results import encoded_size
-from a2amesh.bus.nats import _Client, _delivery_and_stream_seq, client_class
+from a2amesh.bus.nats import _delivery_and_stream_seq
+from a2amesh.bus.nats_client import _Client, client_class
 from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from a2amesh.rpc import encode_task_result
 from a2amesh.store.tasks import task_record_json

@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import inspect
 import json
-import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from nats.js import api as js_api
 
 from a2amesh.bus import headers as h
 from a2amesh.bus.kv import Kv
+from a2amesh.bus.nats_client import NATS_CLIENT
 from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
 from a2amesh.errors import TransportError
@@ -328,89 +327,6 @@ class PullConsumer:
                 await self._sub.unsubscribe()
 
 
-_WHITESPACE = re.compile(r"\s")
-_HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # nats-py's: RFC 7230 token characters
-_HEADER_VALUE_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
-_VALID_HEADER_KEYS: set[str] = set()  # header names already checked (a handful in practice; bounded below)
-
-
-class _Client(NatsClient):
-    """nats-py's client, with message headers parsed and written the same way in fewer Python steps."""
-
-    async def _send_publish(
-        self, subject: str, reply: str, payload: bytes, payload_size: int, headers: dict[str, Any] | None
-    ) -> None:
-        # nats-py's own builds the header block in a bytearray, several extends and encodes per header
-        if subject == "":
-            raise nats.errors.BadSubjectError
-        if headers is None:
-            command = b"PUB %b %b %d\r\n%b\r\n" % (subject.encode(), reply.encode(), payload_size, payload)
-        else:
-            lines = ["NATS/1.0\r\n"]
-            for name, value in headers.items():
-                key = name.strip()
-                if key not in _VALID_HEADER_KEYS:
-                    if not key:
-                        continue
-                    if not _HEADER_KEY.fullmatch(key):
-                        raise nats.errors.BadHeaderError(key)
-                    if len(_VALID_HEADER_KEYS) < 1024:
-                        _VALID_HEADER_KEYS.add(key)
-                text = value.strip()
-                if "\r" in text or "\n" in text:
-                    text = text.translate(_HEADER_VALUE_NEWLINES)
-                lines.append(f"{key}: {text}\r\n")
-            lines.append("\r\n")
-            block = "".join(lines).encode()
-            command = b"HPUB %b %b %d %d\r\n%b%b\r\n" % (
-                subject.encode(),
-                reply.encode(),
-                len(block),
-                len(block) + payload_size,
-                block,
-                payload,
-            )
-        self.stats["out_msgs"] += 1
-        self.stats["out_bytes"] += payload_size
-        await self._send_command(command)
-        if self._flush_queue is not None and self._flush_queue.empty():
-            await self._flush_pending()
-
-    @staticmethod
-    def _parse_header_lines(raw: bytes) -> dict[str, str]:
-        # nats-py's own skips a name with whitespace in it by testing each character in a generator
-        out: dict[str, str] = {}
-        for line in raw.split(b"\r\n"):
-            name, sep, value = line.partition(b":")
-            if not sep:
-                continue
-            try:
-                key = name.strip().decode("ascii")
-            except UnicodeDecodeError:
-                continue
-            if _WHITESPACE.search(key) is not None:
-                continue
-            out[key] = value.strip().decode("utf-8", "replace")
-        return out
-
-
-_CLIENT_WRITTEN_FOR = ("2.16.",)
-"""nats-py releases whose private ``_send_publish`` / ``_parse_header_lines`` :class:`_Client` replaces."""
-
-
-def client_class(version: str) -> type[NatsClient]:
-    """:class:`_Client` on a nats-py it was written for (the private methods it replaces are its own), else
-    nats-py's client as it is."""
-    expected = ("self", "subject", "reply", "payload", "payload_size", "headers")
-    own = tuple(inspect.signature(NatsClient._send_publish).parameters)
-    if version.startswith(_CLIENT_WRITTEN_FOR) and own == expected and hasattr(NatsClient, "_parse_header_lines"):
-        return _Client
-    return NatsClient
-
-
-_CLIENT = client_class(getattr(nats.aio.client, "__version__", ""))
-
-
 class Subscription:
     """A core NATS subscription."""
 
@@ -551,7 +467,7 @@ class Bus:
         try:
             # nats-py retries the first connection for ever when reconnects are unlimited: bounded here
             async with asyncio.timeout(settings.connect_timeout):
-                nc = _CLIENT()
+                nc = NATS_CLIENT()
                 await nc.connect(**opts)
         except TimeoutError as e:
             raise TransportError(
