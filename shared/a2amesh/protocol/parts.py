@@ -45,31 +45,14 @@ class Part(A2AModel):
         """A text part."""
         if not isinstance(text, str):
             return cls(text=text)  # validated: the precise error for what is not text
-        return cls._built({"text": text})  # valid by construction (built on every message)
+        return cls.built(text=text)  # valid by construction (built on every message)
 
     @classmethod
     def of_data(cls, data: Any) -> Part:
         """A JSON data part."""
         if data is None:
             return cls(data=data, media_type="application/json")  # validated: a part must hold something
-        return cls._built({"data": data, "media_type": "application/json"})
-
-    @classmethod
-    def _built(cls, values: dict[str, Any]) -> Part:
-        """``model_construct(**values)`` for a part known valid. Every field of a part defaults to None, so
-        the defaults are one dict copied, not each field's default looked up, as pydantic does per call."""
-        if cls is not Part:
-            return cls.model_construct(**values)
-        part = object.__new__(Part)
-        object.__setattr__(part, "__dict__", {**_NO_CONTENT, **values})
-        object.__setattr__(part, "__pydantic_fields_set__", set(values))
-        object.__setattr__(part, "__pydantic_extra__", None)
-        object.__setattr__(part, "__pydantic_private__", None)
-        return part
-
-
-_NO_CONTENT: dict[str, Any] = dict.fromkeys(Part.model_fields)
-assert all(f.default is None and f.default_factory is None for f in Part.model_fields.values())
+        return cls.built(data=data, media_type="application/json")
 
 
 class Message(A2AModel):
