@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/ab.py` from anywhere
 
 from a2amesh.client import Client
+from a2amesh.errors import TransportError
 from bench.common import BenchContext, Child, Figure, Section, main, ms_since
 from bench.llm_node import fake_base_url, llm_env, run_llm_chain, write_llm_agent
 from bench.throughput import closed_loop
@@ -62,6 +63,7 @@ LOAD = {
     "agent_cpu": ("agent CPU per node under load (all replicas)", "ms"),
 }
 IN_FLIGHT = 100
+CALL_TIMEOUT = 30.0
 LLM_NODES = 10
 
 
@@ -167,19 +169,31 @@ async def start_side(
     return client, procs
 
 
+async def plain_call(client: Client, side: str, i: int) -> None:
+    """One call of the echo agent, bounded: a "before" tree that does not speak this tree's wire (an older
+    reply subject, say) would otherwise leave the bench waiting for ever."""
+    try:
+        await client.send("echo", {"i": i}, timeout=CALL_TIMEOUT)
+    except TransportError as e:
+        raise RuntimeError(
+            f"the {side} side's echo agent did not answer within {CALL_TIMEOUT:.0f} s: is that tree's wire "
+            "the same as this one's? (its agent log is in the bench's temporary folder)"
+        ) from e
+
+
 async def latency_rounds(ctx: BenchContext, clients: dict[str, Client], rounds: int) -> list[Figure]:
     """The latency rounds (see the module docstring)."""
     samples: dict[str, dict[str, list[float]]] = {s: {m: [] for m in MEASURES} for s in SIDES}
     for i in range(ctx.scale(30, 1)):  # warm-up
         for side in SIDES:
-            await clients[side].send("echo", {"i": i})
+            await plain_call(clients[side], side, i)
             await run_chain(clients[side], "chain10", i)
     order = list(SIDES)
     for i in range(ctx.scale(rounds, 3)):
         order.reverse()
         for side in order:
             t0 = time.perf_counter()
-            await clients[side].send("echo", {"i": i})
+            await plain_call(clients[side], side, i)
             samples[side]["call"].append(ms_since(t0))
         for side in order:
             samples[side]["chain1"].append(await run_chain(clients[side], "chain1", i))

@@ -112,8 +112,8 @@ async def _measure(ctx: BenchContext, *, celery: bool) -> list[Figure]:
                     cpu[k] = cpu.get(k, 0.0) + v
                 if celery and not i % 2:
                     celery_runs.append(await asyncio.to_thread(celery_chain_ms, n))
-                for k, v in (await floor_samples(probes, n, first=i % 2 == 0)).items():
-                    floors[k] += v
+                for k, samples in (await floor_samples(probes, n, first=i % 2 == 0)).items():
+                    floors[k] += samples
             per_node = [t / n for t in totals[n]]
             f = Figure.from_samples(f"workflow.chain.n{n}", f"workflow of {n} echo nodes: per node", per_node)
             durable, node, core = (percentile(floors[k], 50) for k in ("durable", "node", "core"))
