@@ -16,6 +16,7 @@ from a2amesh.agent.context import TaskContext, TaskOutcome, control_part
 from a2amesh.agent.deltas import delta_sink
 from a2amesh.agent.python_agent import AgentRuntime
 from a2amesh.agent.results import spill_large_output
+from a2amesh.agent.runtimes import Runtimes
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, PullConsumer, Received, WorkMsg
 from a2amesh.bus.setup import ensure_consumer, init_mesh
@@ -200,7 +201,6 @@ class AgentHost(Worker):
         instance: str | None = None,
     ) -> None:
         super().__init__()
-        self.runtime = runtime
         self.bus = bus
         self.settings = settings
         self.name = runtime.definition.name
@@ -219,6 +219,7 @@ class AgentHost(Worker):
         # (artifacts[0] and workflow_node_result.output), so keep it at most a quarter of max_payload
         self.inline_threshold = min(settings.inline_threshold, max(bus.max_payload // 4, 1024))
         self.log = get_logger("agent", agent=self.name, instance=self.instance)
+        self._runtimes = Runtimes(runtime, log=self.log)
         self._running: dict[str, _Run] = {}
         self._workers: set[asyncio.Task[None]] = set()
         self._finishing: set[asyncio.Task[Any]] = set()  # workers storing and answering a final: not cancelled
@@ -231,10 +232,16 @@ class AgentHost(Worker):
         self._claiming: set[WorkMsg] = set()  # deliveries waiting for their claim: the heartbeat keeps them alive
         self._publisher: CardPublisher | None = None
 
+    @property
+    def runtime(self) -> AgentRuntime:
+        """The runtime new tasks run on."""
+        return self._runtimes.current
+
     async def replace_runtime(self, runtime: AgentRuntime) -> None:
         """Serve new tasks with ``runtime`` (a new version of the same agent) and publish its card; tasks
-        already running finish on the runtime they started with. Concurrency stays as it was."""
-        self.runtime = runtime
+        already running finish on the runtime they started with, which is closed after the last of them.
+        Concurrency stays as it was."""
+        await self._runtimes.replace(runtime)
         if self._publisher is not None:
             self._publisher.card = runtime.card(self.settings.namespace)
             await self._publisher.refresh()
@@ -266,12 +273,7 @@ class AgentHost(Worker):
                 await publisher.withdraw()
             await self.client.close()
             await self.tasks.aclose()
-            close = getattr(self.runtime, "aclose", None)  # an LLM agent's HTTP connections
-            if close is not None:
-                try:
-                    await close()
-                except Exception as e:
-                    self.log.warning("agent.close_failed", error=str(e) or type(e).__name__)
+            await self._runtimes.aclose()
             self._stopped.set()
             self.log.info("agent.stopped")
 
@@ -536,7 +538,8 @@ class AgentHost(Worker):
             else None,
             inline_threshold=self.inline_threshold,
         )
-        work = asyncio.create_task(self.runtime.run(ctx), name=f"task-{run.task.id}")
+        runtime = self._runtimes.acquire()  # the task finishes on it even if the agent is replaced meanwhile
+        work = asyncio.create_task(runtime.run(ctx), name=f"task-{run.task.id}")
         run.working = True
         # The first of: the work ends, a cancel request, the deadline. Callbacks on one future rather than
         # asyncio.wait (which builds a waiter, a callback per awaitable and a timer for every task).
@@ -581,6 +584,7 @@ class AgentHost(Worker):
             run.cancel_requested.remove_done_callback(on_cancel)
             if timer is not None:
                 timer.cancel()
+            self._runtimes.release(runtime)
 
     async def _stop_handler(self, run: _Run, work: asyncio.Task[TaskOutcome]) -> None:
         if not await cancel_and_wait(work, limit=STOP_LIMIT):
