@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -480,7 +480,10 @@ async def test_duplicate_and_out_of_order_replies(mesh: Mesh, tmp_path: Path, re
         nodes = await node_records(mesh, call.task_id)
         agents = {p: n for p, n in nodes.items() if n.get("agent") == "effects"}
         assert all(n["status"] == "completed" and n["attempt"] == 1 for n in agents.values()), agents
-        events = await mesh.redis.xrange(f"{mesh.settings.namespace}:exec:{{{call.task_id}}}:events")
+        events = cast(  # decode_responses; a stream's range is never None
+            list[tuple[str, dict[str, str]]],
+            await mesh.redis.xrange(f"{mesh.settings.namespace}:exec:{{{call.task_id}}}:events"),
+        )
         done = [json.loads(f["event"]) for _, f in events]
         done = [e["path"] for e in done if e.get("event") == "node.completed"]
         assert len(done) == len(set(done)), done

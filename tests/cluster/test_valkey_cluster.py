@@ -92,10 +92,11 @@ async def test_a_write_follows_its_slot_after_a_manual_failover(
     assert (await tasks.write(task("t1", TaskState.WORKING), "a", "i", release=False)).outcome == "written"
     old = redis.nodes_manager.get_node_from_slot(redis.keyslot(key))
     replica = replica_of(valkey_cluster, redis, key)
-    sync_redis.Redis(port=replica.port).execute_command("CLUSTER", "FAILOVER")
+    sync_redis.Redis(port=replica.port).execute_command("CLUSTER", "FAILOVER")  # type: ignore[no-untyped-call]
 
     def promoted() -> bool:
-        return sync_redis.Redis(port=replica.port, decode_responses=True).info("replication")["role"] == "master"
+        role: str = sync_redis.Redis(port=replica.port, decode_responses=True).info("replication")["role"]
+        return role == "master"
 
     async def done() -> bool:
         info = sync_redis.Redis(port=int(old.port), decode_responses=True).info("replication")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import secrets
 import shutil
@@ -229,7 +230,10 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
             validators = await compose.containers("order_validator")
             for name in validators:
                 await eventually(
-                    lambda n=name: _logged(n, "agent.ready"), timeout=UP_WAIT, interval=0.5, what=f"{name} to be ready"
+                    functools.partial(_logged, name, "agent.ready"),
+                    timeout=UP_WAIT,
+                    interval=0.5,
+                    what=f"{name} to be ready",
                 )
 
             with timeline.step("calls: text_stats over HTTP (401 without the key)"):

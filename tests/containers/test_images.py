@@ -4,6 +4,7 @@ Valkey, called through the gateway's HTTP, stopped with SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
@@ -57,7 +58,7 @@ async def mesh_client(mesh: ContainerMesh) -> tuple[Bus, Client]:
 async def wait_ready(mesh: ContainerMesh, client: Client) -> None:
     """Every agent's and the workflow's card is live and the gateway container reports healthy."""
     for name in (*AGENTS, "sleeper", "notify_customer"):
-        await eventually(lambda n=name: client.registry.get(n), timeout=CARD_WAIT, what=f"the card of {name}")
+        await eventually(functools.partial(client.registry.get, name), timeout=CARD_WAIT, what=f"the card of {name}")
 
     async def healthy() -> bool:
         state = (await ainspect(f"a2amesh-{mesh.namespace}-gateway"))["State"]

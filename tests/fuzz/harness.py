@@ -17,6 +17,7 @@ import time
 import traceback
 import uuid
 from collections import Counter
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,7 +205,7 @@ class _StdlibRecorder(logging.Handler):
 def captured_logs(out: list[LogEvent]) -> Any:
     """Record every structlog event (and stdlib WARNING+ record) of this process into ``out``."""
 
-    def record(_: Any, method: str, event: dict[str, Any]) -> Any:
+    def record(_: Any, method: str, event: MutableMapping[str, Any]) -> Any:
         exc = ""
         info = event.pop("exc_info", None)
         if info:
@@ -407,6 +408,7 @@ async def _campaign(report: Report, settings: Settings, tmp: Path) -> None:
     await init_mesh(setup_bus, settings)
     services: list[tuple[str, asyncio.Event, asyncio.Task[None]]] = []
     closers: list[Any] = [setup_bus.close]
+    assert settings.nats_url is not None
     nc = await nats.connect(settings.nats_url, name="fuzz-caller")
     closers.append(nc.close)
     try:

@@ -11,11 +11,13 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
+from schemathesis.core.result import Ok
 
 from a2amesh.builtins.agents import BuiltinAgents, ModelSettings
 from a2amesh.builtins.service import BuiltinsWorker
@@ -121,6 +123,7 @@ def test_every_route_answers_within_its_schema(api_schema: schemathesis.BaseSche
     failures: list[str] = []
     labels = []
     for result in api_schema.get_all_operations():
+        assert isinstance(result, Ok), result.err()
         operation = result.ok()
         labels.append(operation.label)
 
@@ -131,7 +134,7 @@ def test_every_route_answers_within_its_schema(api_schema: schemathesis.BaseSche
             database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         )
-        def check(case: schemathesis.Case) -> None:
+        def check(case: schemathesis.Case[Any]) -> None:
             # an opaque cursor is only valid when this API issued it: schema-valid garbage is rightly a 422
             case.call_and_validate(timeout=30, excluded_checks=[checks.positive_data_acceptance])
 

@@ -7,6 +7,8 @@ import asyncio
 import json
 from typing import Any
 
+from nats.js.api import ConsumerInfo
+
 from a2amesh.agent.host import AgentHost, result_artifact
 from a2amesh.bus.nats import Bus
 from a2amesh.client import Client, make_message
@@ -62,7 +64,7 @@ async def test_the_final_is_stored_and_acked_when_the_caller_has_it(
         assert stored.output() == {"n": n}
 
     async def nothing_pending() -> bool:
-        info = await bus.jsm.consumer_info(bus.subjects.tasks_stream, bus.subjects.consumer("finals"))
+        info: ConsumerInfo = await bus.jsm.consumer_info(bus.subjects.tasks_stream, bus.subjects.consumer("finals"))
         return info.num_ack_pending == 0 and info.num_pending == 0
 
     await eventually(nothing_pending, timeout=10, what="every request acked")
@@ -97,7 +99,7 @@ async def test_a_final_stored_by_another_replica_stands_and_is_sent_instead(
     assert stored.output() == {"who": "them"}, "our write must not replace a stored final"
 
     async def acked() -> bool:
-        info = await bus.jsm.consumer_info(bus.subjects.tasks_stream, bus.subjects.consumer("racer"))
+        info: ConsumerInfo = await bus.jsm.consumer_info(bus.subjects.tasks_stream, bus.subjects.consumer("racer"))
         return info.num_ack_pending == 0 and info.num_pending == 0
 
     await eventually(acked, timeout=10, what="the request acked")

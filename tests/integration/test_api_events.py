@@ -160,7 +160,7 @@ async def test_filters_by_type_and_execution_and_pings(http: httpx.AsyncClient) 
             10,
             "the node events",
         )
-        assert {e.event.split(".")[0] for e in node_events} == {"node"}
+        assert {(e.event or "").split(".")[0] for e in node_events} == {"node"}
         async with feed(http, execution=two, after=0) as replay:
             again = await within(replay.until(finished(two)), 10, "the replay of one execution")
         assert {e.data["execution_id"] for e in again} == {two}

@@ -65,7 +65,7 @@ class Target:
 
         async def working() -> bool:
             resp = await control(self.bus, self.name, codes.GET_TASK, {"id": call.task_id})
-            return resp.get("result", {}).get("status", {}).get("state") == TaskState.WORKING.value
+            return bool(resp.get("result", {}).get("status", {}).get("state") == TaskState.WORKING.value)
 
         await eventually(working, timeout=10, what=f"the {self.kind}'s task to be WORKING")
         return call

@@ -248,6 +248,8 @@ async def test_retry_reusing_a_file_result_still_passes_the_file(flows: Client) 
     assert task.status.state == TaskState.COMPLETED, task.status
     assert task.id != first.id
     part = task.result_part()
+    assert part is not None
     assert part.data is None, part
+    assert part.raw is not None, part
     assert base64.b64decode(part.raw) == SMALL
     assert (part.filename, part.media_type) == ("small.bin", "application/octet-stream")

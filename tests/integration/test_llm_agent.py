@@ -38,7 +38,8 @@ def embed(name: str = "out.json") -> str:
 
 
 def last_user(request: dict[str, Any]) -> str:
-    return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
+    content: str = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
+    return content
 
 
 def tool_messages(request: dict[str, Any]) -> list[str]:
@@ -405,6 +406,7 @@ async def test_large_llm_output_goes_to_artifact_url(
     assert "output" not in result
     part = task.result_part()
     assert part is not None
+    assert part.url is not None
     assert part.url == result["artifact"]["uri"]
     assert part.url.endswith("/out.json?version=0")
     assert part.metadata == {"size": result["artifact"]["size"], "sha256": result["artifact"]["sha256"]}

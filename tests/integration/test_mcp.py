@@ -17,7 +17,7 @@ from a2amesh.config import Settings
 from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from tests.support.mcp import ADD_INPUT, ADD_OUTPUT, Seen, Sleeper, add, approve_with, mcp_http, start_mesh
+from tests.support.mcp import ADD_INPUT, ADD_OUTPUT, Seen, Sleeper, add, approve_with, mcp_http, start_mesh, text_of
 from tests.support.waiting import eventually, within
 
 KEYS = "admin=adm1n-secret,reader=r3ader-secret#read,adder=add3r-secret@add#run|read,runner=runn3r-secret#run|read"
@@ -76,14 +76,14 @@ async def test_bad_arguments_and_unknown_tool_are_tool_errors(url: str) -> None:
     async with mcp_http(url, "adm1n-secret") as mcp:
         bad = await mcp.call_tool("add", {"x": "a", "y": 1})
         assert bad.is_error
-        text = bad.content[0].text  # type: ignore[union-attr]
+        text = text_of(bad)
         assert "x: 'a' is not of type 'number'" in text
         missing = await mcp.call_tool("total", {"x": 1})
         assert missing.is_error
-        assert "'y' is a required property" in missing.content[0].text
+        assert "'y' is a required property" in text_of(missing)
         unknown = await mcp.call_tool("ad", {})
         assert unknown.is_error
-        assert "unknown tool 'ad' (did you mean 'add'?)" in unknown.content[0].text  # type: ignore[union-attr]
+        assert "unknown tool 'ad' (did you mean 'add'?)" in text_of(unknown)
         ok = await mcp.call_tool("add", {"x": 1, "y": 1})
         assert ok.structured_content == {"sum": 2}
 
@@ -139,7 +139,7 @@ async def test_review_without_elicitation_pauses_and_resume_run_answers(url: str
         assert paused.is_error
         assert paused.meta is not None
         run_id = paused.meta["a2amesh/run_id"]
-        text = paused.content[0].text  # type: ignore[union-attr]
+        text = text_of(paused)
         assert f"run {run_id} of refund is paused for a human review at 'review': Refund 40?" in text
         assert "resume_run" in text
         got = await mcp.call_tool("get_run", {"run_id": run_id})
@@ -148,7 +148,7 @@ async def test_review_without_elicitation_pauses_and_resume_run_answers(url: str
         assert got.structured_content["review"]["data"] == {"amount": 40}
         bad = await mcp.call_tool("resume_run", {"run_id": run_id, "decision": "edit", "data": {"amount": 101}})
         assert bad.is_error
-        assert "amount: 101 is greater than the maximum of 100" in bad.content[0].text
+        assert "amount: 101 is greater than the maximum of 100" in text_of(bad)
         done = await within(mcp.call_tool("resume_run", {"run_id": run_id, "decision": "approve"}), 30, "resume")
         assert not done.is_error, done.content
         assert done.structured_content == {
@@ -257,7 +257,7 @@ async def test_keys_and_scopes(url: str) -> None:
         assert "total" not in names
         refused = await mcp.call_tool("total", {"x": 1, "y": 2})
         assert refused.is_error
-        assert refused.content[0].text == "API key 'adder' is not allowed to call 'total'"  # type: ignore[union-attr]
+        assert text_of(refused) == "API key 'adder' is not allowed to call 'total'"
         assert (await mcp.call_tool("add", {"x": 1, "y": 2})).structured_content == {"sum": 3}
 
 
@@ -308,7 +308,7 @@ async def test_run_tools_get_agent_and_cancel_run(url: str, sleeper: Sleeper, cl
         assert card.structured_content["description"] == "Adds two numbers through the add agent"
         missing = await mcp.call_tool("get_agent", {"name": "nobody"})
         assert missing.is_error
-        assert missing.content[0].text.startswith("no live agent or workflow named 'nobody'")  # type: ignore[union-attr]
+        assert text_of(missing).startswith("no live agent or workflow named 'nobody'")
         running = await mcp.call_tool("get_run", {"run_id": run.task_id})
         assert running.structured_content is not None
         assert running.structured_content["status"] == "working"
@@ -322,7 +322,7 @@ async def test_run_tools_get_agent_and_cancel_run(url: str, sleeper: Sleeper, cl
         await within(sleeper.cancelled.wait(), 20, "the sleeper to be cancelled")
         unknown = await mcp.call_tool("get_run", {"run_id": "no-such-run"})
         assert unknown.is_error
-        assert "run 'no-such-run' is no workflow execution known to this mesh" in unknown.content[0].text  # type: ignore[union-attr]
+        assert "run 'no-such-run' is no workflow execution known to this mesh" in text_of(unknown)
 
 
 async def test_a_failing_agent_is_a_tool_error_with_its_message(url: str, agent_host: Any) -> None:
@@ -335,7 +335,7 @@ async def test_a_failing_agent_is_a_tool_error_with_its_message(url: str, agent_
     async with mcp_http(url, "adm1n-secret") as mcp:
         result = await within(mcp.call_tool("broken", {"text": "go"}), 20, "broken")
     assert result.is_error
-    text = result.content[0].text  # type: ignore[union-attr]
+    text = text_of(result)
     assert text.startswith("broken failed (run ")
     assert "the ledger is closed" in text
     assert result.meta is not None
@@ -361,9 +361,9 @@ async def test_answering_a_review_needs_the_review_scope(url: str) -> None:
     async with mcp_http(url, "runn3r-secret", elicitation_callback=answer) as mcp:
         paused = await within(mcp.call_tool("refund", {"amount": 5}), 30, "the paused refund")
         assert paused.is_error
-        assert "(not answered here: this key lacks the 'review' scope)" in paused.content[0].text  # type: ignore[union-attr]
+        assert "(not answered here: this key lacks the 'review' scope)" in text_of(paused)
         assert answer.asked == []
     async with mcp_http(url, "adm1n-secret") as mcp:
         forged = await mcp.call_tool("refund", {"amount": 5}, request_state="{not json", input_responses={})
         assert forged.is_error
-        assert forged.content[0].text.startswith("requestState is not one this server made")  # type: ignore[union-attr]
+        assert text_of(forged).startswith("requestState is not one this server made")

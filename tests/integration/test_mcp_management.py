@@ -16,7 +16,7 @@ from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.protocol import codes
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from tests.support.mcp import Seen, Sleeper, mcp_http, start_mesh
+from tests.support.mcp import Seen, Sleeper, mcp_http, start_mesh, text_of
 from tests.support.waiting import eventually, within
 
 KEYS = "admin=adm1n-secret,reader=r3ader-secret#read,runner=runn3r-secret#run|read"
@@ -39,10 +39,6 @@ async def sleeper(agent_host: Any, executor: Any, client: Client) -> Sleeper:
 @pytest.fixture
 async def url(sleeper: Sleeper, gateway: Any) -> str:
     return str(await gateway(api_keys=parse_api_keys(KEYS)))
-
-
-def text_of(result: Any) -> str:
-    return str(result.content[0].text)
 
 
 async def test_create_execute_get_run(url: str, client: Client) -> None:

@@ -18,7 +18,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from a2amesh.client import Client
 from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.protocol import TaskState
-from tests.support.mcp import Seen, Sleeper, mcp_http, start_mesh
+from tests.support.mcp import Seen, Sleeper, mcp_http, start_mesh, text_of
 from tests.support.waiting import eventually, within
 
 KEYS = "admin=adm1n-secret,runner=runn3r-secret#run|read"
@@ -175,7 +175,7 @@ async def test_bad_arguments_make_a_failed_task_and_unknown_tools_an_error(url: 
         created = await call_as_task(session, "gated", {"x": "three"})
         result = await task_result(session, created.task.task_id)
         assert result.is_error
-        assert "x: 'three' is not of type 'number'" in str(result.content[0].text)  # type: ignore[union-attr]
+        assert "x: 'three' is not of type 'number'" in text_of(result)
         assert (await get_task(session, created.task.task_id)).status == "failed"
         with pytest.raises(MCPError, match="does not run as a task"):
             await call_as_task(session, "list_runs", {})
@@ -249,7 +249,7 @@ async def test_a_paused_run_is_an_input_required_task_that_resume_run_moves_on(u
         await eventually(paused, timeout=20, what="the refund task to be input_required")
         waiting = await task_result(session, task_id)
         assert waiting.is_error
-        text = str(waiting.content[0].text)  # type: ignore[union-attr]
+        text = text_of(waiting)
         assert f"run {task_id} of refund is paused for a human review at 'review'" in text
         assert "resume_run" in text
         resumed = await within(mcp.call_tool("resume_run", {"run_id": task_id, "decision": "approve"}), 30, "resume")
@@ -275,4 +275,4 @@ async def test_tasks_cancel_of_a_paused_run(url: str, client: Client) -> None:
         assert (await client.get_task("refund", task_id)).status.state == TaskState.CANCELED
         result = await task_result(session, task_id)
         assert result.is_error
-        assert "refund was canceled" in str(result.content[0].text)  # type: ignore[union-attr]
+        assert "refund was canceled" in text_of(result)

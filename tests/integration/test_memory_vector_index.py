@@ -132,7 +132,7 @@ async def test_the_index_matches_brute_force_and_takes_in_entries_written_before
         assert [entry_id for entry_id, _ in hits] == [ids[scoped[i]] for i in best]
         assert [score for _, score in hits] == pytest.approx([float(scores[i]) for i in best], abs=1e-5)
     shared = await index.nearest("rand", None, vectors[0].tolist(), 3)
-    assert shared[0] == (ids[0], pytest.approx(1.0, abs=1e-5))
+    assert shared[0] == (ids[0], pytest.approx(1.0, abs=1e-5))  # type: ignore[comparison-overlap]
     assert len(shared) == 3
     assert all(ids.index(entry_id) % 4 == 0 for entry_id, _ in shared)
     agents = MemoryAgents(MemoryStore(search_redis, keys), lambda: embedder, embedding_model=LOCAL_EMBEDDING_MODEL)

@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nats
 import nkeys
@@ -25,6 +26,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from nats.aio.client import Client as NatsClient
 from pydantic import SecretStr
 
 from a2amesh.access import EXECUTOR, GATEWAY, NatsAccess, accounts_config, nkey_variable, password_variable
@@ -99,9 +101,9 @@ class Raw:
 
     def __init__(self) -> None:
         self.errors: list[str] = []
-        self.nc: nats.NATS | None = None
+        self.nc: NatsClient | None = None
 
-    async def connect(self, s: Secured, user: str) -> nats.NATS:
+    async def connect(self, s: Secured, user: str) -> NatsClient:
         async def on_error(e: Exception) -> None:
             self.errors.append(str(e))
 
@@ -408,7 +410,7 @@ async def test_tls_settings_of_the_generated_config(
     access = NatsAccess(namespace=namespace, agents=list(AGENTS), tls_cert=str(cert), tls_key=str(key))
     server = NatsServer(data_dir=tmp_path / "tls-nats", config=accounts_config(access))
     await server.start()
-    base = {"environ": {}, "profile": "test", "nats_url": server.url, "namespace": namespace}
+    base: dict[str, Any] = {"environ": {}, "profile": "test", "nats_url": server.url, "namespace": namespace}
     try:
         admin = Settings.load(**base, nats_user="admin", nats_password=password("admin"), nats_tls_ca=str(ca))
         bus = await Bus.connect(admin, name="tls")

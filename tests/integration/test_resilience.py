@@ -57,7 +57,7 @@ async def test_nats_restart_agent_and_client_carry_on(fault_servers: MeshServers
                 task = await client.send("echo", {"after": 1}, timeout=3)
             except Exception:
                 return False
-            return task.output() == {"after": 1}
+            return bool(task.output() == {"after": 1})
 
         await eventually(call_works, timeout=20, what="a call to succeed after the restart", interval=0.2)
     finally:

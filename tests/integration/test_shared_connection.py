@@ -12,7 +12,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from a2amesh.config import Settings
 from a2amesh.errors import StoreUnavailable
-from a2amesh.store.redis import AutoPipeline, MeshConnectionPool, Redis, connect_redis
+from a2amesh.store.redis import AutoPipeline, MeshConnectionPool, Redis, ServerRedis, connect_redis
 from a2amesh.store.wire import Endpoint, SharedConnection
 from tests.support.servers import MeshServers
 from tests.support.waiting import eventually, within
@@ -176,6 +176,7 @@ async def test_a_server_that_stops_answering_times_out(fault_servers: MeshServer
 async def test_closing_the_client_closes_the_shared_connection(settings: Settings) -> None:
     """``Redis.aclose()`` also closes the pool's shared connection: nothing stays open behind it."""
     redis = await connect_redis(settings)
+    assert isinstance(redis, ServerRedis)
     pool = redis.connection_pool
     assert isinstance(pool, MeshConnectionPool)
     shared = pool.shared_connection()

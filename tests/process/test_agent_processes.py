@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from nats.js.api import ConsumerInfo
 
 from a2amesh.bus.nats import Bus
 from a2amesh.client import Client, make_message
@@ -64,7 +65,10 @@ async def test_sigkill_mid_task_redelivers_to_other_replica(
     path = write_agent(tmp_path, "slowpoke", "slow_first")
     procs = await start_replicas(processes, bus, path, "slowpoke", 2)
     call = await client.dispatch("slowpoke", make_message(data={}))
-    started = await eventually(lambda: redis.lrange(key(settings, "started"), 0, -1), timeout=10, what="task start")
+    started = cast(  # decode_responses: strs
+        list[str],
+        await eventually(lambda: redis.lrange(key(settings, "started"), 0, -1), timeout=10, what="task start"),
+    )
     pid = int(started[0].split(":")[0])
     victim = next(p for p in procs if p.pid == pid)
     victim.signal(signal.SIGKILL)
@@ -119,7 +123,7 @@ async def test_poison_message_answered_max_deliveries(
     assert len(started) == settings.max_deliver - 1, started
 
     async def settled() -> bool:
-        info = await bus.jsm.consumer_info(bus.subjects.tasks_stream, "poison")
+        info: ConsumerInfo = await bus.jsm.consumer_info(bus.subjects.tasks_stream, "poison")
         return info.num_pending == 0 and info.num_ack_pending == 0
 
     await eventually(settled, timeout=5, what="the poison message to be terminated")

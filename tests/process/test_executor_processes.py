@@ -11,7 +11,7 @@ import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -307,8 +307,8 @@ async def test_cancel_reaches_leaf_through_sub_workflow(
     )
     await start_executor(processes, folder, client, "outer")
     call = await client.dispatch("outer", make_message(data={}), timeout=30)
-    leaf_task = await eventually(
-        lambda: redis.lindex(tkey(settings, "started"), 0), timeout=10, what="the leaf to start"
+    leaf_task = cast(  # decode_responses: a str
+        str, await eventually(lambda: redis.lindex(tkey(settings, "started"), 0), timeout=10, what="the leaf to start")
     )
     started = asyncio.get_running_loop().time()
     canceled = await client.cancel_task("outer", call.task_id, timeout=10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from pathlib import Path
@@ -20,6 +21,11 @@ from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually, within
 
 PRODUCTION_LEASE = {"A2AMESH_LEASE_TTL": "10"}
+
+
+def has_instance(proc: Proc) -> bool:
+    return instance_of(proc) is not None
+
 
 WORKFLOW = """
 name: handover
@@ -44,7 +50,7 @@ async def two_replicas(
     procs = []
     for _ in range(2):
         proc = await processes.start("executor", str(folder), "--reload-interval", "0.2", env=env)
-        await eventually(lambda p=proc: instance_of(p) is not None, timeout=20, what="an executor to be ready")  # type: ignore[misc]
+        await eventually(functools.partial(has_instance, proc), timeout=20, what="an executor to be ready")
         procs.append(proc)
     await eventually(lambda: client.registry.get("handover") is not None, timeout=20, what="the workflow card")
     return procs, folder

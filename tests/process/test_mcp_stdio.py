@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,11 @@ from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
-from tests.support.mcp import ADD_INPUT, ADD_OUTPUT, Seen, Sleeper, add, approve_with, start_mesh
+from tests.support.mcp import ADD_INPUT, ADD_OUTPUT, Seen, Sleeper, add, approve_with, start_mesh, text_of
 from tests.support.processes import REPO, process_env
 from tests.support.waiting import eventually, within
+
+OpenStdio = Callable[..., contextlib.AbstractAsyncContextManager[McpClient]]
 
 
 @pytest.fixture
@@ -33,7 +35,7 @@ async def sleeper(agent_host: Any, executor: Any, client: Client) -> Sleeper:
 
 
 @pytest.fixture
-def stdio(settings: Settings, tmp_path: Path) -> Any:
+def stdio(settings: Settings, tmp_path: Path) -> OpenStdio:
     """Open an MCP client over a fresh ``a2amesh mcp`` process; its stderr goes to ``tmp_path/mcp.err``."""
 
     @contextlib.asynccontextmanager
@@ -52,7 +54,7 @@ def stdio(settings: Settings, tmp_path: Path) -> Any:
 
 
 async def test_tools_calls_and_progress_over_stdio(
-    sleeper: Sleeper, stdio: Any, client: Client, tmp_path: Path
+    sleeper: Sleeper, stdio: OpenStdio, client: Client, tmp_path: Path
 ) -> None:
     """Tools match the cards; a Python agent and a workflow answer with structured content and progress; bad
     arguments and an unknown tool are tool errors; logs go to stderr (stdout carries only the protocol)."""
@@ -74,14 +76,14 @@ async def test_tools_calls_and_progress_over_stdio(
         assert any(m and m.startswith("node.completed a") for m in messages), messages
         bad = await mcp.call_tool("total", {"x": "one", "y": 2})
         assert bad.is_error
-        assert "x: 'one' is not of type 'number'" in bad.content[0].text  # type: ignore[union-attr]
+        assert "x: 'one' is not of type 'number'" in text_of(bad)
         unknown = await mcp.call_tool("nope", {})
         assert unknown.is_error
-        assert unknown.content[0].text.startswith("unknown tool 'nope'")  # type: ignore[union-attr]
+        assert text_of(unknown).startswith("unknown tool 'nope'")
     assert '"event":"mcp.stdio_serving"' in (tmp_path / "mcp.err").read_text()
 
 
-async def test_a_new_agent_appears_and_goes_over_stdio(sleeper: Sleeper, stdio: Any, agent_host: Any) -> None:
+async def test_a_new_agent_appears_and_goes_over_stdio(sleeper: Sleeper, stdio: OpenStdio, agent_host: Any) -> None:
     """A tool appears when an agent starts and disappears when it stops, with tools/list_changed each time."""
     seen = Seen()
     async with stdio(mode="legacy", message_handler=seen.on_message) as mcp:
@@ -96,7 +98,7 @@ async def test_a_new_agent_appears_and_goes_over_stdio(sleeper: Sleeper, stdio: 
 
 
 async def test_cancel_over_stdio_cancels_the_execution(
-    sleeper: Sleeper, stdio: Any, redis: Any, settings: Settings
+    sleeper: Sleeper, stdio: OpenStdio, redis: Any, settings: Settings
 ) -> None:
     """Cancelling the tools/call (notifications/cancelled) cancels the execution, which the store records."""
     store = ExecutionStore(redis, Keys(settings.namespace), retention=60, lease_ttl=settings.lease_ttl)
@@ -119,7 +121,7 @@ async def test_cancel_over_stdio_cancels_the_execution(
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_review_by_elicitation_over_stdio(sleeper: Sleeper, stdio: Any, mode: str) -> None:
+async def test_review_by_elicitation_over_stdio(sleeper: Sleeper, stdio: OpenStdio, mode: str) -> None:
     """A paused review is asked through elicitation (a server request in the handshake era, an
     InputRequiredResult at 2026-07-28) and approving it finishes the run."""
     answer = approve_with({"decision": "approve"})
@@ -141,7 +143,7 @@ output_mapping: {total: "{{a.output.sum}}"}
 """
 
 
-async def test_management_tools_over_stdio(sleeper: Sleeper, stdio: Any, client: Client) -> None:
+async def test_management_tools_over_stdio(sleeper: Sleeper, stdio: OpenStdio, client: Client) -> None:
     """Over stdio (every scope: a local mesh client) create_workflow stores a workflow, execute_workflow runs
     it, get_run and list_runs show the execution record; an invalid definition is a tool error with paths."""
     async with stdio(mode="legacy") as mcp:
@@ -165,6 +167,6 @@ async def test_management_tools_over_stdio(sleeper: Sleeper, stdio: Any, client:
         assert [r["id"] for r in runs.structured_content["items"]] == [run_id]
         invalid = await mcp.call_tool("create_workflow", {"definition": {"name": "bad", "nodes": [{"id": "a"}]}})
         assert invalid.is_error
-        text = invalid.content[0].text  # type: ignore[union-attr]
+        text = text_of(invalid)
         assert text.startswith("invalid workflow definition")
         assert "nodes[a]" in text

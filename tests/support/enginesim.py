@@ -29,7 +29,7 @@ from a2amesh.workflow.events import (
     SetTimer,
     TimerFired,
 )
-from a2amesh.workflow.loader import load_data
+from a2amesh.workflow.loader import LoadedWorkflow, load_data
 
 HANG = object()
 
@@ -52,7 +52,9 @@ class Error(Exception):
 def definition(text: str | dict[str, Any], name: str = "wf") -> WorkflowDefinition:
     """Load and validate a definition from YAML text or data."""
     data = yaml.safe_load(text) if isinstance(text, str) else text
-    return load_data(data, name=name)[0].definition
+    loaded = load_data(data, name=name)[0]
+    assert isinstance(loaded, LoadedWorkflow), f"{name} is not a DAG workflow"
+    return loaded.definition
 
 
 Agent = Callable[[Any], Any]

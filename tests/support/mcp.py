@@ -126,6 +126,13 @@ def approve_with(content: dict[str, Any]) -> Any:
     return answer
 
 
+def text_of(result: types.CallToolResult) -> str:
+    """The text of a tool result's first content block (which must be text)."""
+    first = result.content[0]
+    assert isinstance(first, types.TextContent), first
+    return first.text
+
+
 @contextlib.asynccontextmanager
 async def mcp_http(url: str, key: str | None = None, *, path: str = "/mcp", **options: Any) -> AsyncIterator[McpClient]:
     """An MCP client of the gateway's ``/mcp`` (or another ``path``) with an API key."""

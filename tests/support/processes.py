@@ -106,7 +106,11 @@ def write_agent(tmp: Path, name: str, handler: str, **fields: object) -> Path:
     import yaml
 
     path = tmp / f"{name}.yaml"
-    data = {"name": name, "description": f"test agent {name}", "handler": f"tests.agents.behaviours:{handler}"}
+    data: dict[str, object] = {
+        "name": name,
+        "description": f"test agent {name}",
+        "handler": f"tests.agents.behaviours:{handler}",
+    }
     data.update(fields)
     path.write_text(yaml.safe_dump(data))
     return path

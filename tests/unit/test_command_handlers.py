@@ -28,6 +28,11 @@ class _Engine:
     io_commands: tuple[type[BaseModel], ...] = (Beep,)
 
 
+def _beeper() -> Any:
+    """An engine with only what the runner's constructor reads (typed ``Any`` to pass as an ``ExecutableEngine``)."""
+    return _Engine()
+
+
 def _deps(handlers: Any) -> Any:
     return SimpleNamespace(handlers=handlers, instance="me")
 
@@ -47,18 +52,19 @@ def _graph_engine() -> GraphEngine:
 def test_a_command_type_without_handler_refuses_to_start() -> None:
     """An engine naming an I/O command nobody carries out must fail at once, not hang an execution later."""
     with pytest.raises(ConfigError, match="no handler for Beep") as caught:
-        ExecutionRunner(_deps(HANDLERS), _Engine(), SimpleNamespace(), epoch=1, reply=ReplyInfo())
+        ExecutionRunner(_deps(HANDLERS), _beeper(), SimpleNamespace(), epoch=1, reply=ReplyInfo())
     assert "beeper" in str(caught.value)
 
 
 def test_a_graph_runner_needs_the_tool_handler() -> None:
     """Without the RunTools handler a graph execution refuses to start (naming the command type)."""
     with pytest.raises(ConfigError, match="no handler for RunTools"):
-        ExecutionRunner(_deps({}), _graph_engine(), SimpleNamespace(), epoch=1, reply=ReplyInfo())
+        ExecutionRunner[Any](_deps({}), _graph_engine(), SimpleNamespace(), epoch=1, reply=ReplyInfo())
 
 
 def test_every_engine_io_command_has_a_handler() -> None:
     """The default registry covers every command type the engines leave to the executor."""
     assert set(_graph_engine().io_commands) <= set(HANDLERS)
     handler = HANDLERS[RunTools]
-    assert handler.start(Beep(), runner=None) is None
+    no_runner: Any = None  # a command of another type never reaches the runner
+    assert handler.start(Beep(), runner=no_runner) is None

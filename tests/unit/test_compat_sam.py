@@ -13,8 +13,16 @@ from pathlib import Path
 import pytest
 
 from a2amesh.errors import ConfigError, DefinitionError
-from a2amesh.workflow.dag.nodes import LoopNode, MapNode
-from a2amesh.workflow.loader import check_file, declared_agents, load_data, load_file, load_workflow, read_document
+from a2amesh.workflow.dag.nodes import AgentNode, LoopNode, MapNode
+from a2amesh.workflow.loader import (
+    LoadedWorkflow,
+    check_file,
+    declared_agents,
+    load_data,
+    load_file,
+    load_workflow,
+    read_document,
+)
 from a2amesh.workflow.mermaid import to_mermaid
 
 COMPAT = Path(__file__).resolve().parents[2].parent / "shared" / "compat" / "sam"
@@ -86,6 +94,7 @@ def test_file_with_several_workflows() -> None:
     path = COMPAT / "workflow_to_workflow_example.yaml"
     assert len(load_file(path)) == 3
     (pipeline,) = load_file(path, name="DataAnalysisPipeline")
+    assert isinstance(pipeline, LoadedWorkflow)
     assert pipeline.definition.node("run_statistical_analysis").type == "workflow"
     assert load_workflow(path, name="ReportGenerationWorkflow").name == "ReportGenerationWorkflow"
     with pytest.raises(ConfigError, match="3 workflows found"):
@@ -108,17 +117,20 @@ def test_sam_app_settings_become_defaults() -> None:
 def test_level_semantics_are_modelled() -> None:
     """The SAM levels' features land where the engine expects them."""
     (loop,) = load_file(COMPAT / "level5_loop_polling.yaml")
+    assert isinstance(loop, LoadedWorkflow)
     poll = loop.definition.node("poll_status")
     assert isinstance(poll, LoopNode)
     assert poll.delay == 1.0
     assert poll.max_iterations == 10
     assert loop.definition.inner_node_ids() == {"check_status"}
     (errors,) = load_file(COMPAT / "level7_error_handling.yaml")
+    assert isinstance(errors, LoadedWorkflow)
     handlers = errors.definition.exit_handlers
     assert handlers.handlers_for("success") == ["success_handler", "cleanup_handler"]
     assert handlers.handlers_for("failure") == ["failure_handler", "cleanup_handler"]
     assert errors.definition.dag_node_ids() == ("execute_operation",)
     (branching,) = load_file(COMPAT / "level3_conditional_branching.yaml")
+    assert isinstance(branching, LoadedWorkflow)
     assert branching.definition.routers_of("handle_medium") == ("route_by_category",)
 
 
@@ -156,9 +168,10 @@ def test_include_is_expanded(tmp_path: Path) -> None:
     )
     (flow,) = load_file(tmp_path / "flow.yaml")
     node = flow.definition.node("a")
+    assert isinstance(node, AgentNode)
     assert node.retry_strategy is not None
     assert node.retry_strategy.limit == 2
-    assert node.timeout == 30  # type: ignore[union-attr]
+    assert node.timeout == 30
     assert flow.warnings == ()
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from a2a.types import a2a_pb2 as pb
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.json_format import ParseDict
 from google.protobuf.message import Message as ProtoMessage
 
@@ -61,7 +62,8 @@ def test_task_as_parse_dict(state: str) -> None:
     task = _task(state)
     built = conversion.task_to_proto(task)
     assert built == _reference(_dump(task), pb.Task)
-    assert conversion._build(_dump(task), pb.Task.DESCRIPTOR) == built  # by the plan, not the fallback
+    by_plan = conversion._build(_dump(task), cast(Descriptor, pb.Task.DESCRIPTOR))
+    assert by_plan == built  # by the plan, not the fallback
     assert built.status.state == pb.TaskState.Value(state)
     assert built.history[0].parts[5].raw == b"\x00\xff binary \xfe"
 
@@ -100,4 +102,4 @@ def test_list_response_as_parse_dict() -> None:
 def test_a_type_without_a_plan_goes_to_parse_dict() -> None:
     """Cards hold maps (security schemes, OAuth scopes): no plan; ParseDict converts them, the same as before."""
     with pytest.raises(conversion._NoPlan):
-        conversion._compile(pb.AgentCard.DESCRIPTOR)
+        conversion._compile(cast(Descriptor, pb.AgentCard.DESCRIPTOR))

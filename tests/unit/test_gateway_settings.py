@@ -76,10 +76,10 @@ def test_authenticator_and_rate_limiter() -> None:
 def test_api_key_scopes() -> None:
     """``#SCOPE|SCOPE`` limits a key's management scopes; ``admin`` grants all; none given means all."""
     a, b, c = parse_api_keys("a=k1#read|run, b=k2@echo#admin, c=k3")
-    assert a.scopes == {"read", "run"}
+    assert a.scopes == frozenset({"read", "run"})
     assert a.has_scope("read")
     assert not a.has_scope("review")
-    assert b.agents == {"echo"}
+    assert b.agents == frozenset({"echo"})
     assert b.has_scope("review")
     assert c.scopes is None
     assert c.has_scope("admin")

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -40,6 +40,7 @@ from a2amesh.workflow.graph.state import (
 from a2amesh.workflow.graph.validation import parse_graph
 
 ROOT = Path(__file__).resolve().parents[2]
+CommandT = TypeVar("CommandT")
 Agent = Callable[[Any, dict[str, Any]], Any]
 Tool = Callable[[dict[str, Any]], Any]
 
@@ -102,7 +103,7 @@ class Driver:
             self.feed(self.queue.pop(0))
         return self.state
 
-    def of(self, kind: type[Any]) -> list[Any]:
+    def of(self, kind: type[CommandT]) -> list[CommandT]:
         return [c for c in self.commands if isinstance(c, kind)]
 
     def visited(self) -> list[str]:

@@ -8,7 +8,7 @@ presence) are dropped.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from a2a.types import a2a_pb2
@@ -100,7 +100,7 @@ def round_trip(model: A2AModel, proto_type: type[ProtoMessage]) -> dict[str, Any
     wire = model.to_json_dict()
     proto = ParseDict(wire, proto_type(), ignore_unknown_fields=False)
     back = MessageToDict(proto)
-    descriptor = proto_type.DESCRIPTOR
+    descriptor = cast(Descriptor, proto_type.DESCRIPTOR)  # the stubs' class attribute is a union
     assert _canonical(back, descriptor) == _canonical(wire, descriptor)
     again = type(model).from_json_dict(back)
     assert _canonical(again.to_json_dict(), descriptor) == _canonical(wire, descriptor)

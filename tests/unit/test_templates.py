@@ -110,7 +110,7 @@ def _scope_for(expressions: list[str], ids: frozenset[str] | None) -> tuple[Temp
     extra: dict[str, Any] = {}
     for expression in expressions:
         ref = parse_reference(expression, ids)
-        marker = {"marker": expression}
+        marker: object = {"marker": expression}
         if ref.kind is RefKind.INPUT:
             workflow_input = _merge(workflow_input, _nest(ref.path, marker))
         elif ref.kind is RefKind.NODE:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from a2amesh.lifecycle import until_set
 
 
-async def slow(closed: list[bool]) -> AsyncIterator[int]:
+async def slow(closed: list[bool]) -> AsyncGenerator[int, None]:
     try:
         yield 1
         await asyncio.Event().wait()  # never

@@ -28,7 +28,7 @@ from a2amesh.workflow.dag.nodes import (
     SwitchNode,
     WorkflowNode,
 )
-from a2amesh.workflow.dag.spellings import camel_case
+from a2amesh.workflow.dag.spellings import DefinitionModel, camel_case
 from a2amesh.workflow.mermaid import to_mermaid
 from a2amesh.workflow.schema_export import render_schema
 from a2amesh.workflow.templates import TemplateError, resolve
@@ -143,7 +143,7 @@ def test_digest_changes_with_content() -> None:
 
 def test_every_field_has_a_camel_case_spelling_and_a_description() -> None:
     """Each model accepts camelCase for every field and documents every field."""
-    models = [
+    models: list[type[DefinitionModel]] = [
         WorkflowDefinition,
         RetryStrategy,
         Backoff,
@@ -302,8 +302,9 @@ def test_engine_helpers() -> None:
     d = DEFINITION
     assert d.node("gather").dependencies == ("validate",)
     assert d.node("both").dependencies == ("validate", "items", "poll")
-    assert isinstance(d.node("both"), JoinNode)
-    assert d.node("both").quorum == 1
+    both = d.node("both")
+    assert isinstance(both, JoinNode)
+    assert both.quorum == 1
     assert d.inner_node_ids() == {"one", "check"}
     assert d.container_of("one") is d.node("items")
     assert d.container_of("validate") is None
