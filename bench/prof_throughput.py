@@ -9,7 +9,11 @@ profiled process (the first executor and the first agent replica), scaled to one
 
 - ``cpu``: a CPU-time sampler (SIGPROF, one sample per millisecond of CPU the process used, so shares are
   shares of CPU, not of wall time as py-spy's are on a busy machine; time in C code is charged to the
-  Python frame running when it returns). Self and inclusive µs of CPU per node per function.
+  Python frame running when it returns). Self and inclusive µs of CPU per node per function. On uvloop the
+  event loop's own C code (socket reads and writes, callbacks) runs between Python frames, so its time lands
+  on whichever Python function is called next: a cheap function called right after a loop turn (a
+  ``finished`` property, ``crash_point``) can show 10 µs it does not spend. Check such a figure with
+  ``cprof`` or a micro-benchmark before acting on it.
 - ``calls``: every Python and C call counted (slow, but exact): calls per node.
 - ``cprof``: cProfile, time per function with C functions apart (inflated by the profiler: compare
   shares, not absolute figures).
