@@ -294,6 +294,48 @@ async def test_a_node_waits_a_card_ttl_for_its_agent(
     assert task.output() == {"a": {"value": 2}}
 
 
+TWO_AGENTS = (
+    "name: both\nnodes:\n"
+    "  - {id: a, type: agent, agent_name: latecomer, input: {value: 1}}\n"
+    "  - {id: b, type: agent, agent_name: double, input: {value: 2}}\n"
+)
+
+
+async def test_a_node_waiting_for_a_card_holds_up_nothing_else(
+    agent_host: Any, executor: Any, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one node's dispatch waits for its agent's card, the execution goes on: a parallel node's answer
+    is applied, and a cancel ends the execution at once, not after the card TTL."""
+    from a2amesh.executor import dispatch
+
+    awaiting = asyncio.Event()
+    card_back = dispatch._card_back
+
+    async def noted(*args: Any) -> bool:
+        awaiting.set()
+        return await card_back(*args)
+
+    monkeypatch.setattr(dispatch, "_card_back", noted)
+    answered = asyncio.Event()
+
+    async def doubled(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        answered.set()
+        return await double(input, ctx)
+
+    await agent_host("double", doubled)
+    await executor({"both": TWO_AGENTS})
+    await client.registry.wait_for("both", 5)
+    call = await client.dispatch("both", make_message(data={}))
+    await within(awaiting.wait(), 5, "node a's dispatch to find no card for its agent")
+    await within(answered.wait(), 5, "node b to be called while node a waits")
+    started = time.monotonic()
+    canceled = await within(client.cancel_task("both", call.task_id), 5, "CancelTask")
+    assert canceled.status.state == TaskState.CANCELED
+    final = await within(call.result(), 5, "the canceled execution's answer")
+    assert final.status.state == TaskState.CANCELED
+    assert time.monotonic() - started < client.settings.card_ttl / 2
+
+
 async def test_a_node_fails_when_its_agent_never_comes(executor: Any, client: Client) -> None:
     """Without a live card within the card TTL, the node fails with AGENT_NOT_FOUND, naming the agent."""
     await executor({"late": LATE})

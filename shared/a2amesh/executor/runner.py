@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeGuard, TypeVar
 
 from pydantic import BaseModel
 
@@ -527,7 +527,8 @@ class ExecutionRunner(Generic[StateT]):
                 task_id=self.task_id,
                 user=self.reply.headers.get(h.USER),
             )
-        call = await dispatch_call(
+        publish = functools.partial(
+            dispatch_call,
             self.deps.client,
             command,
             message,
@@ -537,13 +538,34 @@ class ExecutionRunner(Generic[StateT]):
             lost=lambda: self.lost,
             log=lambda: self.log,
         )
+        ref = CallRef(command.path, command.attempt, command.agent)
+        if self.deps.client.registry.get(command.agent) is None:
+            # no live card known: the dispatch may wait up to a card TTL for one (dispatch_call), in a task of
+            # its own, so this execution's other events (results, cancels, timers) go on meanwhile
+            self._track(command.path, self._dispatch_later(ref, call_id, publish))
+            return
+        call = await publish()
+        if self._dispatched(call, call_id):
+            self._follow(ref, call)
+
+    def _dispatched(self, call: Call | NodeFailed, call_id: str | None) -> TypeGuard[Call]:
+        """Whether the request went out (a call to follow); a failure goes to the engine."""
         if isinstance(call, NodeFailed):
             if call_id is not None and self.deps.deltas is not None:
                 self.deps.deltas.unroute(call_id)
             self.inbox.put_nowait(call)
-            return
+            return False
         faults.crash_point("after_dispatch_publish")
-        self._follow(CallRef(command.path, command.attempt, command.agent), call)
+        return True
+
+    async def _dispatch_later(
+        self, ref: CallRef, call_id: str | None, publish: Callable[[], Awaitable[Call | NodeFailed]]
+    ) -> None:
+        """Dispatch, then wait for the answer, in the task that follows the node instance at ``ref.path``."""
+        call = await publish()
+        del publish  # the request (its input may be large) is not kept while the answer is awaited
+        if self._dispatched(call, call_id):
+            await self._await_result(ref, call)
 
     def _follow(self, ref: CallRef, call: Call) -> None:
         # the waiter keeps only the call's reference, not the dispatch (its input may be large)
