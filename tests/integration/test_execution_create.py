@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from a2amesh.protocol import Task, TaskState, TaskStatus
-from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.executions import ExecutionStore, Listed
 from a2amesh.store.keys import Keys
 from a2amesh.store.tasks import TaskStore
 
@@ -22,7 +22,7 @@ def _task(task_id: str, state: TaskState) -> Task:
     return Task(id=task_id, context_id="ctx", status=TaskStatus(state=state), metadata={"workflow": "wf"})
 
 
-async def _create(store: ExecutionStore, execution_id: str, task: Task | None) -> Any:
+async def _create(store: ExecutionStore, execution_id: str, task: Task | None, listed: Listed | None = None) -> Any:
     return await store.create(
         execution_id,
         owner="me",
@@ -32,6 +32,7 @@ async def _create(store: ExecutionStore, execution_id: str, task: Task | None) -
         events=[],
         timers={},
         task=task,
+        listed=listed,
     )
 
 
@@ -112,6 +113,36 @@ async def test_no_lease_entry_is_left_for_an_execution_not_created(redis: Any, s
     before = await _lease_entry(redis, settings, "wf-running")
     assert not (await _create(executions, "wf-running", None)).created
     assert await _lease_entry(redis, settings, "wf-running") == before, "a running execution's entry must be kept"
+
+
+async def _listings(redis: Any, settings: Any, execution_id: str) -> dict[str, float | None]:
+    keys, shard = Keys(settings.namespace), Keys.shard(execution_id)
+    named = {
+        "all": keys.executions_index(shard),
+        "workflow": keys.executions_by_workflow("wf", shard),
+        "tasks": keys.agent_tasks("wf", shard),
+        "running": keys.executions_by_status("running", shard),
+        "children": keys.execution_children("wf-parent"),
+    }
+    return {name: await redis.zscore(key, execution_id) for name, key in named.items()}
+
+
+async def test_the_listing_entries_go_with_the_create_and_only_for_one_created(redis: Any, settings: Any) -> None:
+    """Written in the create's round trip (NX); taken back for an execution not created there, whose own
+    entries (a finished one's, out of the running listing) stay as they were."""
+    executions, tasks = _stores(redis, settings)
+    listed = Listed("wf", "running", "wf-parent")
+    assert (await _create(executions, "wf-listed", None, listed)).created
+    entries = await _listings(redis, settings, "wf-listed")
+    assert None not in entries.values(), entries
+
+    await redis.zrem(Keys(settings.namespace).executions_by_status("running", Keys.shard("wf-listed")), "wf-listed")
+    assert not (await _create(executions, "wf-listed", None, listed)).created
+    assert await _listings(redis, settings, "wf-listed") == {**entries, "running": None}, "an existing one's kept"
+
+    await tasks.mark_canceled("wf-unlisted")
+    assert (await _create(executions, "wf-unlisted", None, listed)).canceled
+    assert set((await _listings(redis, settings, "wf-unlisted")).values()) == {None}
 
 
 async def _finish(executions: ExecutionStore, execution_id: str, token: str, task: Task) -> Any:

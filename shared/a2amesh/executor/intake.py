@@ -2,7 +2,7 @@
 
 :meth:`ExecutionIntake.create` is the only place an execution is created: the format's start
 (:mod:`a2amesh.executor.starts`), the runner, the record written NX with its first state, node records,
-events, timers and WORKING task, then the first dispatches published while the indexes are written. A
+events, timers, WORKING task and indexes in one round trip, then the first dispatches published. A
 request (:meth:`ExecutionIntake.start_request`) adds what a caller needs around it — attach to an
 execution that exists, answer one canceled before it started, ack, the first snapshot of a stream — and
 a schedule (:meth:`ExecutionIntake.start_scheduled`) a deterministic id and its ``schedule``/``fire``
@@ -43,7 +43,7 @@ from a2amesh.protocol.vocabulary import (
     RETRY_REQUEST,
 )
 from a2amesh.store.artifacts import ArtifactStore
-from a2amesh.store.executions import ExecutionRecord
+from a2amesh.store.executions import ExecutionRecord, Listed
 from a2amesh.worker.decode import WorkRequest, deadline_of
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.workflow.dag.definition import WorkflowDefinition
@@ -117,8 +117,8 @@ class ExecutionIntake:
     # --- the create path -----------------------------------------------------------------------
 
     async def create(self, new: NewExecution) -> Created:
-        """Start the engine, write the execution NX, then publish its first dispatches while its indexes are
-        written. The runner is returned, not launched: the caller acks (a request) before it runs."""
+        """Start the engine, write the execution NX with its indexes, then publish its first dispatches. The
+        runner is returned, not launched: the caller acks (a request) before it runs."""
         ctx, args = self.ctx, new.args
         state, commands = await self._starter(new.engine).start(new.engine, args)
         runner = make_runner(ctx.deps, new.engine, state, epoch=1, reply=new.reply)
@@ -132,6 +132,9 @@ class ExecutionIntake:
             history=new.history,
             metadata={"execution_id": args.execution_id, "workflow": args.workflow, **new.labels},
         )
+        paused = runner.parked  # its first step only waits for a human (a review first): no step will say so
+        final = _final_fields(state)
+        status = "paused" if paused else str(final.get("status", "running"))
         await self._save_definition(new.workflow.digest, new.workflow.definition)
         created = await ctx.store.create(
             args.execution_id,
@@ -149,41 +152,31 @@ class ExecutionIntake:
                 **new.labels,
                 **new.fields,
                 **({"version": new.workflow.version} if new.workflow.version else {}),
-                **_final_fields(state),
+                **final,
             },
             nodes=runner.initial_records(),
             events=[event_json(c) for c in commands if isinstance(c, EmitEvent)],
             timers=timers,
             task=working,
+            listed=Listed(args.workflow, status, new.reply.parent_execution),
         )
         if created.canceled:
             return Created("canceled", working)
         if not created.created:
             return Created("exists", working)
         faults.crash_point("after_execution_create")
-        paused = runner.parked  # its first step only waits for a human (a review first): no step will say so
         if paused:
             await ctx.store.set_fields(args.execution_id, {"status": "paused"})
-        # The WORKING task was written with the execution, so a callee asked about its caller finds it: the
-        # first dispatches go out while the indexes are written, and the caller waits for both.
+        # The WORKING task and the listing entries were written with the execution, so a callee asked about
+        # its caller finds it: the first dispatches go out now, and the caller waits for them.
         sending = runner.send_dispatches(commands, call_ids, events=False)
-        try:
-            await asyncio.gather(
-                ctx.store.index_created(
-                    args.execution_id,
-                    workflow=args.workflow,
-                    status="paused" if paused else created.status,
-                    timers=timers,
-                    parent=new.reply.parent_execution,
-                    at=created.at,
-                ),
-                *([sending] if sending is not None else []),
-            )
-        except BaseException:
-            if sending is not None:
+        if sending is not None:
+            try:
+                await sending
+            except BaseException:
                 sending.cancel()
-            runner.drop_calls()
-            raise
+                runner.drop_calls()
+                raise
         return Created("created", working, runner, without_sent(commands, events=False), call_ids)
 
     def _starter(self, engine: ExecutableEngine[Any]) -> Starter[Any]:

@@ -667,20 +667,16 @@ class ExecutionRunner(Generic[StateT]):
 
     async def publish_final(self) -> None:
         """Store the final Task (unless the finishing commit stored it), answer the caller and every subscriber,
-        then mark it published. The status index moves with the store, or while the answer goes out."""
+        then move the execution to its status's listing and mark it published, in one round trip (the listing
+        moves alone when the answer failed)."""
         stored, self._stored_final = self._stored_final, None
-        indexing: asyncio.Future[None] | None = None
+        status = str(self.state.status)
         if stored is None:
             task = await self.build_final_task()
-            view, _ = await asyncio.shield(
-                asyncio.gather(
-                    self.deps.tasks.write(task, self.state.workflow, self.deps.instance, release=True),
-                    self.deps.store.index_finished(self.execution_id, str(self.state.status)),
-                )
-            )
+            write = self.deps.tasks.write(task, self.state.workflow, self.deps.instance, release=True)
+            view = await asyncio.shield(write)
         else:
             task, view = stored
-            indexing = asyncio.ensure_future(self.deps.store.index_finished(self.execution_id, str(self.state.status)))
         if view.outcome == "terminal" and view.task is not None and view.task.status.state != task.status.state:
             self.log.info("execution.earlier_final", state=view.task.status.state.value)
         self.final_task = task
@@ -696,10 +692,11 @@ class ExecutionRunner(Generic[StateT]):
                 task_id=self.task_id,
                 primary_errors=True,
             )
-        finally:
-            if indexing is not None:
-                await asyncio.shield(indexing)
-        await self.deps.store.mark_published(self.execution_id)
+        except BaseException:
+            with contextlib.suppress(Exception):  # a replica that answers it later moves it again
+                await asyncio.shield(self.deps.store.index_finished(self.execution_id, status))
+            raise
+        await self.deps.store.mark_published(self.execution_id, finished=status)
         self.log.info(
             "execution.finished",
             status=str(self.state.status),

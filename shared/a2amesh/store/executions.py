@@ -40,7 +40,15 @@ from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client,
 from a2amesh.store.shards import by_shard, earliest, newest
 from a2amesh.store.tasks import TaskRecordView, record_view, task_record_json
 
-__all__ = ["CommitResult", "CreateResult", "ExecutionRecord", "ExecutionStore", "assemble_state", "now_ms"]
+__all__ = [
+    "CommitResult",
+    "CreateResult",
+    "ExecutionRecord",
+    "ExecutionStore",
+    "Listed",
+    "assemble_state",
+    "now_ms",
+]
 
 EVENTS_MAXLEN = 2000
 """Approximate bound of one execution's event log."""
@@ -236,6 +244,21 @@ class CreateResult:
     at: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """Where a new execution is listed (:meth:`ExecutionStore.create`, :meth:`ExecutionStore.index_created`).
+
+    Attributes:
+        workflow: its workflow (the by-workflow listing, and its task's listing).
+        status: its status when listed (``running``, ``paused``, or a status it finished with at once).
+        parent: the execution whose workflow node started it (listed as its child), if any.
+    """
+
+    workflow: str
+    status: str
+    parent: str = ""
+
+
 @dataclass(frozen=True)
 class CommitResult:
     """Outcome of :meth:`ExecutionStore.commit`: ``ok``, ``stale`` (lease lost) or ``duplicate``."""
@@ -327,13 +350,14 @@ class ExecutionStore:
         events: Iterable[str],
         timers: Mapping[str, int],
         task: Task | None = None,
+        listed: Listed | None = None,
     ) -> CreateResult:
         """Create the execution unless it exists (NX) or its task was canceled first, taking its lease at epoch 1.
 
-        The listing and timer indexes are the caller's (:meth:`index_created`, alongside other work; it must
-        be written before the request that made the execution is acked); the takeover entry goes here.
-        ``task``: the workflow task's record, written with the execution (same slot: the execution id is
-        the task id).
+        The takeover entry goes in the same round trip as the script, and so do the listing and timer
+        entries when ``listed`` says where (else they are the caller's: :meth:`index_created`, written before
+        the request that made the execution is acked). ``task``: the workflow task's record, written with the
+        execution (same slot: the execution id is the task id).
         """
         k = self.keys
         now = now_ms()
@@ -353,17 +377,26 @@ class ExecutionStore:
         if task is not None:
             args += [task_record_json(task), task.status.state.value]
         shard = k.shard(execution_id)
+        indexes: list[str] = []
 
         def build(pipe: Any) -> None:
             self._scripts.queue(pipe, "exec_create", keys, args)
-            # in the same round trip: an execution whose creator dies before index_created must still be
-            # found by the takeover scan (NX: an existing execution's entry is kept; one added for an
+            # in the same round trip: an execution whose creator dies before its listing entries must still
+            # be found by the takeover scan (NX: an existing execution's entry is kept; one added for an
             # execution not created here and not running is taken back below)
             pipe.zadd(k.leases_index(shard), {execution_id: now + self.lease_ttl_ms}, nx=True)
+            if listed is not None:  # NX too: what they add for an execution not created here is taken back
+                indexes[:] = self._queue_listing(pipe, execution_id, listed, timers, start=now, now=now, nx=True)
 
-        raw, added = await self._scripts.run(build)
+        raw, added, *listing = await self._scripts.run(build)
+        taken_back = [key for key, n in zip(indexes, listing, strict=False) if n and raw[0] != "created"]
         if added and (raw[0] == "canceled" or (raw[0] == "exists" and raw[1] != "running")):
-            await self.redis.zrem(k.leases_index(shard), execution_id)  # ours, for an execution not created here
+            taken_back.append(k.leases_index(shard))  # ours, for an execution not created here
+        if taken_back:
+            pipe = self.redis.pipeline(transaction=False)
+            for key in taken_back:
+                pipe.zrem(key, execution_id)
+            await pipe.execute()
         if raw[0] == "exists":
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
         if raw[0] == "canceled":
@@ -393,21 +426,45 @@ class ExecutionStore:
         now = now_ms()
         start = now if at is None else at
         shard = k.shard(execution_id)
+        listed = Listed(workflow, status, parent)
 
         def build(pipe: Any) -> None:
-            pipe.zadd(k.executions_index(shard), {execution_id: start}, nx=repair)
-            pipe.zadd(k.executions_by_workflow(workflow, shard), {execution_id: start}, nx=repair)
-            pipe.zadd(k.agent_tasks(workflow, shard), {execution_id: now}, nx=repair)
-            pipe.zadd(k.executions_by_status(status, shard), {execution_id: start}, nx=repair)
-            if parent:
-                pipe.zadd(k.execution_children(parent), {execution_id: start}, nx=repair)
-                pipe.expire(k.execution_children(parent), self.retention)
+            self._queue_listing(pipe, execution_id, listed, timers, start=start, now=now, nx=repair)
             # a finished one stays in the lease index until its answer is published (see mark_published)
             pipe.zadd(k.leases_index(shard), {execution_id: now + self.lease_ttl_ms})
-            if timers and status == "running":
-                pipe.zadd(k.timers(shard), {execution_id: min(timers.values())})
 
         await auto_pipeline(self.redis).run(build)
+
+    def _queue_listing(
+        self,
+        pipe: Any,
+        execution_id: str,
+        listed: Listed,
+        timers: Mapping[str, int],
+        *,
+        start: int,
+        now: int,
+        nx: bool,
+    ) -> list[str]:
+        """Queue a new execution's listing and timer entries (and its task's listing entry); the sorted sets
+        written, one ``ZADD`` each in that order (a parent's children set is followed by its ``EXPIRE``)."""
+        k = self.keys
+        shard = k.shard(execution_id)
+        entries = [
+            (k.executions_index(shard), start),
+            (k.executions_by_workflow(listed.workflow, shard), start),
+            (k.agent_tasks(listed.workflow, shard), now),
+            (k.executions_by_status(listed.status, shard), start),
+        ]
+        if timers and listed.status == "running":
+            entries.append((k.timers(shard), min(timers.values())))
+        if listed.parent:
+            entries.append((k.execution_children(listed.parent), start))
+        for key, score in entries:
+            pipe.zadd(key, {execution_id: score}, nx=nx)
+        if listed.parent:
+            pipe.expire(k.execution_children(listed.parent), self.retention)
+        return [key for key, _ in entries]
 
     async def commit(
         self,
@@ -441,7 +498,7 @@ class ExecutionStore:
             clear_timers: timers disarmed.
             fields: record fields to set.
             final_status: the execution's final status when this step finishes it (the listing index
-                follows with :meth:`index_finished`).
+                follows once it is answered: :meth:`mark_published`).
             state_nodes: a split checkpoint: ``state_json`` is the state without its ``nodes``, and these
                 are the node instances changed (path → ``"ordinal JSON"``, ordinal = place in ``nodes``);
                 None: ``state_json`` is the whole state (any split instances are dropped).
@@ -496,8 +553,9 @@ class ExecutionStore:
     async def index_finished(self, execution_id: str, status: str) -> None:
         """Move a finished execution to its status in the listing index and out of the timer index.
 
-        Written with the final answer (``ExecutionRunner.publish_final``), which a replica repeats for an
-        execution that finished without answering, so a crash after the finishing commit loses nothing.
+        Written once the final answer is out, with :meth:`mark_published` (``ExecutionRunner.publish_final``),
+        which a replica repeats for an execution that finished without answering, so a crash after the
+        finishing commit loses nothing; alone when the answer could not be published.
         """
         await self._index_status(execution_id, status, finished=True)
 
@@ -507,29 +565,37 @@ class ExecutionStore:
         await self._index_status(execution_id, status, finished=False)
 
     async def _index_status(self, execution_id: str, status: str, *, finished: bool) -> None:
+        await self._scripts.run(lambda pipe: self._queue_index_status(pipe, execution_id, status, finished=finished))
+
+    def _queue_index_status(self, pipe: Any, execution_id: str, status: str, *, finished: bool) -> None:
         k = self.keys
         shard = k.shard(execution_id)
         keys = [k.executions_by_status(s, shard) for s in ("running", "paused", status)]
-
-        def build(pipe: Any) -> None:
-            self._scripts.queue(pipe, "exec_index_finish", keys, [execution_id, now_ms()])
-            if finished:
-                pipe.zrem(k.timers(shard), execution_id)
-
-        await self._scripts.run(build)
+        self._scripts.queue(pipe, "exec_index_finish", keys, [execution_id, now_ms()])
+        if finished:
+            pipe.zrem(k.timers(shard), execution_id)
 
     async def aclose(self) -> None:
         """Close the connections kept for lease renewals."""
         await self._lease_redis.aclose()
 
-    async def mark_published(self, execution_id: str) -> None:
-        """Record that the final answer went out (until then the lease index keeps it for a takeover)."""
+    async def mark_published(self, execution_id: str, *, finished: str | None = None) -> None:
+        """Record that the final answer went out (until then the lease index keeps it for a takeover).
+
+        ``finished``: the execution's final status, to move it to that status's listing and out of the timer
+        index first, in the same round trip (:meth:`index_finished`, as the answer's publisher does).
+        """
 
         def build(pipe: Any) -> None:
+            if finished is not None:
+                self._queue_index_status(pipe, execution_id, finished, finished=True)
             pipe.hset(self.keys.execution(execution_id), "final_published", "1")
             pipe.zrem(self.keys.leases_index(self.keys.shard(execution_id)), execution_id)
 
-        await auto_pipeline(self.redis).run(build)
+        if finished is None:
+            await auto_pipeline(self.redis).run(build)
+        else:
+            await self._scripts.run(build)
 
     # --- leases --------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 -- Returns {'ok', next_due_ms | '', previous status} | {'stale', lease_value} | {'duplicate', key}; a finishing
 -- step with the final record: {'ok', '', outcome, state, record, subscribers...} (see task_record.lua)
 --#include task_record
+--#include hash_fields
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
   return {'stale', redis.call('GET', KEYS[3]) or ''}
 end
@@ -23,19 +24,18 @@ redis.call('SET', KEYS[2], ARGV[3])
 for i, key in ipairs({8, 9}) do  -- the split parts: node instances (ARGV 13-14), outputs (ARGV 15-16)
   local part, reset = ARGV[11 + 2 * i], ARGV[12 + 2 * i]
   if part == '' or reset == '1' then redis.call('DEL', KEYS[key]) end
-  if part ~= '' then
-    for field, value in pairs(cjson.decode(part)) do redis.call('HSET', KEYS[key], field, value) end
-  end
+  if part ~= '' then hset_fields(KEYS[key], {}, cjson.decode(part)) end
 end
-for path, record in pairs(cjson.decode(ARGV[4])) do redis.call('HSET', KEYS[5], path, record) end
+hset_fields(KEYS[5], {}, cjson.decode(ARGV[4]))
 for _, ev in ipairs(cjson.decode(ARGV[5])) do
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[12], '*', 'event', ev)
 end
 for id, due in pairs(cjson.decode(ARGV[7])) do redis.call('ZADD', KEYS[7], due, id) end
 for _, id in ipairs(cjson.decode(ARGV[8])) do redis.call('ZREM', KEYS[7], id) end
 local was = redis.call('HGET', KEYS[1], 'status') or ''
-for k, v in pairs(cjson.decode(ARGV[9])) do redis.call('HSET', KEYS[1], k, v) end
-redis.call('HSET', KEYS[1], 'updated', ARGV[2])
+local fields = cjson.decode(ARGV[9])
+fields['updated'] = ARGV[2]
+hset_fields(KEYS[1], {}, fields)
 if ARGV[10] == '1' then
   redis.call('DEL', KEYS[7], KEYS[3])
   for _, i in ipairs({1, 2, 4, 5, 6, 8, 9}) do redis.call('EXPIRE', KEYS[i], ARGV[11]) end

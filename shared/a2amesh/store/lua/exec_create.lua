@@ -8,6 +8,7 @@
 -- Returns {'created', epoch}, {'exists', status, epoch, lease_value, final_published}, or {'canceled'}
 -- when the task was canceled before its execution existed (nothing is written then).
 --#include task_record
+--#include hash_fields
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local status = redis.call('HGET', KEYS[1], 'status') or ''
   local epoch = redis.call('HGET', KEYS[1], 'epoch') or '0'
@@ -17,12 +18,11 @@ if KEYS[7] and redis.call('HGET', KEYS[7], 'cancel') == '1' then
   return {'canceled'}
 end
 local fields = cjson.decode(ARGV[5])
-redis.call('HSET', KEYS[1], 'status', 'running', 'epoch', '1', 'created', ARGV[3], 'updated', ARGV[3])
-for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, v) end
+hset_fields(KEYS[1], {'status', 'running', 'epoch', '1', 'created', ARGV[3], 'updated', ARGV[3]}, fields)
 redis.call('SET', KEYS[2], ARGV[4])
-local running = redis.call('HGET', KEYS[1], 'status') == 'running'
+local running = (fields['status'] or 'running') == 'running'
 if running then redis.call('SET', KEYS[3], ARGV[1] .. ':1', 'PX', ARGV[2]) end
-for path, record in pairs(cjson.decode(ARGV[6])) do redis.call('HSET', KEYS[5], path, record) end
+hset_fields(KEYS[5], {}, cjson.decode(ARGV[6]))
 for _, ev in ipairs(cjson.decode(ARGV[7])) do
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[9], '*', 'event', ev)
 end
