@@ -155,30 +155,32 @@ async def test_crash_between_run_creation_and_advance(
     assert all(count == 1 for count in calls.values()), calls
 
 
-async def test_crash_between_run_creation_and_its_indexes(
+async def test_crash_right_after_run_creation(
     settings: Settings, client: Client, redis: Redis, processes: ProcessFactory, agent_host: Any, tmp_path: Path
 ) -> None:
-    """A replica dying after it created a tick's run but before its listing entries: the takeover entry went
-    with the create, so the other replica takes the run over (and lists it); the node runs once."""
+    """A replica dying right after it created a tick's run, before dispatching its first node: the run's listing
+    and takeover entries went with the create, so it is listed at once and the other replica takes it over;
+    the node runs once."""
     calls: Counter[str] = Counter()
     await agent_host("ibeat", counting_beat(calls))
     folder = write_workflow(tmp_path / "wf", "itick", "1", "ibeat")
     await crash_at_first_fire(processes, folder, "after_execution_create")
     keys = Keys(settings.namespace)
     store = ExecutionStore(redis, keys, retention=60, lease_ttl=settings.lease_ttl)
-    assert await store.list(workflow="itick") == [], "the crashed replica's run must not be indexed yet"
+    listed = await store.list(workflow="itick")
+    assert [r.get("status") for r in listed] == ["running"], f"the crashed replica's run, listed: {listed}"
+    crashed = listed[0]["execution_id"]
     created = [k async for k in redis.scan_iter(match=keys.execution("*"), count=1000) if ":itick:" in str(k)]
     assert len(created) == 1, f"expected the crashed replica's one run, found {created}"
-    crashed = str(created[0]).split("{", 1)[1].rstrip("}")
     await start_executor(processes, folder, client, "itick")
 
     async def crashed_run_done() -> bool:
         record = await store.record(crashed)
         return record is not None and record.get("status") == "completed"
 
-    await eventually(crashed_run_done, timeout=20, what="the crashed replica's unindexed run to be taken over")
+    await eventually(crashed_run_done, timeout=20, what="the crashed replica's run to be taken over")
     assert calls[crashed] == 1, f"the run of the crashed replica ran its node {calls[crashed]} times"
-    assert crashed in {r["execution_id"] for r in await store.list(workflow="itick", limit=100)}
+    assert crashed in {r["execution_id"] for r in await store.list(workflow="itick", status="completed", limit=100)}
 
 
 async def test_cli_schedules_runs_show_pause_resume(
