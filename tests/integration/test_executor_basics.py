@@ -262,14 +262,8 @@ async def test_the_final_is_stored_before_the_caller_gets_it(agent_host: Any, ex
         assert got.output() == {"a": {"value": 2 * i}}
 
 
-LATE = "name: late\nnodes:\n  - {id: a, type: agent, agent_name: latecomer, input: {value: 1}}\n"
-
-
-async def test_a_node_waits_a_card_ttl_for_its_agent(
-    agent_host: Any, executor: Any, client: Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A node whose agent has no live card (a restart, or a partition longer than the card TTL) waits up to one
-    card TTL for the card before failing: an agent that comes back in time answers the node."""
+def awaiting_card(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """An event set when a node's dispatch starts waiting for its agent's card."""
     from a2amesh.executor import dispatch
 
     awaiting = asyncio.Event()
@@ -280,6 +274,18 @@ async def test_a_node_waits_a_card_ttl_for_its_agent(
         return await card_back(*args)
 
     monkeypatch.setattr(dispatch, "_card_back", noted)
+    return awaiting
+
+
+LATE = "name: late\nnodes:\n  - {id: a, type: agent, agent_name: latecomer, input: {value: 1}}\n"
+
+
+async def test_a_node_waits_a_card_ttl_for_its_agent(
+    agent_host: Any, executor: Any, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose agent has no live card (a restart, or a partition longer than the card TTL) waits up to one
+    card TTL for the card before failing: an agent that comes back in time answers the node."""
+    awaiting = awaiting_card(monkeypatch)
     await executor({"late": LATE})
     await client.registry.wait_for("late", 5)
     run = asyncio.create_task(client.send("late", {}))
@@ -306,16 +312,7 @@ async def test_a_node_waiting_for_a_card_holds_up_nothing_else(
 ) -> None:
     """While one node's dispatch waits for its agent's card, the execution goes on: a parallel node's answer
     is applied, and a cancel ends the execution at once, not after the card TTL."""
-    from a2amesh.executor import dispatch
-
-    awaiting = asyncio.Event()
-    card_back = dispatch._card_back
-
-    async def noted(*args: Any) -> bool:
-        awaiting.set()
-        return await card_back(*args)
-
-    monkeypatch.setattr(dispatch, "_card_back", noted)
+    awaiting = awaiting_card(monkeypatch)
     answered = asyncio.Event()
 
     async def doubled(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
