@@ -16,7 +16,7 @@ from a2amesh.config import Settings
 from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.manage.executions import Executions
 from a2amesh.schedules import ScheduleState, parse_schedule
-from a2amesh.store.executions import ExecutionStore
+from a2amesh.store.executions import ExecutionStore, Listed
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.schedules import ScheduleStore
@@ -337,18 +337,22 @@ async def test_retry_from_a_node_reuses_what_came_before(mesh: Mesh) -> None:
 
 
 async def _store_one(store: ExecutionStore, execution_id: str, workflow: str, status: str, **extra: str) -> None:
-    """Write an execution record the way the executor does (create, then the listing indexes)."""
+    """Write an execution record the way the executor does (created with its listing entries)."""
     fields = {"workflow": workflow, "status": "running", "task_id": execution_id, "input": '{"k": 1}'}
     parent = extra.get("parent", "")
     if parent:
         fields["reply"] = json.dumps({"node_request": {"execution_id": parent}})
     created = await store.create(
-        execution_id, owner="test", state_json="{}", fields=fields, nodes={}, events=[], timers={}
+        execution_id,
+        owner="test",
+        state_json="{}",
+        fields=fields,
+        nodes={},
+        events=[],
+        timers={},
+        listed=Listed(workflow, "running", parent),
     )
     assert created.created
-    await store.index_created(
-        execution_id, workflow=workflow, status="running", timers={}, parent=parent, at=created.at
-    )
     if status != "running":
         await store.redis.hset(store.keys.execution(execution_id), "status", status)
         await store.index_finished(execution_id, status)

@@ -699,7 +699,7 @@ class ExecutionRunner(Generic[StateT]):
         await self.deps.store.mark_published(self.execution_id, finished=status)
         self.log.info(
             "execution.finished",
-            status=str(self.state.status),
+            status=status,
             ms=int(((self.state.finished_at or time.time()) - self.state.started_at) * 1000),
         )
 

@@ -111,8 +111,8 @@ class Takeover:
         record = await ctx.store.execution(execution_id) or ExecutionRecord()
         workflow = record.workflow
         if workflow:
-            # its creator may have died between the create and the listing entries (the lease entry goes
-            # with the create): written again, the ones already there kept
+            # the listing entries ride in the create's pipeline, not its script: written again in case one
+            # was lost with the connection, the ones already there kept
             parent = ReplyInfo.model_validate_json(record.reply or "{}").parent_execution
             await ctx.store.index_created(
                 execution_id,

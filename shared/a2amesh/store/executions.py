@@ -232,7 +232,6 @@ class CreateResult:
         lease: the current lease value (``owner:epoch``), if any.
         final_published: whether the existing execution's final answer was published.
         canceled: not created because its task was canceled before it started.
-        at: when it was created (ms; the record's ``created``), when created now.
     """
 
     created: bool
@@ -241,7 +240,6 @@ class CreateResult:
     lease: str = ""
     final_published: bool = False
     canceled: bool = False
-    at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +399,7 @@ class ExecutionStore:
             return CreateResult(False, str(raw[1]), int(raw[2] or 0), str(raw[3] or ""), raw[4] == "1")
         if raw[0] == "canceled":
             return CreateResult(False, "", 0, canceled=True)
-        return CreateResult(True, str(fields.get("status", "running")), 1, at=now)
+        return CreateResult(True, str(fields.get("status", "running")), 1)
 
     async def index_created(
         self,
@@ -420,7 +418,7 @@ class ExecutionStore:
         ``repair``: for an execution taken over, whose creator may have died between the create and these
         writes: the entries already there are kept (the listing's order), the lease entry is the taker's.
         ``parent``: the execution whose workflow node started this one (indexed as its child). ``at``: the
-        start the listings sort by (``CreateResult.at``, so a listing's time range matches ``created``).
+        start the listings sort by (the record's ``created``, so a listing's time range matches it).
         """
         k = self.keys
         now = now_ms()
