@@ -7,9 +7,9 @@ result (or parts of it) down.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -57,6 +57,11 @@ ENV_FIELDS: dict[str, str] = {
     "OPENAI_API_KEY": "llm_api_key",
     "A2AMESH_LLM_MODEL": "llm_model",
 }
+
+PROCESS_VARIABLES: tuple[str, ...] = ("A2AMESH_CONFIG", "A2AMESH_UVLOOP", "A2AMESH_GC", "A2AMESH_FAULT")
+"""Variables read outside the settings models: the config file's path, the event loop, the collector, fault hooks
+(tests only). With every process kind's ``ENV_FIELDS`` they are every variable a process reads; the tests hold
+docs/operations.md to that list."""
 
 # Shorter timers so tests finish quickly (SPEC §11); settings only, no separate code paths.
 TEST_PROFILE: dict[str, Any] = {
@@ -191,26 +196,89 @@ class Settings(BaseModel):
             ConfigError: naming the key and the problem.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
         path = file or env.get("A2AMESH_CONFIG")
-        if path:
-            values.update(_read_file(Path(path)))
-        for var, field in ENV_FIELDS.items():
-            if env.get(var):
-                values[field] = env[var]
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        profile = values.get("profile", "default")
-        if profile == "test":
-            values = {**TEST_PROFILE, **values}
-        try:
-            return cls.model_validate(values)
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            source = next((var for var, f in ENV_FIELDS.items() if f == field and env.get(var)), str(path or "config"))
-            value = values.get(field, "")
-            shown = "***" if "password" in field or "token" in field or "key" in field else repr(value)
-            raise ConfigError(source, field, f"value {shown} is not valid: {err['msg']}") from e
+        base = _read_file(Path(path)) if path else {}
+
+        def apply_profile(values: dict[str, Any]) -> None:
+            if values.get("profile", "default") == "test":
+                for field, value in TEST_PROFILE.items():
+                    values.setdefault(field, value)
+
+        return load_settings(
+            cls,
+            ENV_FIELDS,
+            environ=env,
+            overrides=overrides,
+            source=str(path or "config"),
+            base=base,
+            prepare=apply_profile,
+        )
+
+
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
+
+_SECRET_WORDS = ("password", "token", "key", "secret", "seed", "creds")
+
+
+def is_secret_field(model: type[BaseModel], field: str) -> bool:
+    """Whether a setting's value must never be shown: a ``SecretStr`` (or a model holding one), or a name that
+    says it is a credential."""
+    info = model.model_fields.get(field)
+    if info is not None and _holds_secret(info.annotation):
+        return True
+    return any(word in field.lower() for word in _SECRET_WORDS)
+
+
+def _holds_secret(annotation: Any) -> bool:
+    if annotation is SecretStr:
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return any(_holds_secret(f.annotation) for f in annotation.model_fields.values())
+    return any(_holds_secret(arg) for arg in get_args(annotation))
+
+
+def load_settings(
+    model: type[SettingsT],
+    env_fields: Mapping[str, str],
+    *,
+    environ: Mapping[str, str],
+    overrides: Mapping[str, Any],
+    source: str,
+    base: Mapping[str, Any] | None = None,
+    prepare: Callable[[dict[str, Any]], None] | None = None,
+) -> SettingsT:
+    """The one way every process kind builds its settings: ``base`` (defaults of a file) < the environment
+    (``env_fields``: variable → field; empty variables are unset) < explicit ``overrides`` (None is unset).
+
+    Values are validated by the model, so every boolean is parsed one way (pydantic's: ``1/0``, ``true/false``,
+    ``yes/no``, ``on/off``; anything else is an error, never silently off). ``prepare`` turns raw strings that
+    are not scalars (lists, key specs) into values first.
+
+    Raises:
+        ConfigError: naming the variable (or ``source``), the field and the problem; a secret's value is
+            shown as ``***``.
+    """
+    values: dict[str, Any] = dict(base or {})
+    for var, field in env_fields.items():
+        if environ.get(var):
+            values[field] = environ[var]
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if prepare is not None:
+        prepare(values)
+    try:
+        return model.model_validate(values)
+    except ValidationError as e:
+        err = e.errors()[0]
+        top = str(err["loc"][0]) if err["loc"] else ""
+        field = ".".join(str(p) for p in err["loc"])
+        origin = next((var for var, f in env_fields.items() if f == top and environ.get(var)), source)
+        shown = "***" if is_secret_field(model, top) else repr(values.get(top, ""))
+        raise ConfigError(origin, field, f"value {shown} is not valid: {err['msg']}") from e
+
+
+def split_list(text: str) -> list[str]:
+    """A comma-separated setting as its non-empty, stripped items."""
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _read_file(path: Path) -> dict[str, Any]:

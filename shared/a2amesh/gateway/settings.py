@@ -13,8 +13,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from a2amesh.config import load_settings, split_list
 from a2amesh.errors import ConfigError
 from a2amesh.ids import NAME_RE
 from a2amesh.mcp_server.settings import McpSettings
@@ -181,27 +182,15 @@ class GatewaySettings(BaseModel):
             ConfigError: naming the variable and the problem (never an API key).
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for var, field in ENV_FIELDS.items():
-            if env.get(var):
-                values[field] = env[var]
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        values.setdefault("mcp", McpSettings.load(env))
-        if isinstance(values.get("api_keys"), str):
-            values["api_keys"] = parse_api_keys(values["api_keys"])
-        if isinstance(values.get("cors_origins"), str):
-            values["cors_origins"] = [o.strip() for o in values["cors_origins"].split(",") if o.strip()]
-        for flag in ("insecure", "push_allow_private"):
-            if isinstance(values.get(flag), str):
-                values[flag] = values[flag].lower() in ("1", "true", "yes")
-        try:
-            return cls.model_validate(values)
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            source = next((v for v, f in ENV_FIELDS.items() if f == err["loc"][0] and env.get(v)), "gateway")
-            shown = "***" if field.startswith("api_keys") else repr(values.get(str(err["loc"][0]), ""))
-            raise ConfigError(source, field, f"value {shown} is not valid: {err['msg']}") from e
+
+        def prepare(values: dict[str, Any]) -> None:
+            values.setdefault("mcp", McpSettings.load(env))
+            if isinstance(values.get("api_keys"), str):
+                values["api_keys"] = parse_api_keys(values["api_keys"])
+            if isinstance(values.get("cors_origins"), str):
+                values["cors_origins"] = split_list(values["cors_origins"])
+
+        return load_settings(cls, ENV_FIELDS, environ=env, overrides=overrides, source="gateway", prepare=prepare)
 
 
 def is_loopback(host: str) -> bool:

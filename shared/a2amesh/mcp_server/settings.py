@@ -11,9 +11,9 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from a2amesh.errors import ConfigError
+from a2amesh.config import load_settings, split_list
 
 ENV_FIELDS: dict[str, str] = {
     "A2AMESH_MCP_INCLUDE": "include",
@@ -61,22 +61,10 @@ class McpSettings(BaseModel):
             ConfigError: naming the variable, the value and the problem.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for var, field in ENV_FIELDS.items():
-            if env.get(var):
-                values[field] = env[var]
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        for field in _LISTS:
-            if isinstance(values.get(field), str):
-                values[field] = [p.strip() for p in values[field].split(",") if p.strip()]
-        if isinstance(values.get("elicitation"), str):
-            values["elicitation"] = values["elicitation"].strip().lower() not in ("0", "false", "no", "off")
-        try:
-            return cls.model_validate(values)
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            source = next((v for v, f in ENV_FIELDS.items() if f == err["loc"][0] and env.get(v)), "mcp")
-            raise ConfigError(
-                source, field, f"value {values.get(str(err['loc'][0]))!r} is not valid: {err['msg']}"
-            ) from e
+
+        def prepare(values: dict[str, Any]) -> None:
+            for field in _LISTS:
+                if isinstance(values.get(field), str):
+                    values[field] = split_list(values[field])
+
+        return load_settings(cls, ENV_FIELDS, environ=env, overrides=overrides, source="mcp", prepare=prepare)
