@@ -11,12 +11,12 @@ from nats.aio.msg import Msg as NatsMsg
 from nats.errors import BadHeaderError, NotJSMessageError
 
 from a2amesh.agent.host import _Bounded, _Run, _Target
-from a2amesh.agent.results import encoded_size
 from a2amesh.bus.nats import _delivery_and_stream_seq
 from a2amesh.bus.nats_client import _Client, client_class
 from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from a2amesh.rpc import encode_task_result
 from a2amesh.store.tasks import task_record_json
+from a2amesh.worker.results import encoded_size
 
 HEADER_BLOCKS = [
     b"A2A-Reply-To: ns.a2a.v1.reply.i.c.x\r\nNats-Msg-Id:abc\r\nA2A-Call-Depth:\t2\r\n\r\n",

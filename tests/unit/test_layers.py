@@ -52,6 +52,13 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
 """Units, lowest layer first. A unit may import units of its own layer and of lower layers only."""
 
 
+SIBLINGS_APART: dict[str, frozenset[str]] = {
+    "executor": frozenset({"agent"}),
+    "worker": frozenset({"agent", "executor"}),
+}
+"""Units of one layer that must not import each other: what agents and workflows share as workers lives in
+``worker/``, so the executor borrows nothing from the agent."""
+
 SEAMS: dict[str, str] = {"nats": "bus", "redis": "store"}
 """Third-party client → the one unit allowed to import it (STYLE §6: the transport and store seams)."""
 
@@ -125,6 +132,15 @@ def test_no_import_from_a_higher_layer() -> None:
         if _unit(src) in layer and _unit(dst) in layer and layer[_unit(dst)] > layer[_unit(src)]
     ]
     assert not upward, "imports into a higher layer:\n" + "\n".join(upward)
+
+
+def test_siblings_kept_apart_import_nothing_of_each_other() -> None:
+    """The executor importing ``agent/`` helpers (results, deltas, control parts) made one worker depend on
+    another; what both need is in ``worker/``."""
+    crossings = [
+        f"{src} imports {dst}" for src, dst in _edges() if _unit(dst) in SIBLINGS_APART.get(_unit(src), frozenset())
+    ]
+    assert not crossings, "imports between sibling units kept apart:\n" + "\n".join(crossings)
 
 
 def test_no_import_cycle_between_units() -> None:

@@ -14,6 +14,7 @@ from a2amesh.errors import ArtifactError
 from a2amesh.jsontext import dumps_text, loads
 from a2amesh.protocol import Message, Part, TaskState
 from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES
+from a2amesh.worker.deltas import DeltaSink
 
 if TYPE_CHECKING:
     from a2amesh.client import Client
@@ -23,18 +24,8 @@ if TYPE_CHECKING:
     from a2amesh.store.tasks import TaskStore
 
 Emitter = Callable[[list[Part], dict[str, Any] | None], Awaitable[None]]
-DeltaSink = Callable[[str], Awaitable[None]]
-"""Publishes one (coalesced) text delta of a streaming answer on the call's delta subject."""
 
 _UNSET: Any = object()
-
-
-def control_part(message: Message, kind: str) -> dict[str, Any] | None:
-    """The data of the first DataPart of ``message`` whose ``type`` is ``kind``."""
-    for p in message.parts:
-        if isinstance(p.data, dict) and p.data.get("type") == kind:
-            return p.data
-    return None
 
 
 def input_of(message: Message) -> Any:

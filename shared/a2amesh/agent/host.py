@@ -12,8 +12,7 @@ from typing import Any
 import structlog
 
 from a2amesh import faults
-from a2amesh.agent.context import TaskContext, TaskOutcome, control_part
-from a2amesh.agent.deltas import delta_sink
+from a2amesh.agent.context import TaskContext, TaskOutcome
 from a2amesh.agent.python_agent import AgentRuntime
 from a2amesh.agent.results import spill_large_output
 from a2amesh.agent.runtimes import Runtimes
@@ -58,7 +57,8 @@ from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import TaskRecordView, TaskStore
 from a2amesh.worker.control import AnswerNow, AnswerWhenStopped, Cancellation, ControlPlane
-from a2amesh.worker.decode import WorkRequest
+from a2amesh.worker.decode import WorkRequest, control_part
+from a2amesh.worker.deltas import delta_sink
 from a2amesh.worker.intake import Intake
 from a2amesh.worker.replies import publish_durable, reply_headers, send_error
 

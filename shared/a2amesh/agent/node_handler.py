@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from a2amesh.agent.context import TaskContext, TaskOutcome, control_part
+from a2amesh.agent.context import TaskContext, TaskOutcome
 from a2amesh.agent.definition import AgentDefinition
 from a2amesh.agent.embeds import (
     EmbedError,
@@ -42,7 +42,6 @@ from a2amesh.agent.embeds import (
     strip_result_embeds,
 )
 from a2amesh.agent.python_agent import AgentRuntime, PythonAgent
-from a2amesh.agent.results import RESULT_ARTIFACT, encoded_size, spill_large_file, url_part
 from a2amesh.diagnostics import SchemaIssue, expects_structured, format_issues, schema_problem, validate
 from a2amesh.errors import (
     ArtifactError,
@@ -57,6 +56,8 @@ from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard, Part, TaskState, codes
 from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES, NODE_REQUEST, NODE_RESULT
 from a2amesh.store.artifacts import ARTIFACT_NAME_RE, ArtifactMeta, StoredArtifact
+from a2amesh.worker.decode import control_part
+from a2amesh.worker.results import RESULT_ARTIFACT, encoded_size, spill_large_file, url_part
 
 __all__ = [
     "DEFAULT_OUTPUT_NAME",

@@ -21,12 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from a2amesh.agent.context import TaskContext
-from a2amesh.agent.results import url_part
 from a2amesh.client import make_message
 from a2amesh.diagnostics import format_issues, validate
 from a2amesh.errors import A2AMeshError, ArtifactError, ConfigError, RpcError, ToolError, TransportError
 from a2amesh.protocol import AgentCard, Message, Task, TaskState
 from a2amesh.store.artifacts import StoredArtifact
+from a2amesh.worker.results import url_part
 
 __all__ = [
     "MAX_RESULT_CHARS",

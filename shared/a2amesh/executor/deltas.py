@@ -13,11 +13,11 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
-from a2amesh.agent.context import DeltaSink
 from a2amesh.bus.nats import Bus, Received, Subscription
 from a2amesh.logs import get_logger
 from a2amesh.protocol import Message, Part
 from a2amesh.protocol.vocabulary import NODE_REQUEST
+from a2amesh.worker.deltas import DeltaSink
 from a2amesh.workflow.dag.agent_nodes import BUILTIN_AGENTS
 
 __all__ = ["STREAMING_BUILTINS", "DeltaRelay", "with_stream_deltas"]

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from a2amesh.agent.results import is_file_part
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.client import Call, Client, EncodedMessage
@@ -45,6 +44,7 @@ from a2amesh.rpc import decode_stream_reply, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.tasks import TaskStore
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
+from a2amesh.worker.results import is_file_part
 from a2amesh.workflow.engine_protocol import OpenCall, RunState
 from a2amesh.workflow.events import CancelCall, EmitEvent, NodeCall, NodeFailed, NodePaused, NodeSucceeded
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from a2amesh.agent.results import RESULT_ARTIFACT, encoded_size, file_part, spill_large_file, url_part
 from a2amesh.bus import headers as h
 from a2amesh.config import Settings
 from a2amesh.errors import TransportError
@@ -18,6 +17,7 @@ from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.vocabulary import NODE_RESULT
 from a2amesh.store.artifacts import ArtifactMeta, ArtifactScope, ArtifactStore
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
+from a2amesh.worker.results import RESULT_ARTIFACT, encoded_size, file_part, spill_large_file, url_part
 from a2amesh.workflow.engine_protocol import RunState
 from a2amesh.workflow.events import ExecutionStatus, RequestReview
 from a2amesh.workflow.templates import JsonValue

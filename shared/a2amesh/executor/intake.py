@@ -23,7 +23,6 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from a2amesh import faults
-from a2amesh.agent.context import control_part
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import WorkMsg
 from a2amesh.errors import ArtifactError, ConfigError, RpcError, TransportError
@@ -44,7 +43,7 @@ from a2amesh.protocol.vocabulary import (
 )
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionRecord, Listed
-from a2amesh.worker.decode import WorkRequest, deadline_of
+from a2amesh.worker.decode import WorkRequest, control_part, deadline_of
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.engine_protocol import ExecutableEngine, RunState

@@ -21,8 +21,6 @@ from typing import Any, Generic, TypeGuard, TypeVar
 from pydantic import BaseModel
 
 from a2amesh import faults
-from a2amesh.agent.context import DeltaSink
-from a2amesh.agent.deltas import delta_sink
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus
 from a2amesh.client import Call, Client, EncodedMessage
@@ -58,6 +56,7 @@ from a2amesh.protocol.vocabulary import (
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.tasks import TaskRecordView, TaskStore
+from a2amesh.worker.deltas import DeltaSink, delta_sink
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.workflow.engine_protocol import ExecutableEngine, RunState
 from a2amesh.workflow.events import (

@@ -17,11 +17,11 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from a2amesh.agent.context import control_part
 from a2amesh.errors import RpcError, TransportError
 from a2amesh.protocol import Message, codes
 from a2amesh.protocol.vocabulary import RETRY_REQUEST
 from a2amesh.store.executions import ExecutionStore
+from a2amesh.worker.decode import control_part
 from a2amesh.workflow.dag.engine import Engine
 from a2amesh.workflow.dag.nodes import LoopNode
 from a2amesh.workflow.dag.state import ExecutionState, NodeStatus

@@ -25,6 +25,7 @@ from a2amesh.protocol.jsonrpc import PARAMS_BY_METHOD, JsonRpcId, JsonRpcRequest
 from a2amesh.rpc import pydantic_problem
 
 __all__ = [
+    "control_part",
     "CLOCK_SKEW",
     "MAX_INT_ID",
     "MAX_DEADLINE_MS",
@@ -333,3 +334,11 @@ def decode_work_request(
 def _shown_id(value: JsonRpcId) -> str:
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:40]}… ({len(text)} characters)"
+
+
+def control_part(message: Message, kind: str) -> dict[str, Any] | None:
+    """The data of the first DataPart of ``message`` whose ``type`` is ``kind``."""
+    for p in message.parts:
+        if isinstance(p.data, dict) and p.data.get("type") == kind:
+            return p.data
+    return None

@@ -7,13 +7,16 @@ Each message is a JSON object ``{"taskId", "contextId", "index", "text"}`` with 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from itertools import count
 
-from a2amesh.agent.context import DeltaSink
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus
 
-__all__ = ["delta_sink"]
+__all__ = ["DeltaSink", "delta_sink"]
+
+DeltaSink = Callable[[str], Awaitable[None]]
+"""Publishes one (coalesced) text delta of a streaming answer on the call's delta subject."""
 
 
 def delta_sink(bus: Bus, *, reply_subject: str, agent: str, task_id: str, context_id: str) -> DeltaSink | None:
