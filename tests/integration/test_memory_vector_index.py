@@ -21,7 +21,10 @@ from a2amesh.config import Settings
 from a2amesh.store.keys import Keys
 from a2amesh.store.memory import MemoryStore
 from a2amesh.store.redis import Redis, connect_redis
+from tests.support.extras import require_extra
 from tests.support.servers import SearchValkeyServer
+
+require_extra("sentence_transformers", "offline")
 
 
 class _Ctx:

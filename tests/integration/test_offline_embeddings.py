@@ -20,7 +20,10 @@ from a2amesh.protocol import TaskState
 from a2amesh.store.keys import Keys
 from a2amesh.store.memory import MemoryStore
 from a2amesh.store.redis import Redis
+from tests.support.extras import require_extra
 from tests.support.waiting import within
+
+require_extra("sentence_transformers", "offline")
 
 pytestmark = pytest.mark.timeout(300)  # the first call loads the model: slow on a loaded machine
 
