@@ -137,13 +137,8 @@ async def agent_host(bus: Bus, redis: Redis, settings: Settings) -> AsyncIterato
             runtime = NodeHandler(runtime)
         host = AgentHost(runtime, bus=bus, redis=redis, settings=settings)
         stop = asyncio.Event()
-        task = asyncio.create_task(host.run_until(stop))
+        task = await host.start(stop, limit=10)
         started.append((host, stop, task))
-        waiter = asyncio.create_task(host.ready.wait())
-        done, _ = await asyncio.wait({waiter, task}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            task.result()
-        assert host.ready.is_set(), f"agent host {name} did not become ready within 10s"
         return host
 
     yield start

@@ -75,6 +75,11 @@ class ServerError(A2AMeshError, RuntimeError):
     """An embedded server (nats-server, valkey-server) failed to start or stop."""
 
 
+class WorkerNotReady(A2AMeshError):
+    """A worker started by :meth:`a2amesh.lifecycle.Worker.start` ended, or was not serving in time, before it
+    was ready."""
+
+
 class UsageError(A2AMeshError):
     """A command-line mistake: a missing argument, an unknown run id (the CLI exits with 2)."""
 

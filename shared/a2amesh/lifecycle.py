@@ -1,7 +1,8 @@
 """The lifecycle every long-running worker shares (agent host, workflow executor).
 
 ``run()`` serves until ``shutdown()`` (or the event given to ``run_until``) and returns when shutdown
-is done; ``shutdown()`` is idempotent, safe before ``run()``, and waits.
+is done; ``shutdown()`` is idempotent, safe before ``run()``, and waits. ``start()`` runs a worker in a task of
+its own and returns once it serves; ``async with worker:`` does the same and shuts it down on exit.
 """
 
 from __future__ import annotations
@@ -9,9 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from a2amesh.errors import WorkerNotReady
 
 T = TypeVar("T")
+
+START_LIMIT = 30.0
+"""Seconds a worker started by :meth:`Worker.start` has to become ready."""
 
 STOP_LIMIT = 5.0
 """Seconds a cancelled background loop or task has to stop (see :func:`cancel_and_wait`)."""
@@ -27,6 +34,7 @@ class Worker:
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._stopped = asyncio.Event()
+        self._serving: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         """Serve until asked to stop; subclasses set ``ready`` once serving and ``_stopped`` when done."""
@@ -42,6 +50,39 @@ class Worker:
         self._stop.set()
         if self.ready.is_set():
             await self._stopped.wait()
+
+    async def start(self, stop: asyncio.Event | None = None, *, limit: float = START_LIMIT) -> asyncio.Task[None]:
+        """Serve in a task of its own (until ``stop`` is set, if given) and return that task once ready.
+
+        Raises:
+            WorkerNotReady: it ended or was not ready within ``limit`` seconds (then it is stopped first); the
+                run's own error, if it failed, is the cause.
+        """
+        running = asyncio.create_task(self.run() if stop is None else self.run_until(stop), name=type(self).__name__)
+        self._serving = running
+        ready = asyncio.create_task(self.ready.wait())
+        try:
+            await asyncio.wait({ready, running}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        if self.ready.is_set() and not running.done():
+            return running
+        (stop or self._stop).set()
+        await cancel_and_wait(running, limit=STOP_LIMIT)
+        error = running.exception() if running.done() and not running.cancelled() else None
+        why = "ended before it was ready" if error is not None else f"was not ready within {limit:g} s"
+        raise WorkerNotReady(f"{type(self).__name__} {why}" + (f": {error}" if error else "")) from error
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        if self._serving is not None:
+            await asyncio.gather(self._serving, return_exceptions=True)
 
 
 async def cancel_and_wait(task: asyncio.Future[Any], *, limit: float, every: float = 1.0) -> bool:

@@ -24,7 +24,7 @@ from a2amesh.agent.node_handler import NodeHandler
 from a2amesh.bus.nats import Bus, Received, Subscription
 from a2amesh.bus.setup import init_mesh
 from a2amesh.config import Settings
-from a2amesh.errors import ConfigError
+from a2amesh.errors import ConfigError, WorkerNotReady
 from a2amesh.lifecycle import Worker, reconcile_forever
 from a2amesh.logs import get_logger
 from a2amesh.store.definitions import LLM_AGENTS, DefinitionHead, DefinitionStore, definition_body
@@ -138,21 +138,12 @@ class LlmAgentPool(Worker):
     async def _start_host(self, name: str, etag: str, runtime: Any) -> None:
         host = AgentHost(runtime, bus=self.bus, redis=self.redis, settings=self.settings)
         stop = asyncio.Event()
-        task = asyncio.create_task(host.run_until(stop), name=f"llm-agent-{name}")  # owned by _Hosted
-        self.hosts[name] = _Hosted(etag, host, stop, task)
-        ready = asyncio.create_task(host.ready.wait())
-        done, _ = await asyncio.wait({ready, task}, timeout=_START_LIMIT, return_when=asyncio.FIRST_COMPLETED)
-        ready.cancel()
-        if task in done or not host.ready.is_set():
-            self.hosts.pop(name, None)
-            stop.set()
-            error = task.exception() if task.done() and not task.cancelled() else None
-            self.log.error("llm_agent.not_served", agent=name, error=str(error or "no card in time"))
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        try:
+            task = await host.start(stop, limit=_START_LIMIT)  # owned by _Hosted
+        except WorkerNotReady as e:
+            self.log.error("llm_agent.not_served", agent=name, error=str(e))
             return
+        self.hosts[name] = _Hosted(etag, host, stop, task)
         self.log.info("llm_agent.served", agent=name)
 
     async def _stop_host(self, name: str) -> None:

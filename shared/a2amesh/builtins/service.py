@@ -84,28 +84,20 @@ class BuiltinsWorker(Worker):
     async def run(self) -> None:
         """Serve until asked to stop; ``ready`` once every host serves."""
         runs: list[asyncio.Task[None]] = []
-        ready: asyncio.Task[None] | None = None
         try:
             await self.memory.store.index()  # where memory is searched: the server's vector index, or here
-            runs = [asyncio.create_task(host.run_until(self._stop)) for host in self.hosts]
-            ready = asyncio.create_task(self._all_ready())
-            done, _ = await asyncio.wait({ready, *runs}, return_when=asyncio.FIRST_COMPLETED)
-            if ready in done:
-                self.ready.set()
-            else:
-                self._stop.set()  # a host ended before serving: stop the others and report its error
+            started = await asyncio.gather(*(host.start(self._stop) for host in self.hosts), return_exceptions=True)
+            runs = [task for task in started if isinstance(task, asyncio.Task)]
+            failed = next((error for error in started if isinstance(error, BaseException)), None)
+            if failed is not None:
+                raise failed  # one that cannot serve stops the others (finally)
+            self.ready.set()
             await asyncio.gather(*runs)
         finally:
-            if ready is not None:
-                ready.cancel()
             self._stop.set()
             await asyncio.gather(*runs, return_exceptions=True)
             await self.agents.aclose()
             self._stopped.set()
-
-    async def _all_ready(self) -> None:
-        for host in self.hosts:
-            await host.ready.wait()
 
 
 def builtins_service(settings: Settings, models: ModelSettings | None = None) -> ProcessService:
