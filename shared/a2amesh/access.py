@@ -7,7 +7,7 @@ start (``$A2AMESH_NATS_PASSWORD_<USER>`` or ``$A2AMESH_NATS_NKEY_<USER>``). docs
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -194,9 +194,11 @@ def _list(items: list[str]) -> str:
     return "[" + ", ".join(f'"{i}"' for i in items) + "]"
 
 
-def _user(access: NatsAccess, name: str, perms: Permissions | None) -> list[str]:
+def _user(access: NatsAccess, name: str, perms: Permissions | None, password: str | None) -> list[str]:
     if access.auth == "nkey":
         lines = [f"      {{nkey: ${nkey_variable(name)}"]
+    elif password is not None:
+        lines = [f'      {{user: {name}, password: "{password}"']
     else:
         lines = [f"      {{user: {name}, password: ${password_variable(name)}"]
     if perms is not None:
@@ -218,8 +220,11 @@ def _user(access: NatsAccess, name: str, perms: Permissions | None) -> list[str]
     return lines
 
 
-def accounts_config(access: NatsAccess) -> str:
-    """The ``accounts`` block (and the ``tls`` block when TLS files are given) of the server configuration."""
+def accounts_config(access: NatsAccess, passwords: Mapping[str, str] | None = None) -> str:
+    """The ``accounts`` block (and the ``tls`` block when TLS files are given) of the server configuration.
+
+    ``passwords`` (user to password, ``a2amesh deploy init``) are written into the file; without them each
+    password is read from the server's environment."""
     lines = [
         f"# a2amesh least-privilege users for namespace {access.namespace} (a2amesh deploy nats-config)",
         "accounts {",
@@ -228,7 +233,7 @@ def accounts_config(access: NatsAccess) -> str:
         "    users: [",
     ]
     for name, perms in permissions(access).items():
-        lines += _user(access, name, perms)
+        lines += _user(access, name, perms, None if passwords is None else passwords[name])
     lines += ["    ]", "  }", "}"]
     if access.tls_cert or access.tls_key or access.tls_ca:
         lines.append("tls {")
@@ -298,7 +303,7 @@ def valkey_acl(namespace: str, agents: Iterable[str], password_hashes: dict[str,
 
     ``password_hashes`` maps each user to the SHA-256 hex digest of its password (the file holds no password).
     """
-    lines = ["user default off"]  # an ACL file has no comments
+    lines = ["user default off resetpass"]  # an ACL file has no comments; no "nopass" left for protected mode
     for user in (ADMIN, EXECUTOR, GATEWAY, *agents):
         digest = password_hashes[user]
         if user == ADMIN:

@@ -33,6 +33,7 @@ ENV_FIELDS: dict[str, str] = {
     "A2AMESH_CONNECT_TIMEOUT": "connect_timeout",
     "A2AMESH_REPLICAS": "replicas",
     "REDIS_URL": "redis_url",
+    "REDIS_USER": "redis_user",
     "REDIS_PASSWORD": "redis_password",
     "A2AMESH_REDIS_CLUSTER": "redis_cluster",
     "A2AMESH_REDIS_WAIT_REPLICAS": "redis_wait_replicas",
@@ -62,6 +63,32 @@ PROCESS_VARIABLES: tuple[str, ...] = ("A2AMESH_CONFIG", "A2AMESH_UVLOOP", "A2AME
 """Variables read outside the settings models: the config file's path, the event loop, the collector, fault hooks
 (tests only). With every process kind's ``ENV_FIELDS`` they are every variable a process reads; the tests hold
 docs/operations.md to that list."""
+
+SECRET_VARS = ("NATS_PASSWORD", "NATS_TOKEN", "REDIS_PASSWORD", "REDIS_URL", "OPENAI_API_KEY")
+"""Variables that may instead name a file holding the value: ``<VAR>_FILE`` (Docker and Kubernetes secrets)."""
+
+
+def with_secret_files(env: Mapping[str, str], names: tuple[str, ...] = SECRET_VARS) -> dict[str, str]:
+    """``env`` with each ``<NAME>_FILE`` (of ``names``) read into ``<NAME>`` when ``<NAME>`` itself is unset.
+
+    The file's content, without its trailing newline, is the value; the value is never part of an error.
+
+    Raises:
+        ConfigError: naming the variable and the file that cannot be read.
+    """
+    values = dict(env)
+    for name in names:
+        path = env.get(f"{name}_FILE")
+        if not path or env.get(name):
+            continue
+        try:
+            values[name] = Path(path).read_text().rstrip("\r\n")
+        except OSError as e:
+            raise ConfigError(f"{name}_FILE", "", f"cannot read {path}: {e.strerror}") from e
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{name}_FILE", "", f"{path} is not UTF-8 text") from e
+    return values
+
 
 # Shorter timers so tests finish quickly (SPEC §11); settings only, no separate code paths.
 TEST_PROFILE: dict[str, Any] = {
@@ -106,6 +133,7 @@ class Settings(BaseModel):
         "existing ones keep theirs.",
     )
     redis_url: SecretStr | None = Field(default=None, description="redis:// or rediss:// URL; None = embedded.")
+    redis_user: str | None = Field(default=None, description="Valkey ACL user (a2amesh deploy init makes one each).")
     redis_password: SecretStr | None = None
     redis_cluster: bool = Field(
         default=False, description="REDIS_URL names a node of a Redis/Valkey Cluster: use the cluster client."
@@ -195,7 +223,7 @@ class Settings(BaseModel):
         Raises:
             ConfigError: naming the key and the problem.
         """
-        env = os.environ if environ is None else environ
+        env = with_secret_files(os.environ if environ is None else environ)
         path = file or env.get("A2AMESH_CONFIG")
         base = _read_file(Path(path)) if path else {}
 

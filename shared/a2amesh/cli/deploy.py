@@ -1,4 +1,5 @@
-"""``a2amesh deploy nats-config AGENTS_DIR``: a least-privilege NATS server configuration for a mesh."""
+"""``a2amesh deploy``: the deployment's users and secrets (``init``), or a least-privilege NATS configuration
+(``nats-config``) and Valkey ACL file (``valkey-acl``) alone."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from a2amesh.cli.exits import EXIT_OK
 from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import UsageError
 
-__all__ = ["add_deploy_verbs", "cmd_nats_config", "cmd_valkey_acl"]
+__all__ = ["add_deploy_verbs", "cmd_init", "cmd_nats_config", "cmd_valkey_acl"]
 
 
 def add_deploy_verbs(sub: Any) -> None:
@@ -40,6 +41,26 @@ def add_deploy_verbs(sub: Any) -> None:
     v.add_argument("agents", help="folder of agent YAML files (one Redis user each)")
     v.add_argument("-o", "--output", help="file to write (default: standard output)")
     v.set_defaults(func=cmd_valkey_acl)
+    i = what.add_parser(
+        "init", help="make the deployment's users and secrets once (NATS, Valkey, gateway keys); idempotent"
+    )
+    i.add_argument("--dir", default="deploy/secrets", help="folder of the files (default deploy/secrets, made 0700)")
+    i.add_argument("--agents", default="agent_cards", help="folder of agent YAML files (default agent_cards)")
+    i.add_argument(
+        "--rotate",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="make this secret anew (a user, api-demo, api-admin or tls; repeatable)",
+    )
+    i.add_argument("--tls", action="store_true", help="also a local CA and a NATS server certificate; TLS on")
+    i.add_argument("--tls-host", action="append", default=[], help="another name the server certificate is for")
+    i.add_argument("--tls-path", default="/etc/nats/tls", help="where the NATS server finds the certificate")
+    i.add_argument(
+        "--kubernetes", action="store_true", help="also write the Kubernetes Secrets (kubernetes-secrets.yaml)"
+    )
+    i.add_argument("--owner", help="UID:GID of the files the containers read (default 10001:10001 as root)")
+    i.set_defaults(func=cmd_init)
 
 
 async def cmd_nats_config(args: argparse.Namespace) -> int:
@@ -109,4 +130,45 @@ async def cmd_valkey_acl(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}: users {', '.join(users)} (passwords hashed)", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+async def cmd_init(args: argparse.Namespace) -> int:
+    """Make the folder's secrets when missing (or rotated) and write the files derived from them; prints what
+    it did, never a secret."""
+    from a2amesh.agent.definition import load_agent_file
+    from a2amesh.provision import DeployInit
+
+    agents = await asyncio.to_thread(_agent_names, Path(args.agents), load_agent_file)
+    settings = verb_settings(args)
+    owner: tuple[int, int] | None = None
+    if args.owner:
+        uid, _, gid = args.owner.partition(":")
+        if not uid.isdigit() or not (gid or uid).isdigit():
+            raise UsageError(f"--owner {args.owner!r}: expected UID or UID:GID (numbers)")
+        owner = (int(uid), int(gid or uid))
+    init = DeployInit(
+        folder=Path(args.dir),
+        namespace=settings.namespace,
+        agents=agents,
+        rotate=args.rotate,
+        tls=args.tls,
+        tls_hosts=args.tls_host,
+        tls_path=args.tls_path,
+        kubernetes=args.kubernetes,
+        owner=owner,
+    )
+    try:
+        report = await asyncio.to_thread(init.run)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise UsageError(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from e
+    for label, names in (("created", report.created), ("rotated", report.rotated), ("wrote", report.written)):
+        if names:
+            print(f"{label}: {', '.join(names)}")
+    if report.kept:
+        print(f"kept: {len(report.kept)} existing secrets")
+    owner_text = f"owned by {report.owner[0]}:{report.owner[1]}" if report.owner else "owned by you"
+    print(f"{args.dir}: users admin, executor, gateway, {', '.join(agents)}; files 0600, {owner_text}")
+    print(f"the gateway's keys: {args.dir}/api-demo.key (read, run, review), {args.dir}/api-admin.key (admin)")
     return EXIT_OK

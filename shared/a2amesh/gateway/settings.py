@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from a2amesh.config import load_settings, split_list
+from a2amesh.config import load_settings, split_list, with_secret_files
 from a2amesh.errors import ConfigError
 from a2amesh.ids import NAME_RE
 from a2amesh.mcp_server.settings import McpSettings
@@ -181,7 +181,7 @@ class GatewaySettings(BaseModel):
         Raises:
             ConfigError: naming the variable and the problem (never an API key).
         """
-        env = os.environ if environ is None else environ
+        env = with_secret_files(os.environ if environ is None else environ, ("A2AMESH_API_KEYS",))
 
         def prepare(values: dict[str, Any]) -> None:
             values.setdefault("mcp", McpSettings.load(env))

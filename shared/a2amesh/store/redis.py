@@ -123,6 +123,8 @@ async def connect_redis(settings: Settings, *, url: str | None = None, check: bo
         "health_check_interval": 15,
         "retry_on_timeout": True,
     }
+    if settings.redis_user:
+        kwargs["username"] = settings.redis_user
     if settings.redis_password:
         kwargs["password"] = settings.redis_password.get_secret_value()
     client: Redis

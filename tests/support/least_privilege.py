@@ -1,0 +1,193 @@
+"""The outside check of a deployment's credentials (``a2amesh deploy init``): with each process's own files, the
+servers refuse what that process must not do, and allow what it does. Used against the embedded servers
+(tests/integration/test_deploy_init.py) and against the compose stack (tests/containers/test_compose.py)."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client as NatsClient
+from redis.asyncio import Redis
+from redis.exceptions import NoPermissionError
+
+from a2amesh.access import EXECUTOR, GATEWAY
+from a2amesh.bus.subjects import Subjects
+from a2amesh.config import Settings
+from a2amesh.provision import nats_password_file, redis_password_file
+from a2amesh.store.keys import Keys
+from tests.support.waiting import eventually
+
+
+def settings_of(
+    folder: Path, user: str, *, nats_url: str, redis_url: str, namespace: str, tls_ca: Path | None = None
+) -> Settings:
+    """A process's settings as a container gets them: its user names and the files of its own two passwords."""
+    environ = {
+        "NATS_URL": nats_url,
+        "NATS_USER": user,
+        "NATS_PASSWORD_FILE": str(folder / nats_password_file(user)),
+        "REDIS_URL": redis_url,
+        "REDIS_USER": user,
+        "REDIS_PASSWORD_FILE": str(folder / redis_password_file(user)),
+        "A2AMESH_NAMESPACE": namespace,
+        "A2AMESH_PROFILE": "test",
+    }
+    if tls_ca is not None:
+        environ["NATS_TLS_CA"] = str(tls_ca)
+    return Settings.load(environ=environ)
+
+
+class Raw:
+    """A plain nats-py connection as one user, collecting the errors the server sends it."""
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+        self.errors: list[str] = []
+        self.nc: NatsClient | None = None
+
+    async def connect(self, folder: Path, url: str, tls: ssl.SSLContext | None = None) -> NatsClient:
+        async def on_error(e: Exception) -> None:
+            self.errors.append(str(e))
+
+        password = (folder / nats_password_file(self.user)).read_text().strip()
+        options: dict[str, Any] = {"tls": tls} if tls is not None else {}
+        self.nc = await nats.connect(
+            url,
+            user=self.user,
+            password=password,
+            inbox_prefix=f"_INBOX.{self.user}",
+            error_cb=on_error,
+            allow_reconnect=False,
+            connect_timeout=10,
+            **options,
+        )
+        return self.nc
+
+    async def refused(self, what: str) -> None:
+        async def seen() -> bool:
+            return any("permissions violation" in e.lower() and what.lower() in e.lower() for e in self.errors)
+
+        await eventually(seen, timeout=5, what=f"the server to refuse {self.user} {what} (errors: {self.errors})")
+
+    async def subscribe_refused(self, subject: str) -> None:
+        assert self.nc is not None
+        await self.nc.subscribe(subject)
+        await self.refused(f'subscription to "{subject}"')
+
+    async def publish_refused(self, subject: str, data: bytes = b"{}", final: bool = False) -> None:
+        assert self.nc is not None
+        headers = {"A2A-Final": "true"} if final else None
+        await self.nc.publish(subject, data, reply=self.nc.new_inbox(), headers=headers)
+        await self.refused(f'publish to "{subject}"')
+
+    async def close(self) -> None:
+        if self.nc is not None:
+            await self.nc.close()
+
+
+async def check_nats(
+    folder: Path, url: str, namespace: str, agent: str, other: str, tls: ssl.SSLContext | None = None
+) -> None:
+    """Each refusal the issue lists, asserted by the server's own error; then each user's own part allowed."""
+    s = Subjects(namespace)
+    tasks = s.tasks_stream
+    alpha, executor, gateway = Raw(agent), Raw(EXECUTOR), Raw(GATEWAY)
+    try:
+        for raw in (alpha, executor, gateway):
+            await raw.connect(folder, url, tls)
+        # an agent: another agent's requests (live or from its queue), anyone's replies, a forged final on
+        # another callee's reply subject, and any change of a stream
+        await alpha.subscribe_refused(s.request(other))
+        await alpha.publish_refused(f"$JS.API.CONSUMER.MSG.NEXT.{tasks}.{other}")
+        for subject in (s.reply_inbox(GATEWAY), s.reply_inbox(other), s.reply_all, "_INBOX.>"):
+            await alpha.subscribe_refused(subject)
+        await alpha.publish_refused(s.reply("gateway.abc", other, "call1"), final=True)
+        await alpha.publish_refused(s.reply(f"{EXECUTOR}.abc", other, "call1"), final=True)
+        await alpha.publish_refused(f"$JS.API.STREAM.CREATE.{namespace.upper()}_STOLEN")
+        await alpha.publish_refused(f"$JS.API.STREAM.DELETE.{tasks}")
+        await alpha.publish_refused(f"$KV.{s.cards_bucket}.{other}")
+        # the executor: no agent's replies, queue or control subject; no stream changes
+        await executor.publish_refused(s.reply("gateway.abc", agent, "call1"), final=True)
+        await executor.publish_refused(f"$JS.API.CONSUMER.MSG.NEXT.{tasks}.{agent}")
+        await executor.subscribe_refused(s.control(agent))
+        await executor.publish_refused(f"$JS.API.STREAM.DELETE.{tasks}")
+        # the gateway calls and reads its own replies: it serves nothing and answers nothing
+        await gateway.publish_refused(f"$JS.API.CONSUMER.MSG.NEXT.{tasks}.{agent}")
+        await gateway.publish_refused(s.reply(f"{EXECUTOR}.abc", agent, "call1"), final=True)
+        await gateway.subscribe_refused(s.reply_inbox(EXECUTOR))
+        await gateway.subscribe_refused(s.control(agent))
+        await gateway.publish_refused(f"$KV.{s.cards_bucket}.{agent}")
+        await gateway.publish_refused(f"$JS.API.STREAM.DELETE.{tasks}")
+        # and what each does is allowed: no new refusal
+        counts = [len(r.errors) for r in (alpha, executor, gateway)]
+        assert alpha.nc is not None
+        assert executor.nc is not None
+        assert gateway.nc is not None
+        await alpha.nc.subscribe(s.reply_inbox(agent))
+        await alpha.nc.subscribe(s.control(agent))
+        await alpha.nc.publish(s.reply("gateway.abc", agent, "call2"), b"{}")
+        await executor.nc.subscribe(s.reply_inbox(EXECUTOR))
+        await gateway.nc.subscribe(s.reply_inbox(GATEWAY))
+        info = await gateway.nc.request(f"$JS.API.STREAM.INFO.{tasks}", b"", timeout=5)
+        assert b'"config"' in info.data, info.data
+        for raw in (alpha, executor, gateway):
+            assert raw.nc is not None
+            await raw.nc.flush()
+        assert [len(r.errors) for r in (alpha, executor, gateway)] == counts, [
+            r.errors[n:] for r, n in zip((alpha, executor, gateway), counts, strict=True)
+        ]
+    finally:
+        for raw in (alpha, executor, gateway):
+            await raw.close()
+
+
+def redis_client(folder: Path, url: str, user: str) -> Redis:
+    password = (folder / redis_password_file(user)).read_text().strip()
+    return Redis.from_url(url, username=user, password=password, decode_responses=True)
+
+
+async def refused(command: Awaitable[Any]) -> None:
+    with pytest.raises(NoPermissionError):
+        await command
+
+
+async def check_redis(folder: Path, url: str, namespace: str, agent: str, other: str) -> None:
+    """An agent reaches neither another agent's keys nor the executor's; no mesh user administers the server
+    or reaches another namespace; each still writes its own keys."""
+    ns, keys = namespace, Keys(namespace)
+    async with redis_client(folder, url, agent) as r:
+        await r.set(f"{ns}:app:{agent}:probe", "1")
+        assert await r.get(f"{ns}:app:{agent}:probe") == "1"
+        await r.delete(f"{ns}:app:{agent}:probe")
+        for command in (
+            r.get(f"{ns}:app:{other}:counter"),
+            r.set(f"{ns}:app:{other}:counter", "1"),
+            r.lrange(keys.history(other, "c1"), 0, -1),
+            r.rpush(keys.history(other, "c1"), "forged"),
+            r.zrange(keys.agent_tasks(other, 0), 0, -1),
+            r.hgetall(keys.execution("e1")),
+            r.set(keys.execution_state("e1"), "{}"),
+            r.zrange(keys.executions_index(0), 0, -1),
+            r.set(keys.lease("e1"), "me"),
+        ):
+            await refused(command)
+    for user in (agent, EXECUTOR, GATEWAY):
+        async with redis_client(folder, url, user) as r:
+            for command in (
+                r.get(f"other{ns}:exec:{{e1}}"),
+                r.keys("*"),
+                r.flushall(),
+                r.config_set("maxmemory-policy", "allkeys-lru"),
+                r.acl_list(),
+                r.execute_command("ACL", "SETUSER", user, "on", "~*", "+@all"),
+                r.execute_command("CLIENT", "KILL", "TYPE", "normal"),
+            ):
+                await refused(command)
+    async with redis_client(folder, url, EXECUTOR) as r:
+        await r.set(keys.execution_state("probe"), "{}")
+        await r.delete(keys.execution_state("probe"))
