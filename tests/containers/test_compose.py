@@ -1,8 +1,11 @@
-"""docker-compose.yml as users run it (docker-compose 1.29): NATS and Valkey from the local server images, two
-executors, the gateway, each example agent in its own container and order_validator twice, on the project's own
-bridge network; the host calls in through the gateway's published port only. One order_validator container is
-SIGKILLed while it holds a workflow's task, and the run completes on the other replica. The 3-node NATS override
-comes up as a JetStream cluster with the mesh on it. Each project prints its timeline (docs/deploy.md)."""
+"""docker-compose.yml as users run it (docker-compose 1.29), with the credentials `a2amesh deploy init` makes: NATS
+and Valkey from the local server images, two executors, the gateway, each example agent in its own container and
+order_validator twice, each process signed in as its own least-privilege user, on the project's internal network;
+the host calls in through the gateway's published port (and reaches the servers through
+docker-compose.ports.yml, where each credential is refused what its process must not do). One order_validator
+container is SIGKILLed while it holds a workflow's task, and the run completes on the other replica. The 3-node
+NATS override comes up as a JetStream cluster with the mesh on it. Each project prints its timeline
+(docs/deploy.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,6 @@ import asyncio
 import contextlib
 import functools
 import json
-import secrets
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -18,18 +20,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 import pytest
 import yaml
 from redis.asyncio import Redis
+from redis.exceptions import AuthenticationError
 
+from a2amesh.provision import DeployInit, redis_password_file
 from tests.containers.conftest import Timeline, free_port
 from tests.support.docker import REPO, BuiltImages, Compose, DockerError, adocker, ainspect
+from tests.support.least_privilege import check_nats, check_redis
 from tests.support.waiting import eventually, within
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 
 BASE_FILE = REPO / "docker-compose.yml"
 CLUSTER_FILE = REPO / "docker-compose.nats-cluster.yml"
+PORTS_FILE = REPO / "docker-compose.ports.yml"
 AGENTS = ("echo", "order_validator", "text_stats", "notifier", "pricing", "job_status")
 WORKFLOWS = ("order_pipeline", "notify_customer")
 CONTAINERS = {"nats": 1, "redis": 1, "executor": 2, "gateway": 1, **dict.fromkeys(AGENTS, 1), "order_validator": 2}
@@ -67,14 +74,24 @@ async def logs_of(container: str) -> list[dict[str, Any]]:
     return log_lines(out)
 
 
-def project_env(images: BuiltImages, key: str) -> dict[str, str]:
-    """The variables docker-compose.yml reads: this session's images, free host ports (all on 127.0.0.1), the key."""
+def deploy_init(folder: Path) -> tuple[Path, str]:
+    """`a2amesh deploy init` for the example agents into ``folder`` (as root, the files go to the images' uid
+    10001, mode 0600); the folder and the gateway's demo key."""
+    agents = sorted(p.stem for p in (REPO / "agent_cards").glob("*.yaml"))
+    assert set(agents) == set(AGENTS), agents
+    DeployInit(folder, "a2amesh", agents).run()
+    return folder, (folder / "api-demo.key").read_text().strip()
+
+
+def project_env(images: BuiltImages, secrets_dir: Path) -> dict[str, str]:
+    """The variables docker-compose.yml reads: this session's images, free host ports (all on 127.0.0.1), the
+    folder of deploy init's files."""
     return {
         "A2AMESH_TAG": images.tag,
         "A2AMESH_BASE": images.base,
         "A2AMESH_NATS_IMAGE": images.image("nats"),
         "A2AMESH_VALKEY_IMAGE": images.image("valkey"),
-        "A2AMESH_DEMO_KEY": key,
+        "A2AMESH_SECRETS": str(secrets_dir),
         "A2AMESH_PROFILE": "test",
         "A2AMESH_SHUTDOWN_GRACE": "5",
         "A2AMESH_GATEWAY_HOST": "127.0.0.1",
@@ -159,16 +176,19 @@ async def running(compose: Compose, timeline: Timeline, up: str, down: str, *ser
     assert await compose.volumes() == [], f"docker-compose down -v left volumes behind:\n{stopped}"
 
 
-async def servers_are_durable(env: dict[str, str]) -> None:
-    """NATS runs JetStream on the file store with every write flushed (deploy/nats-jetstream.conf), Valkey with the
-    append-only file and no eviction (deploy/redis.conf): read from the servers through their host ports."""
+async def servers_are_durable(env: dict[str, str], secrets_dir: Path) -> None:
+    """NATS runs JetStream on the file store with every write flushed (deploy init's nats.conf), Valkey with the
+    append-only file and no eviction (deploy/redis.conf): read from the servers through their host ports (Valkey
+    as its admin user)."""
     async with httpx.AsyncClient(timeout=10) as http:
         varz = (await http.get(f"http://127.0.0.1:{env['A2AMESH_NATS_MONITOR_PORT']}/varz")).json()
     jetstream = varz["jetstream"]["config"]
     assert jetstream["sync_always"] is True, jetstream
     assert jetstream["store_dir"].startswith("/data/jetstream"), jetstream
     assert varz["max_payload"] == 8 * 1024 * 1024, varz["max_payload"]
-    valkey = Redis.from_url(f"redis://127.0.0.1:{env['A2AMESH_REDIS_PORT']}/0", decode_responses=True)
+    admin = (secrets_dir / redis_password_file("admin")).read_text().strip()
+    url = f"redis://127.0.0.1:{env['A2AMESH_REDIS_PORT']}/0"
+    valkey = Redis.from_url(url, username="admin", password=admin, decode_responses=True)
     async with valkey:
         config = await valkey.config_get("appendonly") | await valkey.config_get("maxmemory-policy")
     assert config == {"appendonly": "yes", "maxmemory-policy": "noeviction"}, config
@@ -183,20 +203,46 @@ async def gateway_names(http: httpx.AsyncClient, key: str) -> set[str]:
 
 async def test_compose_files_are_valid_for_docker_compose_1_29(tmp_path: Path) -> None:
     """Guards against compose files that docker-compose 1.29 refuses, a replica count it silently drops
-    (`deploy.replicas` without --compatibility), or a cluster override that leaves services on one server."""
-    env = {"A2AMESH_DEMO_KEY": "k", "A2AMESH_NATS_IMAGE": "a2amesh-nats:x"}
+    (`deploy.replicas` without --compatibility), a cluster override that leaves services on one server, servers
+    published or left unhardened, a network with a way out, or a container given another's credentials."""
+    env = {"A2AMESH_NATS_IMAGE": "a2amesh-nats:x", "A2AMESH_SECRETS": str(tmp_path)}
     single = yaml.safe_load(await Compose("config", (BASE_FILE,), env).run("config"))
-    assert {s: single["services"][s].get("scale", 1) for s in CONTAINERS} == CONTAINERS
-    assert single["services"]["nats"]["image"] == "a2amesh-nats:x"
-    assert all(p.startswith("127.0.0.1:") for s in single["services"].values() for p in s.get("ports", [])), single
+    services = single["services"]
+    assert {s: services[s].get("scale", 1) for s in CONTAINERS} == CONTAINERS
+    assert services["nats"]["image"] == "a2amesh-nats:x"
+    assert [s for s in services if services[s].get("ports")] == ["gateway"], "only the gateway is published"
+    assert all(p.startswith("127.0.0.1:") for p in services["gateway"]["ports"]), services["gateway"]["ports"]
+    assert single["networks"]["mesh"] == {"internal": True}, single["networks"]
+    assert {s for s in services if "edge" in services[s]["networks"]} == {"gateway"}
+    for name, service in services.items():
+        assert service["read_only"] is True, name
+        assert service["cap_drop"] == ["ALL"], name
+        assert service["security_opt"] == ["no-new-privileges"], name
+    assert services["nats"]["user"] == services["redis"]["user"] == "10001:10001"
+    assert "--protected-mode" in services["redis"]["command"]
+    assert services["redis"]["command"][services["redis"]["command"].index("--protected-mode") + 1] == "yes"
+    for agent in AGENTS:
+        environment = services[agent]["environment"]
+        assert [x["source"] for x in services[agent]["secrets"]] == [f"nats-{agent}", f"redis-{agent}"]
+        assert (environment["NATS_USER"], environment["REDIS_USER"]) == (agent, agent)
+        assert environment["NATS_PASSWORD_FILE"] == f"/run/secrets/nats-{agent}"
+    assert [x["source"] for x in services["gateway"]["secrets"]] == ["nats-gateway", "redis-gateway", "api-keys"]
+    assert [x["source"] for x in services["init"]["secrets"]] == ["nats-admin"]
+    published = yaml.safe_load(await Compose("config", (BASE_FILE, PORTS_FILE), env).run("config"))
+    for server in ("nats", "redis"):
+        ports = published["services"][server]["ports"]
+        assert ports, server
+        assert all(p.startswith("127.0.0.1:") for p in ports), ports
     cluster = yaml.safe_load(await Compose("config", (BASE_FILE, CLUSTER_FILE), env).run("config"))
     assert {"nats", "nats-2", "nats-3"} <= set(cluster["services"])
-    for service in (*AGENTS, "executor", "gateway"):
+    for node in ("nats", "nats-2", "nats-3"):
+        service = cluster["services"][node]
+        assert (service["read_only"], service["cap_drop"], service["networks"]) == (True, ["ALL"], {"mesh": {}})
+        assert f"{tmp_path}/nats-accounts.conf:/etc/nats/nats-accounts.conf:ro" in service["volumes"], node
+    for service in (*AGENTS, "executor", "gateway", "init"):
         environment = cluster["services"][service]["environment"]
         assert environment["NATS_URL"].split(",") == [f"nats://{n}:4222" for n in ("nats", "nats-2", "nats-3")]
         assert environment["A2AMESH_REPLICAS"] == "3", service
-    refused = await Compose("config", (BASE_FILE,), {"A2AMESH_DEMO_KEY": ""}).run("config", check=False)
-    assert "set A2AMESH_DEMO_KEY to the gateway API key" in refused, refused
 
 
 @pytest.fixture(scope="module")
@@ -212,9 +258,10 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
 ) -> None:
     """Guards against a compose file whose containers do not find each other, a replica count that is not real, a
     gateway that does not reach agents in other containers, and a task lost with the container running it."""
-    key = secrets.token_urlsafe(24)
-    env = project_env(images, key)
-    compose = Compose(f"a2t{uuid.uuid4().hex[:8]}", (BASE_FILE, compose_override(tmp_path, slow_validator=True)), env)
+    folder, key = deploy_init(tmp_path / "secrets")
+    env = project_env(images, folder)
+    override = compose_override(tmp_path, slow_validator=True)
+    compose = Compose(f"a2t{uuid.uuid4().hex[:8]}", (BASE_FILE, PORTS_FILE, override), env)
     async with running(compose, timeline, "compose up -d", "compose down -v"):
         gateway = f"http://127.0.0.1:{env['A2AMESH_GATEWAY_PORT']}"
         async with httpx.AsyncClient(base_url=gateway, timeout=60) as http:
@@ -226,7 +273,17 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
                     interval=0.5,
                     what=f"the cards of {AGENTS + WORKFLOWS} at GET /agents",
                 )
-            await servers_are_durable(env)
+            await servers_are_durable(env, folder)
+            with timeline.step("least privilege: each credential refused outside its part (NATS, Valkey)"):
+                await no_way_in_without_a_user(env)
+                nats_url = f"nats://127.0.0.1:{env['A2AMESH_NATS_PORT']}"
+                await check_nats(folder, nats_url, "a2amesh", "echo", "pricing")
+                await check_redis(
+                    folder, f"redis://127.0.0.1:{env['A2AMESH_REDIS_PORT']}/0", "a2amesh", "echo", "pricing"
+                )
+            init = await compose.containers("init")
+            assert len(init) == 1, init
+            assert (await ainspect(init[0]))["State"]["ExitCode"] == 0, await logs_of(init[0])
             validators = await compose.containers("order_validator")
             for name in validators:
                 await eventually(
@@ -286,6 +343,16 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
             assert "COMPLETED" in finished[0]["state"].upper(), finished
 
 
+async def no_way_in_without_a_user(env: dict[str, str]) -> None:
+    """Neither server lets in a client without credentials."""
+    with pytest.raises(Exception, match="(?i)authorization"):  # nats-py raises it in several shapes
+        await nats.connect(f"nats://127.0.0.1:{env['A2AMESH_NATS_PORT']}", allow_reconnect=False, connect_timeout=5)
+    anonymous = Redis.from_url(f"redis://127.0.0.1:{env['A2AMESH_REDIS_PORT']}/0")
+    async with anonymous:
+        with pytest.raises(AuthenticationError):
+            await anonymous.ping()
+
+
 async def _has_all(http: httpx.AsyncClient, key: str) -> bool:
     return set(AGENTS + WORKFLOWS) <= await gateway_names(http, key)
 
@@ -307,11 +374,10 @@ async def test_nats_cluster_override_runs_the_mesh_on_three_jetstream_nodes(
 ) -> None:
     """Guards against a cluster override whose nodes do not form one JetStream cluster, or a mesh on it whose
     streams are not replicated to all three nodes."""
-    key = secrets.token_urlsafe(24)
-    env = project_env(images, key)
-    compose = Compose(
-        f"a2c{uuid.uuid4().hex[:8]}", (BASE_FILE, CLUSTER_FILE, compose_override(tmp_path, slow_validator=False)), env
-    )
+    folder, key = deploy_init(tmp_path / "secrets")
+    env = project_env(images, folder)
+    files = (BASE_FILE, CLUSTER_FILE, PORTS_FILE, compose_override(tmp_path, slow_validator=False))
+    compose = Compose(f"a2c{uuid.uuid4().hex[:8]}", files, env)
     services = {"nats": 1, "nats-2": 1, "nats-3": 1, "redis": 1, "gateway": 1, "echo": 1}
     up = "cluster: compose up -d (3 NATS nodes, Valkey, gateway, echo)"
     async with running(compose, timeline, up, "cluster: compose down -v", *services):
