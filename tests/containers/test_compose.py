@@ -274,16 +274,6 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
                     what=f"the cards of {AGENTS + WORKFLOWS} at GET /agents",
                 )
             await servers_are_durable(env, folder)
-            with timeline.step("least privilege: each credential refused outside its part (NATS, Valkey)"):
-                await no_way_in_without_a_user(env)
-                nats_url = f"nats://127.0.0.1:{env['A2AMESH_NATS_PORT']}"
-                await check_nats(folder, nats_url, "a2amesh", "echo", "pricing")
-                await check_redis(
-                    folder, f"redis://127.0.0.1:{env['A2AMESH_REDIS_PORT']}/0", "a2amesh", "echo", "pricing"
-                )
-            init = await compose.containers("init")
-            assert len(init) == 1, init
-            assert (await ainspect(init[0]))["State"]["ExitCode"] == 0, await logs_of(init[0])
             validators = await compose.containers("order_validator")
             for name in validators:
                 await eventually(
@@ -341,6 +331,21 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
             ]
             assert finished, f"{survivor} did not finish task {held['task_id']}"
             assert "COMPLETED" in finished[0]["state"].upper(), finished
+
+            # the mesh did all of that under its users without one refusal; then the refusals, from outside
+            (nats_container,) = await compose.containers("nats")
+            _, nats_logs = await adocker("logs", nats_container)
+            assert " Violation - " not in nats_logs, [x for x in nats_logs.splitlines() if " Violation - " in x][:5]
+            with timeline.step("least privilege: each credential refused outside its part (NATS, Valkey)"):
+                await no_way_in_without_a_user(env)
+                nats_url = f"nats://127.0.0.1:{env['A2AMESH_NATS_PORT']}"
+                await check_nats(folder, nats_url, "a2amesh", "echo", "pricing")
+                await check_redis(
+                    folder, f"redis://127.0.0.1:{env['A2AMESH_REDIS_PORT']}/0", "a2amesh", "echo", "pricing"
+                )
+            init = await compose.containers("init")
+            assert len(init) == 1, init
+            assert (await ainspect(init[0]))["State"]["ExitCode"] == 0, await logs_of(init[0])
 
 
 async def no_way_in_without_a_user(env: dict[str, str]) -> None:

@@ -5,6 +5,7 @@ reference, a PodDisruptionBudget per Deployment, a grace period above the shutdo
 from __future__ import annotations
 
 import copy
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.33"
 """The Kubernetes version the manifests are validated for (a current release line; bump with the schemas)."""
-SECRET_VARS = {"REDIS_URL", "NATS_PASSWORD", "A2AMESH_API_KEYS"}
+SECRET_VARS = {"REDIS_URL", "REDIS_PASSWORD", "NATS_PASSWORD", "A2AMESH_API_KEYS"}
 PROBE = ["python", "/app/probe.py"]
 
 
@@ -101,3 +102,23 @@ def test_the_gateway_service_reaches_the_gateway_pods() -> None:
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     ports = {p["name"] for c in pod["spec"]["containers"] for p in c["ports"]}
     assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
+
+
+def test_each_pod_reads_only_its_own_secret_as_deploy_init_writes_it(tmp_path: Path) -> None:
+    """Guards against a pod given another process's credentials, or a reference to a Secret or key that
+    `a2amesh deploy init --kubernetes` does not write."""
+    from a2amesh.provision import KUBERNETES, DeployInit, kubernetes_name
+
+    DeployInit(tmp_path, "a2amesh", ["order_validator"], kubernetes=True, owner=(os.getuid(), os.getgid())).run()
+    written = {
+        d["metadata"]["name"]: set(d["stringData"]) for d in yaml.safe_load_all((tmp_path / KUBERNETES).read_text())
+    }
+    for deployment in of_kind("Deployment"):
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        env = {v["name"]: v for v in container["env"]}
+        user = env["NATS_USER"]["value"]
+        assert env["REDIS_USER"]["value"] == user
+        refs = [v["valueFrom"]["secretKeyRef"] for v in env.values() if "secretKeyRef" in v.get("valueFrom", {})]
+        assert {r["name"] for r in refs} == {kubernetes_name(user)}, deployment["metadata"]["name"]
+        for ref in refs:
+            assert ref["key"] in written[ref["name"]], ref
