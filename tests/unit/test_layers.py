@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("mesh client", frozenset({"client", "registry"})),  # calling agents, the card registry
     ("workers", frozenset({"worker", "agent", "executor", "service", "builtins"})),  # processes that serve requests
     ("management", frozenset({"manage"})),  # definitions, executions, reviews: what the API, CLI and MCP share
-    ("deployment", frozenset({"access"})),  # least-privilege server configurations generated from the definitions
+    ("deployment", frozenset({"access", "provision"})),  # least-privilege server configurations and their secrets
     ("mcp server", frozenset({"mcp_server"})),  # the mesh as MCP tools (stdio, and mounted by the gateway)
     ("http", frozenset({"gateway"})),  # the mesh on the web: A2A over HTTP through the a2a-sdk, calls by Client
     ("local mesh", frozenset({"mesh", "demo"})),  # a whole mesh on one machine (`a2amesh up` / `demo`)
