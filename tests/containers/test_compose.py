@@ -14,6 +14,7 @@ import contextlib
 import functools
 import json
 import shutil
+import ssl
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 BASE_FILE = REPO / "docker-compose.yml"
 CLUSTER_FILE = REPO / "docker-compose.nats-cluster.yml"
 PORTS_FILE = REPO / "docker-compose.ports.yml"
+TLS_FILE = REPO / "docker-compose.tls.yml"
 AGENTS = ("echo", "order_validator", "text_stats", "notifier", "pricing", "job_status")
 WORKFLOWS = ("order_pipeline", "notify_customer")
 CONTAINERS = {"nats": 1, "redis": 1, "executor": 2, "gateway": 1, **dict.fromkeys(AGENTS, 1), "order_validator": 2}
@@ -74,12 +76,12 @@ async def logs_of(container: str) -> list[dict[str, Any]]:
     return log_lines(out)
 
 
-def deploy_init(folder: Path) -> tuple[Path, str]:
+def deploy_init(folder: Path, *, tls: bool = False) -> tuple[Path, str]:
     """`a2amesh deploy init` for the example agents into ``folder`` (as root, the files go to the images' uid
-    10001, mode 0600); the folder and the gateway's demo key."""
+    10001, mode 0600), with ``tls`` also the local CA; the folder and the gateway's demo key."""
     agents = sorted(p.stem for p in (REPO / "agent_cards").glob("*.yaml"))
     assert set(agents) == set(AGENTS), agents
-    DeployInit(folder, "a2amesh", agents).run()
+    DeployInit(folder, "a2amesh", agents, tls=tls).run()
     return folder, (folder / "api-demo.key").read_text().strip()
 
 
@@ -233,6 +235,11 @@ async def test_compose_files_are_valid_for_docker_compose_1_29(tmp_path: Path) -
         ports = published["services"][server]["ports"]
         assert ports, server
         assert all(p.startswith("127.0.0.1:") for p in ports), ports
+    tls = yaml.safe_load(await Compose("config", (BASE_FILE, TLS_FILE), env).run("config"))
+    assert f"{tmp_path}/tls/nats-server.pem:/etc/nats/tls/nats-server.pem:ro" in tls["services"]["nats"]["volumes"]
+    for service in (*AGENTS, "executor", "gateway", "init"):
+        assert tls["services"][service]["environment"]["NATS_TLS_CA"] == "/run/secrets/nats-ca", service
+        assert {"source": "nats-ca"} in tls["services"][service]["secrets"], service
     cluster = yaml.safe_load(await Compose("config", (BASE_FILE, CLUSTER_FILE), env).run("config"))
     assert {"nats", "nats-2", "nats-3"} <= set(cluster["services"])
     for node in ("nats", "nats-2", "nats-3"):
@@ -258,10 +265,11 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
 ) -> None:
     """Guards against a compose file whose containers do not find each other, a replica count that is not real, a
     gateway that does not reach agents in other containers, and a task lost with the container running it."""
-    folder, key = deploy_init(tmp_path / "secrets")
+    folder, key = deploy_init(tmp_path / "secrets", tls=True)
     env = project_env(images, folder)
     override = compose_override(tmp_path, slow_validator=True)
-    compose = Compose(f"a2t{uuid.uuid4().hex[:8]}", (BASE_FILE, PORTS_FILE, override), env)
+    compose = Compose(f"a2t{uuid.uuid4().hex[:8]}", (BASE_FILE, PORTS_FILE, TLS_FILE, override), env)
+    trust = ssl.create_default_context(cafile=str(folder / "tls" / "ca.pem"))
     async with running(compose, timeline, "compose up -d", "compose down -v"):
         gateway = f"http://127.0.0.1:{env['A2AMESH_GATEWAY_PORT']}"
         async with httpx.AsyncClient(base_url=gateway, timeout=60) as http:
@@ -337,9 +345,9 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
             _, nats_logs = await adocker("logs", nats_container)
             assert " Violation - " not in nats_logs, [x for x in nats_logs.splitlines() if " Violation - " in x][:5]
             with timeline.step("least privilege: each credential refused outside its part (NATS, Valkey)"):
-                await no_way_in_without_a_user(env)
+                await no_way_in_without_a_user(env, trust)
                 nats_url = f"nats://127.0.0.1:{env['A2AMESH_NATS_PORT']}"
-                await check_nats(folder, nats_url, "a2amesh", "echo", "pricing")
+                await check_nats(folder, nats_url, "a2amesh", "echo", "pricing", tls=trust)
                 await check_redis(
                     folder, f"redis://127.0.0.1:{env['A2AMESH_REDIS_PORT']}/0", "a2amesh", "echo", "pricing"
                 )
@@ -348,10 +356,14 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
             assert (await ainspect(init[0]))["State"]["ExitCode"] == 0, await logs_of(init[0])
 
 
-async def no_way_in_without_a_user(env: dict[str, str]) -> None:
-    """Neither server lets in a client without credentials."""
+async def no_way_in_without_a_user(env: dict[str, str], tls: ssl.SSLContext) -> None:
+    """Neither server lets in a client without credentials (NATS not even one trusting its CA), and NATS none
+    that does not trust the CA."""
+    url = f"nats://127.0.0.1:{env['A2AMESH_NATS_PORT']}"
     with pytest.raises(Exception, match="(?i)authorization"):  # nats-py raises it in several shapes
-        await nats.connect(f"nats://127.0.0.1:{env['A2AMESH_NATS_PORT']}", allow_reconnect=False, connect_timeout=5)
+        await nats.connect(url, allow_reconnect=False, connect_timeout=5, tls=tls)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        await nats.connect(url, allow_reconnect=False, connect_timeout=5)
     anonymous = Redis.from_url(f"redis://127.0.0.1:{env['A2AMESH_REDIS_PORT']}/0")
     async with anonymous:
         with pytest.raises(AuthenticationError):
