@@ -114,6 +114,8 @@ class DeployInit:
         unknown = [n for n in self.rotate if n not in self.rotatable()]
         if unknown:
             raise UsageError(f"nothing to rotate named {', '.join(unknown)}; one of: {', '.join(self.rotatable())}")
+        if "tls" in self.rotate and not self.tls:
+            raise UsageError("--rotate tls makes the CA anew: give --tls too")
         access = NatsAccess(namespace=self.namespace, agents=self.agents)  # validates the names
         report = InitReport(owner=self._owner())
         try:

@@ -50,6 +50,15 @@ def test_secrets_are_made_once_and_one_rotates_alone(tmp_path: Path) -> None:
     assert before["nats-alpha.password"].strip() not in after[NATS_ACCOUNTS]
     with pytest.raises(UsageError, match="nothing to rotate named gamma"):
         init(folder, rotate=("gamma",)).run()
+    with pytest.raises(UsageError, match="--rotate tls makes the CA anew: give --tls too"):
+        init(folder, rotate=("tls",)).run()
+    made = init(folder, tls=True).run()
+    assert made.created == ["tls"]
+    ca = (folder / "tls" / "ca.pem").read_text()
+    assert init(folder, tls=True).run().kept[-1] == "tls"
+    assert init(folder, rotate=("tls",), tls=True).run().rotated == ["tls"]
+    assert (folder / "tls" / "ca.pem").read_text() != ca
+    assert stat.S_IMODE((folder / "tls" / "ca-key.pem").stat().st_mode) == 0o600
 
 
 def test_an_added_agent_gets_its_users_and_nobody_else_changes(tmp_path: Path) -> None:
