@@ -355,6 +355,12 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
             assert len(init) == 1, init
             assert (await ainspect(init[0]))["State"]["ExitCode"] == 0, await logs_of(init[0])
 
+            # the processes stop before NATS (they hand their work back through it): each exits 0 in its grace
+            with timeline.step("compose stop: every process exits 0"):
+                await compose.run("stop", "-t", "20", timeout=120)
+            codes = {n: (await ainspect(n))["State"]["ExitCode"] for n in await compose.containers() if n != holder}
+            assert set(codes.values()) == {0}, codes
+
 
 async def no_way_in_without_a_user(env: dict[str, str], tls: ssl.SSLContext) -> None:
     """Neither server lets in a client without credentials (NATS not even one trusting its CA), and NATS none
