@@ -502,7 +502,7 @@ class Client:
             model = message.build() if isinstance(message, EncodedMessage) else message
             if not await self._resend_is_new(agent, model, task_id, hdrs):
                 # The same request is already queued, running or answered for another caller: follow its task.
-                await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs)
+                await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs, request_id or call_id)
                 return call
         except BaseException:
             self._forget(call_id)
@@ -549,8 +549,11 @@ class Client:
                 raise refusal
         return False
 
-    async def _subscribe_existing(self, agent: str, task_id: str, reply_to: str, hdrs: dict[str, str]) -> None:
-        body = encode_request(codes.SUBSCRIBE_TO_TASK, SubscribeToTaskRequest(id=task_id), nuid())
+    async def _subscribe_existing(
+        self, agent: str, task_id: str, reply_to: str, hdrs: dict[str, str], request_id: str | int
+    ) -> None:
+        """SubscribeToTask on ``reply_to``; its answers carry ``request_id`` (a resend's: its own request's id)."""
+        body = encode_request(codes.SUBSCRIBE_TO_TASK, SubscribeToTaskRequest(id=task_id), request_id)
         await self.bus.publish(self.bus.subjects.control(agent), body, {**hdrs, h.REPLY_TO: reply_to})
 
     async def send(self, agent: str, message: Message | str | dict[str, Any], **kwargs: Any) -> Task:
@@ -629,7 +632,7 @@ class Client:
         call = Call(self, call_id, agent, task_id, pending, deadline)
         self._pending[call_id] = pending
         hdrs = self._request_headers(reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=0)
-        await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs)
+        await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs, call_id)
         async for ev in call.events():
             yield ev
 

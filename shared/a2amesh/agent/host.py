@@ -50,12 +50,12 @@ from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.protocol.vocabulary import NODE_REQUEST
 from a2amesh.registry import CardPublisher
-from a2amesh.rpc import dumps, encode_result
+from a2amesh.rpc import dumps, encode_result, encode_task_result
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
-from a2amesh.store.tasks import TaskRecordView, TaskStore
+from a2amesh.store.tasks import Subscriber, TaskRecordView, TaskStore
 from a2amesh.worker.control import AnswerNow, AnswerWhenStopped, Cancellation, ControlPlane
 from a2amesh.worker.decode import WorkRequest, control_part
 from a2amesh.worker.deltas import delta_sink
@@ -137,6 +137,7 @@ class _BoundedBlock(contextlib.AbstractAsyncContextManager[None]):
 class _Target:
     subject: str
     primary: bool
+    answer_id: JsonRpcId = None  # the JSON-RPC id its answers carry: its own request's
 
 
 @dataclass
@@ -156,6 +157,7 @@ class _Run:
     history_length: int | None = None  # the caller's historyLength: how much history its answers carry
     deadline: float | None = None  # A2A-Deadline (epoch seconds)
     call_depth: int = 0  # A2A-Call-Depth
+    continues: bool = False  # the request continues an interrupted task (it named the task id)
     working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
     encoded: tuple[Task, bytes] | None = None  # the final task and its ProtoJSON, encoded once for its record
 
@@ -178,11 +180,12 @@ class _Run:
         if not self.cancel_requested.done():
             self.cancel_requested.set_result(None)
 
-    def add_target(self, subject: str) -> bool:
-        if any(t.subject == subject for t in self.targets):
-            return False
-        self.targets.append(_Target(subject, primary=False))
-        return True
+    def add_target(self, subscriber: Subscriber) -> _Target | None:
+        if any(t.subject == subscriber.subject for t in self.targets):
+            return None
+        target = _Target(subscriber.subject, primary=False, answer_id=subscriber.answer_id(self.task.id))
+        self.targets.append(target)
+        return target
 
 
 class AgentHost(Worker):
@@ -361,10 +364,10 @@ class AgentHost(Worker):
                     continue  # SendMessage gets only the final response
                 body = run.task_result(run.request_id, run.history_length)
             elif final and not target.primary:
-                body = run.task_result(run.task.id)
+                body = run.task_result(target.answer_id)
             else:
                 assert response is not None
-                body = encode_result(run.request_id if target.primary else run.task.id, response)
+                body = encode_result(run.request_id if target.primary else target.answer_id, response)
             suffix = "" if target.primary else ":" + target.subject.rsplit(".", 1)[-1]
             try:
                 await self._send(
@@ -400,6 +403,11 @@ class AgentHost(Worker):
         message = request.message
         attempt = msg.num_delivered
         history: list[Message] = []
+        running = self._running.get(message.task_id or task_id_for(self.name, message.message_id))
+        if running is not None:
+            await self._follow_run(running, msg, request)
+            return
+        continues = bool(message.task_id)
         if message.task_id:
             existing = await self.tasks.get(message.task_id)
             if existing is None:
@@ -426,10 +434,11 @@ class AgentHost(Worker):
             request_id=request.request_id,
             streaming=request.streaming,
             attempt=attempt,
-            targets=[_Target(request.reply_to, primary=True)],
+            targets=[_Target(request.reply_to, primary=True, answer_id=request.request_id)],
             history_length=request.history_length,
             deadline=request.deadline,
             call_depth=request.call_depth,
+            continues=continues,
         )
         self._running[task_id] = run
         # every log line of this task (ours and the handler's) carries its ids; set and reset by token, which
@@ -454,8 +463,15 @@ class AgentHost(Worker):
             run.add_target(s)
         if view.outcome == "done":
             # a redelivered or re-sent request for a finished task: its caller gets the stored final again,
-            # answering this request (its id); subscribers get it with the task id, as always
+            # answering this request (its id); subscribers get it with their own
             assert view.task is not None
+            message = (run.task.history or [])[-1]
+            if run.continues and all(m.message_id != message.message_id for m in view.task.history or []):
+                # a continuation that the task did not take (it was canceled or finished meanwhile): refused as
+                # one sent after that would be
+                refusal = continuation_refusal(view.task, message)
+                if refusal is not None:
+                    raise refusal
             run.task = view.task
             try:
                 await self._publish_final(run)
@@ -464,11 +480,8 @@ class AgentHost(Worker):
             await msg.ack()
             return
         if view.outcome == "busy":
-            primary = run.targets[0].subject
-            await self.tasks.add_subscriber(run.task.id, primary)
-            if msg.num_delivered == 1:
-                await msg.ack()  # a re-sent request: its caller now follows the running task
-            return  # a redelivery while the owner still works: left to the owner's in-progress acks
+            await self._subscribe_caller(run.task.id, msg, Subscriber(run.targets[0].subject, run.request_id))
+            return
         if view.outcome == "canceled":
             await self._finish(run, TaskOutcome(TaskState.CANCELED, message="canceled before it started"))
             return
@@ -486,7 +499,7 @@ class AgentHost(Worker):
             await self.tasks.write(run.task, self.name, self.instance, release=True)
             await self._send_error(run.targets[0].subject, run.request_id, err, run.attempt)
             for t in run.targets[1:]:
-                await self._send_error(t.subject, run.task.id, err, run.attempt)
+                await self._send_error(t.subject, t.answer_id, err, run.attempt)
             await msg.term()
             return
         faults.crash_point("after_claim")
@@ -496,7 +509,7 @@ class AgentHost(Worker):
         else:
             for target in run.targets[1:]:  # subscribed while the task was queued: the task comes first
                 try:
-                    await self._send_snapshot(run, target.subject)
+                    await self._send_snapshot(run, target)
                 except TransportError:
                     self.log.warning("reply.subscriber_failed", subject=target.subject)
         outcome = await self._work(run, history)
@@ -737,43 +750,103 @@ class AgentHost(Worker):
         except A2AMeshError as e:
             return TaskOutcome(TaskState.FAILED, message=f"the output could not be stored as an artifact: {e}")
 
+    # resends
+    async def _follow_run(self, run: _Run, msg: WorkMsg, request: WorkRequest) -> None:
+        """A request for a task that runs here (a resend with a new ``Nats-Msg-Id``, or a redelivery): its caller
+        follows that run, as one on another replica would, instead of running the task a second time."""
+        await self._subscribe_caller(run.task.id, msg, Subscriber(request.reply_to, request.request_id))
+
+    async def _subscribe_caller(self, task_id: str, msg: WorkMsg, subscriber: Subscriber) -> None:
+        """Add the caller of a request whose task is running to its subscribers: it gets the final, with its own
+        request id, from whoever stores it; a final stored already (or the interrupted task) it gets now."""
+        view = await self.tasks.add_subscriber(task_id, subscriber)
+        if view.outcome == "terminal" and view.task is not None:
+            await self._answer_subscriber(subscriber, view.task, msg.num_delivered)
+        if msg.num_delivered == 1 or view.outcome == "terminal":
+            await msg.ack()  # a re-sent request: its caller now follows the running task
+        # a redelivery while the owner still works is left to the owner's in-progress acks
+
+    async def _answer_subscriber(self, subscriber: Subscriber, task: Task, attempt: int) -> None:
+        token = subscriber.subject.rsplit(".", 1)[-1]
+        try:
+            await self._send(
+                subscriber.subject,
+                encode_task_result(subscriber.answer_id(task.id), task),
+                attempt=attempt,
+                seq=1,
+                final=True,
+                msg_id=f"{task.id}:final:{token}",
+                durable=True,
+            )
+        except TransportError as e:  # NATS away: the final is stored, where GetTask answers it
+            self.log.warning("reply.subscriber_failed", subject=subscriber.subject, error=str(e))
+
     # control (the backend of worker.control.ControlPlane)
-    async def cancel(self, agent: str, task_id: str) -> Cancellation:
-        """CancelTask: mark the task canceled; stop it if it runs here."""
-        view = await self.tasks.mark_canceled(task_id)
+    async def cancel(self, agent: str, task_id: str, request: str) -> Cancellation:
+        """CancelTask: store the task CANCELED when nobody holds it; when it runs here, stop it (it stores its own
+        CANCELED final) and answer then; when it runs on another replica, that one answers."""
+        view = await self.tasks.cancel(task_id, self.name, request)
         if view.outcome == "terminal":
             raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
+        if view.outcome == "canceled":
+            assert view.task is not None
+            await self._answer_canceled(view)
+            return AnswerNow(view.task)
         run = self._running.get(task_id)
+        if run is None and view.owner != self.instance:
+            return None  # the owning replica answers
         if run is not None:
             run.request_cancel()
-            finished = run.finished
 
-            async def current() -> Task:
-                return run.task
+        async def current() -> Task | None:
+            return await self.tasks.get(task_id)
 
-            return AnswerWhenStopped(finished.wait, current)
-        if view.owner and view.owner != self.instance:
-            return None  # the owning replica answers
-        task = view.task or Task(id=task_id, status=TaskStatus(state=TaskState.SUBMITTED))
-        return AnswerNow(
-            task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
-        )
+        return AnswerWhenStopped(lambda: self._settle_cancel(task_id, request, run), current)
 
-    async def follow(self, agent: str, task_id: str, reply_to: str) -> bool:
+    async def _settle_cancel(self, task_id: str, request: str, run: _Run | None) -> Task | None:
+        """The answer of a CancelTask of a task held here, once it has stopped: stored CANCELED (by its run, or by
+        this cancel if it paused meanwhile), else TaskNotCancelable; None when another replica took it."""
+        while True:
+            if run is not None:
+                await run.finished.wait()
+            else:
+                await asyncio.sleep(0.02)  # claimed here, its run not registered (yet, or any more)
+            view = await self.tasks.cancel(task_id, self.name, request)
+            if view.outcome == "canceled":
+                await self._answer_canceled(view)
+                return view.task
+            if view.outcome == "terminal":
+                if view.state == TaskState.CANCELED:
+                    return view.task  # stopped by this cancel (or one at the same time)
+                raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
+            run = self._running.get(task_id)
+            if run is None and view.owner != self.instance:
+                return None  # another replica holds it now: it answers
+            if run is not None:
+                run.request_cancel()
+
+    async def _answer_canceled(self, view: TaskRecordView) -> None:
+        """Answer the subscribers of a task this replica just stored CANCELED (callers that followed it queued)."""
+        assert view.task is not None
+        for subscriber in view.subscribers:
+            await self._answer_subscriber(subscriber, view.task, 1)
+
+    async def follow(self, agent: str, task_id: str, subscriber: Subscriber) -> bool:
         """SubscribeToTask of a task running here: the subscriber gets a snapshot, then every event."""
         run = self._running.get(task_id)
         if run is None or run.msg is None or run.final_stored:
             return False
-        if run.add_target(reply_to):
-            await self._send_snapshot(run, reply_to)
+        target = run.add_target(subscriber)
+        if target is not None:
+            await self._send_snapshot(run, target)
         return True
 
-    async def _send_snapshot(self, run: _Run, subject: str) -> None:
+    async def _send_snapshot(self, run: _Run, target: _Target) -> None:
         """A subscriber's first event: the task as it stands (one per subscriber, whoever sends it)."""
-        token = subject.rsplit(".", 1)[-1]
+        token = target.subject.rsplit(".", 1)[-1]
         await self._send(
-            subject,
-            encode_result(run.task.id, StreamResponse(task=run.task)),
+            target.subject,
+            encode_result(target.answer_id, StreamResponse(task=run.task)),
             attempt=run.attempt,
             seq=run.seq,
             final=False,

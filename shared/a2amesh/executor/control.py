@@ -1,14 +1,20 @@
 """The executor's side of the control plane (:class:`a2amesh.worker.control.ControlBackend`).
 
-CancelTask of an execution running here, paused for a human, running elsewhere or never started; and
+CancelTask of an execution running here, paused for a human, pausing, running elsewhere or never started; and
 SubscribeToTask of an execution running here. Everything else (GetTask, ListTasks, the answers and their
 errors, subscribing to a task that does not run here) is the shared :class:`~a2amesh.worker.control.ControlPlane`.
+
+A cancel is first written as the execution's cancel mark (``exec_mark_cancel.lua``), which every later holder
+honours: the runner applying the next step, a takeover, a resume, and a runner letting a paused execution go
+(``exec_park.lua`` keeps the lease then, and the runner applies the cancellation). The canceller is answered
+CANCELED only once the execution's CANCELED final is stored (docs/lifecycle.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from a2amesh.errors import TaskNotCancelable, TransportError
@@ -16,16 +22,17 @@ from a2amesh.executor.context import ExecutorContext
 from a2amesh.executor.resume import Resumer
 from a2amesh.executor.runner import ExecutionRunner
 from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT
-from a2amesh.protocol import Task, TaskState, TaskStatus
-from a2amesh.protocol.base import utc_timestamp
+from a2amesh.protocol import Task, TaskState
+from a2amesh.store.tasks import Subscriber
 from a2amesh.worker.control import AnswerNow, AnswerWhenStopped, Cancellation
 from a2amesh.worker.replies import ReplyPublisher
 
 __all__ = ["ExecutionControl"]
 
+_FINISHED = ("completed", "failed", "canceled")
 
-def _canceled(task: Task) -> Task:
-    return task.model_copy(update={"status": TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())})
+Wait = Callable[[], Awaitable[object]]
+"""Waits until the execution's holder here has let it go (stopped, finished or parked)."""
 
 
 class ExecutionControl:
@@ -40,61 +47,96 @@ class ExecutionControl:
         self.ctx = ctx
         self.resumer = resumer
 
-    async def cancel(self, agent: str, task_id: str) -> Cancellation:
-        """CancelTask: cancel a running or paused execution, or mark a task that has not started."""
+    async def cancel(self, agent: str, task_id: str, request: str) -> Cancellation:
+        """CancelTask: cancel a running, pausing or paused execution, or a task that has not started."""
+        step = await self._step(agent, task_id, request, settling=False)
+        if step is None or isinstance(step, AnswerNow):
+            return step
+
+        async def current() -> Task | None:
+            return await self.ctx.tasks.get(task_id)
+
+        return AnswerWhenStopped(lambda: self._settle(agent, task_id, request, step), current)
+
+    async def _settle(self, agent: str, task_id: str, request: str, wait: Wait) -> Task | None:
+        """Wait for the holder here to let the execution go, then look again, until it is stored CANCELED."""
+        while True:
+            await wait()
+            step = await self._step(agent, task_id, request, settling=True)
+            if step is None:
+                return None
+            if isinstance(step, AnswerNow):
+                return step.task
+            wait = step
+
+    async def _step(self, agent: str, task_id: str, request: str, *, settling: bool) -> AnswerNow | Wait | None:
+        """One look at the execution, its cancel mark written first: the answer (stored CANCELED), what to wait
+        for before looking again, or None when another replica holds it (that one answers).
+
+        ``settling``: after a wait for a stop this cancel asked for, a CANCELED execution is its success; on the
+        first look, one canceled by an earlier CancelTask is TaskNotCancelable.
+        """
         ex = self.ctx
-        runner = ex.drivers.runners.get(task_id)
-        if runner is not None and runner.final_task is None and not runner.finished.done():
-            runner.cancel()
-            return self._when_stopped(runner)
-        status = await ex.store.mark_cancel(task_id)
+        status, canceled_by = await ex.store.mark_cancel(task_id, request)
         if status == "":
-            view = await ex.tasks.mark_canceled(task_id)
-            if view.outcome == "terminal":
-                raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
-            return AnswerNow(Task(id=task_id, status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp())))
-        if status == "paused":
-            # taken back here to apply it (on_cancel runs); held elsewhere (a resume being applied), the
-            # cancel mark just set makes that replica apply it and answer the callers it has
-            parked = await self.resumer.cancel_parked(task_id)
-            return None if parked is None else self._when_stopped(parked)
-        if status != "running":
-            raise TaskNotCancelable(task_id, status)
+            return await self._cancel_task(agent, task_id, request)
+        if status in _FINISHED:
+            task = await ex.tasks.get(task_id)
+            mine = settling or (bool(request) and canceled_by == request)
+            if status == "canceled" and mine:
+                if task is not None and task.status.state == TaskState.CANCELED:
+                    return AnswerNow(task)
+                if task is None or not task.status.state.terminal:
+                    return _pause  # finished CANCELED, its final task not stored yet
+            raise TaskNotCancelable(task_id, task.status.state.value if task is not None else status)
+        runner = ex.drivers.runners.get(task_id)
+        if runner is not None and not runner.finished.done():
+            runner.cancel()  # applied as its next step, or when it parks (the mark keeps its lease then)
+            return _finished(runner)
         owner = await ex.store.lease_owner(task_id)
         if owner == ex.instance:
-            # leased here a moment ago, its runner not launched yet (a create, takeover or resume between its
-            # lease and its launch): cancel it once it is
+            # leased here, its runner not launched yet (a create, takeover or resume between its lease and its
+            # launch) or just ended: cancel it once launched, or look again
             return self._when_launched(task_id)
         if owner:
-            return None  # its owner answers once the cancellation is applied
-        task = await ex.tasks.get(task_id) or Task(id=task_id, status=TaskStatus(state=TaskState.WORKING))
-        return AnswerNow(_canceled(task))
+            return None  # its holder applies the mark and answers
+        if status == "paused":
+            parked = await self.resumer.cancel_parked(task_id)
+            return _pause if parked is None else _finished(parked)
+        return _pause  # running with no lease (a holder gone): a takeover applies the mark; look again
 
-    def _when_launched(self, task_id: str) -> AnswerWhenStopped:
-        launched: list[ExecutionRunner[Any]] = []
+    async def _cancel_task(self, agent: str, task_id: str, request: str) -> AnswerNow | Wait:
+        """CancelTask of a workflow task with no execution (still queued, or never sent): stored CANCELED, unless
+        its execution was created meanwhile (then looked at again)."""
+        ex = self.ctx
+        view = await ex.tasks.cancel(task_id, agent, request, workflow=True)
+        if view.outcome == "terminal":
+            raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
+        if view.outcome == "canceled" and view.task is not None:
+            publisher = ReplyPublisher(ex.bus, ex.settings, agent=agent, task_id=task_id, attempt=1)
+            for subscriber in view.subscribers:
+                with contextlib.suppress(TransportError):
+                    await publisher.final(
+                        subscriber.subject, subscriber.answer_id(task_id), view.task, 1, streaming=False
+                    )
+            return AnswerNow(view.task)
+        return _pause
 
-        async def stopped() -> None:
-            runner = await self.ctx.drivers.launched(task_id)
-            launched.append(runner)
+    def _when_launched(self, task_id: str) -> Wait:
+        async def launched() -> None:
+            runner = self.ctx.drivers.runners.get(task_id)
+            if runner is None:
+                try:
+                    async with asyncio.timeout(0.5):
+                        runner = await self.ctx.drivers.launched(task_id)
+                except TimeoutError:
+                    return  # not launched after all (or already gone): look again
             runner.cancel()
             await asyncio.shield(runner.finished)
 
-        async def task() -> Task | None:
-            final = launched[0].final_task if launched else None
-            return final or await self.ctx.tasks.get(task_id)
+        return launched
 
-        return AnswerWhenStopped(stopped, task)
-
-    def _when_stopped(self, runner: ExecutionRunner[Any]) -> AnswerWhenStopped:
-        async def stopped() -> None:
-            await asyncio.shield(runner.finished)
-
-        async def task() -> Task | None:
-            return runner.final_task or await self.ctx.tasks.get(runner.task_id)
-
-        return AnswerWhenStopped(stopped, task)
-
-    async def follow(self, agent: str, task_id: str, reply_to: str) -> bool:
+    async def follow(self, agent: str, task_id: str, subscriber: Subscriber) -> bool:
         """SubscribeToTask of an execution running here: a snapshot of its task, then every event."""
         ex = self.ctx
         runner = ex.drivers.runners.get(task_id)
@@ -103,24 +145,24 @@ class ExecutionControl:
                 return False  # not driven here: the control plane records the subscriber or answers the final
             # leased here a moment ago, its runner not launched yet: follow it once it is (not waited for here,
             # since control requests are answered one at a time)
-            ex.background.spawn(self._follow_when_launched(agent, task_id, reply_to), name=f"follow-{task_id}")
+            ex.background.spawn(self._follow_when_launched(agent, task_id, subscriber), name=f"follow-{task_id}")
             return True
         if runner.final_task is not None or runner.finished.done():
             return False  # its final is stored: the control plane answers with it
-        await self._follow(agent, runner, reply_to)
+        await self._follow(agent, runner, subscriber)
         return True
 
-    async def _follow(self, agent: str, runner: ExecutionRunner[Any], reply_to: str) -> None:
+    async def _follow(self, agent: str, runner: ExecutionRunner[Any], subscriber: Subscriber) -> None:
         ex = self.ctx
-        if reply_to not in runner.targets:
-            runner.targets.append(reply_to)
+        if all(t.subject != subscriber.subject for t in runner.targets):
+            runner.targets.append(subscriber)
         task = await ex.tasks.get(runner.task_id)
         if task is not None:
             publisher = ReplyPublisher(ex.bus, ex.settings, agent=agent, task_id=runner.task_id, attempt=runner.epoch)
             with contextlib.suppress(TransportError):
-                await publisher.snapshot(reply_to, runner.task_id, task, 1)
+                await publisher.snapshot(subscriber.subject, subscriber.answer_id(runner.task_id), task, 1)
 
-    async def _follow_when_launched(self, agent: str, task_id: str, reply_to: str) -> None:
+    async def _follow_when_launched(self, agent: str, task_id: str, subscriber: Subscriber) -> None:
         try:
             async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
                 runner = await self.ctx.drivers.launched(task_id)
@@ -128,14 +170,25 @@ class ExecutionControl:
             runner = None
         with contextlib.suppress(Exception):
             if runner is not None and runner.final_task is None and not runner.finished.done():
-                await self._follow(agent, runner, reply_to)
+                await self._follow(agent, runner, subscriber)
                 return
             # over already (or never launched here): the final, as a subscriber to a finished task gets it
             final = runner.final_task if runner is not None else None
             if final is None:
-                view = await self.ctx.tasks.add_subscriber(task_id, reply_to)
+                view = await self.ctx.tasks.add_subscriber(task_id, subscriber)
                 final = view.task if view.outcome == "terminal" else None
             if final is not None:
                 epoch = runner.epoch if runner is not None else 1
                 publisher = ReplyPublisher(self.ctx.bus, self.ctx.settings, agent=agent, task_id=task_id, attempt=epoch)
-                await publisher.final(reply_to, task_id, final, 1, streaming=True)
+                await publisher.final(subscriber.subject, subscriber.answer_id(task_id), final, 1, streaming=True)
+
+
+def _finished(runner: ExecutionRunner[Any]) -> Wait:
+    async def finished() -> None:
+        await asyncio.shield(runner.finished)
+
+    return finished
+
+
+async def _pause() -> None:
+    await asyncio.sleep(0.05)

@@ -42,7 +42,7 @@ from a2amesh.protocol.vocabulary import (
 )
 from a2amesh.rpc import decode_stream_reply, encode_request
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
-from a2amesh.store.tasks import TaskStore
+from a2amesh.store.tasks import Subscriber, TaskStore
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.worker.results import is_file_part
 from a2amesh.workflow.engine_protocol import OpenCall, RunState
@@ -265,7 +265,7 @@ async def publish_event(
     state: RunState,
     task_id: str,
     reply: ReplyInfo,
-    targets: list[str],
+    targets: list[Subscriber],
 ) -> None:
     """Publish one engine event: to the mesh's event subjects, and as progress to the streaming caller and
     every subscriber. Raises what publishing raised (progress is best effort: the caller logs it)."""
@@ -290,7 +290,7 @@ async def publish_event(
     if subject is not None:
         msg_id = {h.MSG_ID: f"{execution_id}:{event.seq}"}  # a step sent again is one event
         await bus.publish(subject, dumps_bytes(payload, default=str), msg_id)
-    to = [*([reply.reply_to] if reply.streaming and reply.reply_to else []), *targets]
+    to = [*([Subscriber(reply.reply_to, reply.request_id)] if reply.streaming and reply.reply_to else []), *targets]
     if to and (not event.event.startswith("execution.") or event.event == "execution.started"):
         status = TaskStatusUpdateEvent(
             task_id=task_id,
@@ -308,11 +308,8 @@ async def publish_event(
             ),
             metadata={WORKFLOW_EVENT_KEY: payload},
         )
-        for subject_to in to:
-            primary = subject_to == reply.reply_to
-            await publisher.progress(
-                subject_to, reply.request_id if primary else task_id, status, event.seq + SEQ_OFFSET
-            )
+        for subscriber in to:
+            await publisher.progress(subscriber.subject, subscriber.answer_id(task_id), status, event.seq + SEQ_OFFSET)
 
 
 def _review_part(task: Task) -> dict[str, Any] | None:

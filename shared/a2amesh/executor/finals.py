@@ -7,6 +7,7 @@ decides when to answer (and keeps what answering changes: its final task, its ta
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from typing import Any
 
 from a2amesh.bus import headers as h
@@ -16,6 +17,7 @@ from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, Tas
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.vocabulary import NODE_RESULT
 from a2amesh.store.artifacts import ArtifactMeta, ArtifactScope, ArtifactStore
+from a2amesh.store.tasks import Subscriber
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.worker.results import RESULT_ARTIFACT, encoded_size, file_part, spill_large_file, url_part
 from a2amesh.workflow.engine_protocol import RunState
@@ -140,18 +142,23 @@ async def answer_all(
     seq: int,
     *,
     reply: ReplyInfo,
-    others: set[str],
+    others: Iterable[Subscriber],
     task_id: str,
     primary_errors: bool,
 ) -> None:
     """Send ``task`` as the final answer: to the caller's reply subject (its errors raised when
-    ``primary_errors``), then to every other subject in ``others`` (their errors dropped)."""
+    ``primary_errors``), then once to every other subject in ``others``, each with its own request id (their
+    errors dropped)."""
     if reply.reply_to:
         if primary_errors:
             await publisher.final(reply.reply_to, reply.request_id, task, seq, streaming=reply.streaming)
         else:
             with contextlib.suppress(TransportError):
                 await publisher.final(reply.reply_to, reply.request_id, task, seq, streaming=reply.streaming)
-    for subject in others - {reply.reply_to}:
+    answered = {reply.reply_to}
+    for subscriber in others:
+        if subscriber.subject in answered:
+            continue
+        answered.add(subscriber.subject)
         with contextlib.suppress(TransportError):
-            await publisher.final(subject, task_id, task, seq, streaming=False)
+            await publisher.final(subscriber.subject, subscriber.answer_id(task_id), task, seq, streaming=False)

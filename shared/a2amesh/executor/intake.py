@@ -43,6 +43,7 @@ from a2amesh.protocol.vocabulary import (
 )
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import ExecutionRecord, Listed
+from a2amesh.store.tasks import Subscriber
 from a2amesh.worker.decode import WorkRequest, control_part, deadline_of
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.workflow.dag.definition import WorkflowDefinition
@@ -258,19 +259,25 @@ class ExecutionIntake:
         ctx.drivers.launch(created.runner, created.commands, call_ids=created.call_ids)
 
     async def _attach(self, name: str, task_id: str, record: ExecutionRecord, reply: ReplyInfo, msg: WorkMsg) -> None:
-        """A redelivered or re-sent request for an existing execution: follow it instead of starting another."""
+        """A redelivered or re-sent request for an existing execution: follow it instead of starting another.
+
+        The caller is added to the task's subscribers in Redis, with its own request id: the write that stores the
+        task's next answer (its final, or the INPUT_REQUIRED of a pause) reads them in the same script, so whoever
+        stores it answers this caller too; an answer stored already is sent to it here. A streaming caller of an
+        execution driven here also gets its progress."""
         ctx = self.ctx
-        runner = ctx.drivers.runners.get(task_id)
-        if runner is not None and reply.reply_to and reply.reply_to != runner.reply.reply_to:
-            runner.targets.append(reply.reply_to)
-        elif reply.reply_to and reply.reply_to != stored_reply_to(record):
-            view = await ctx.tasks.add_subscriber(task_id, reply.reply_to)
+        if reply.reply_to and reply.reply_to != stored_reply_to(record):
+            subscriber = Subscriber(reply.reply_to, reply.request_id)
+            runner = ctx.drivers.runners.get(task_id)
+            if reply.streaming and runner is not None and runner.reply.reply_to != reply.reply_to:
+                runner.targets.append(subscriber)
+            view = await ctx.tasks.add_subscriber(task_id, subscriber)
             if view.outcome == "terminal" and view.task is not None:
                 publisher = ReplyPublisher(
                     ctx.bus, ctx.settings, agent=name, task_id=task_id, attempt=record.epoch or 1
                 )
                 with contextlib.suppress(TransportError):
-                    await publisher.final(reply.reply_to, reply.request_id, view.task, 1, streaming=False)
+                    await publisher.final(reply.reply_to, reply.request_id, view.task, 1, streaming=reply.streaming)
         await msg.ack()
         ctx.log.info("request.attached", execution_id=task_id, delivered=msg.num_delivered)
 
@@ -285,17 +292,16 @@ class ExecutionIntake:
             metadata={"workflow": name},
         )
         view = await ctx.tasks.write(task, name, ctx.instance, release=True)
+        if view.outcome == "terminal" and view.task is not None:
+            task = view.task  # stored CANCELED by the CancelTask: that is the answer
         publisher = ReplyPublisher(ctx.bus, ctx.settings, agent=name, task_id=task_id, attempt=msg.num_delivered)
-        for subject in {reply.reply_to, *view.subscribers} - {None, ""}:
+        others = [s for s in view.subscribers if s.subject != reply.reply_to]
+        for subject, request_id, streaming in [
+            *([(reply.reply_to, reply.request_id, reply.streaming)] if reply.reply_to else []),
+            *((s.subject, s.answer_id(task_id), False) for s in others),
+        ]:
             with contextlib.suppress(TransportError):
-                primary = subject == reply.reply_to
-                await publisher.final(
-                    str(subject),
-                    reply.request_id if primary else task_id,
-                    task,
-                    1,
-                    streaming=primary and reply.streaming,
-                )
+                await publisher.final(subject, request_id, task, 1, streaming=streaming)
         await msg.ack()
 
     # --- schedules -----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from a2amesh.executor.runner import ExecutionRunner, open_runner
 from a2amesh.protocol import Message, Part, Role, Task, codes
 from a2amesh.protocol.vocabulary import NODE_PATH_KEY, REVIEW_FREE_ANSWER
 from a2amesh.store.executions import ExecutionRecord
+from a2amesh.store.tasks import Subscriber
 from a2amesh.worker.decode import WorkRequest
 from a2amesh.worker.replies import ReplyInfo, send_error, valid_reply_subject
 from a2amesh.workflow.events import ReviewAnswered
@@ -40,22 +41,9 @@ class Resumer:
 
     async def resume(self, msg: WorkMsg, request: WorkRequest) -> None:
         """A SendMessage on a paused task: the human's answer ``{"decision", "data", "reason"?, "path"?}``."""
-        ctx, message, name = self.ctx, request.message, request.agent
+        ctx, message = self.ctx, request.message
         task_id = str(message.task_id)
-        record = await ctx.store.execution(task_id)
-        if record is None:
-            raise TaskNotFound(task_id)
-        status = record.status
-        if status != "paused":
-            raise RpcError(
-                codes.UNSUPPORTED_OPERATION,
-                f"task {task_id} of workflow {name} is {status or 'unknown'}, not paused for a review; "
-                "send a new message to start a run",
-            )
-        stored = await ctx.tasks.get(task_id)
-        refusal = None if stored is None else continuation_refusal(stored, message)
-        if refusal is not None:
-            raise refusal
+        record, stored = await self._paused(task_id, request)
         body = await input_of(message, ctx.artifacts, user=None)
         try:
             event = ReviewAnswered.model_validate(body)
@@ -94,14 +82,17 @@ class Resumer:
             runner.history = [*(stored.history or []), message]
         latest = await ctx.store.execution(task_id) or ExecutionRecord()
         if latest.cancel:
-            runner.cancel()  # canceled while parked, before this resume took it: the cancellation wins next
+            # canceled while parked, before this resume took it: the cancellation is applied, not the answer
+            self._launch_cancel(runner, old)
+            raise _being_canceled(task_id)
         if latest.resumer and NODE_PATH_KEY in (message.metadata or {}):
-            runner.targets.append(latest.resumer)  # who resumed at this leaf (see _forward_up)
+            runner.targets.append(Subscriber.parse(latest.resumer))  # who resumed at this leaf (see _forward_up)
             await ctx.store.set_fields(task_id, {"resumer": ""})
         try:
             state, commands = runner.engine.resume(runner.state, event, time.time())
         except A2AMeshError as e:
-            await ctx.store.park(task_id, token, _next_due_ms(runner.state.timers))
+            if not await ctx.store.park(task_id, token, _next_due_ms(runner.state.timers)):
+                self._launch_cancel(runner, old)  # marked for cancellation meanwhile: applied here
             raise RpcError(codes.INVALID_PARAMS, f"cannot resume {task_id}: {e}") from e
         ok = await runner.checkpoint(state, list(commands), [], extra={"reply": reply.model_dump_json()})
         await msg.ack()
@@ -109,6 +100,27 @@ class Resumer:
             return
         ctx.log.info("execution.resumed", execution_id=task_id, decision=event.decision, path=event.path)
         ctx.drivers.launch(runner, [])
+
+    async def _paused(self, task_id: str, request: WorkRequest) -> tuple[ExecutionRecord, Task | None]:
+        """The record and task of the paused execution a resume answers; refused when it is not paused, cannot
+        take the message, or is marked for cancellation (the cancellation is applied then)."""
+        record = await self.ctx.store.execution(task_id)
+        if record is None:
+            raise TaskNotFound(task_id)
+        status = record.status
+        if status != "paused":
+            raise RpcError(
+                codes.UNSUPPORTED_OPERATION,
+                f"task {task_id} of workflow {request.agent} is {status or 'unknown'}, not paused for a review; "
+                "send a new message to start a run",
+            )
+        stored = await self.ctx.tasks.get(task_id)
+        refusal = None if stored is None else continuation_refusal(stored, request.message)
+        if refusal is not None:
+            raise refusal
+        if record.cancel:
+            await self._apply_cancel(task_id)
+        return record, stored
 
     async def _forward_up(
         self, msg: WorkMsg, request: WorkRequest, record: ExecutionRecord, event: ReviewAnswered
@@ -142,7 +154,8 @@ class Resumer:
         body["path"] = f"{node_path}/{event.path}" if event.path else str(node_path)
         if valid_reply_subject(ctx.bus, reply_to):
             # the leaf's task is INPUT_REQUIRED (no subscribers then): the resume coming down adds the target
-            await ctx.store.set_fields(str(message.task_id), {"resumer": reply_to})
+            resumer = Subscriber(str(reply_to), request.request_id)
+            await ctx.store.set_fields(str(message.task_id), {"resumer": resumer.member()})
         up = Message(
             message_id=f"{message.message_id}:up",
             role=Role.USER,
@@ -174,6 +187,19 @@ class Resumer:
         ctx.background.spawn(refused(), name=f"resume-up-{message.task_id}")
         return True
 
+    async def _apply_cancel(self, task_id: str) -> None:
+        """A resume of an execution marked for cancellation: the cancellation is applied (here, unless another
+        replica holds the execution: it applies it) and the resume refused."""
+        await self.cancel_parked(task_id)
+        raise _being_canceled(task_id)
+
+    def _launch_cancel(self, runner: ExecutionRunner[Any], reply: ReplyInfo) -> None:
+        """Drive ``runner`` (held here) to apply the cancellation, answering whom the pause left to answer."""
+        runner.reply = reply
+        runner.cancel()
+        self.ctx.log.info("execution.cancel_paused", execution_id=runner.execution_id)
+        self.ctx.drivers.launch(runner, [])
+
     async def cancel_parked(self, task_id: str) -> ExecutionRunner[Any] | None:
         """Take back an execution paused for a human and apply a cancellation (``on_cancel`` runs); returns
         its runner, or None when another replica holds it (a resume being applied: the ``cancel`` mark set
@@ -198,6 +224,13 @@ class Resumer:
         ctx.log.info("execution.cancel_paused", execution_id=task_id)
         ctx.drivers.launch(runner, [])
         return runner
+
+
+def _being_canceled(task_id: str) -> RpcError:
+    return RpcError(
+        codes.UNSUPPORTED_OPERATION,
+        f"task {task_id} is being canceled (a CancelTask came first); it takes no more messages",
+    )
 
 
 def _free_answer(stored: Task | None, body: Any) -> ReviewAnswered | None:

@@ -55,7 +55,7 @@ from a2amesh.protocol.vocabulary import (
 )
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
-from a2amesh.store.tasks import TaskRecordView, TaskStore
+from a2amesh.store.tasks import Subscriber, TaskRecordView, TaskStore
 from a2amesh.worker.deltas import DeltaSink, delta_sink
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.workflow.engine_protocol import ExecutableEngine, RunState
@@ -162,7 +162,8 @@ class ExecutionRunner(Generic[StateT]):
         self.execution_id = state.execution_id
         self.task_id = state.task_id or state.execution_id
         self.inbox: Mailbox[BaseModel] = Mailbox()
-        self.targets: list[str] = []
+        self.targets: list[Subscriber] = []
+        """Who follows the execution besides its caller (SubscribeToTask, a streaming resend): progress and answers."""
         self.lost = False
         self.fenced = False
         """Stopped because this replica's presence may have lapsed: its lease is handed over when it ends."""
@@ -196,18 +197,22 @@ class ExecutionRunner(Generic[StateT]):
                 self._arm(timer_id, due)
             await self._carry(list(commands), call_ids)
             del commands, call_ids  # a runner may wait for hours: keep nothing it no longer needs
-            while not self.state.finished and not self.lost and not (self.parked and self.inbox.empty()):
-                await self.inbox.wait()
-                batch = self.inbox.take_all()
-                try:
-                    await self._apply(batch)
-                except StoreUnavailable as e:
-                    # Redis away: whether the step was written is unknown. Stop; the lease lapses and a
-                    # replica (maybe this one) resumes from the checkpoint, re-dispatching unanswered calls.
-                    self.log.warning("execution.store_unavailable", error=str(e) or type(e).__name__)
-                    self.lost = True
-            if self.parked and not self.lost:
-                await self.park()
+            while True:
+                while not self.state.finished and not self.lost and not (self.parked and self.inbox.empty()):
+                    await self.inbox.wait()
+                    batch = self.inbox.take_all()
+                    try:
+                        await self._apply(batch)
+                    except StoreUnavailable as e:
+                        # Redis away: whether the step was written is unknown. Stop; the lease lapses and a
+                        # replica (maybe this one) resumes from the checkpoint, re-dispatching unanswered calls.
+                        self.log.warning("execution.store_unavailable", error=str(e) or type(e).__name__)
+                        self.lost = True
+                if not self.parked or self.lost or await self.park():
+                    break
+                # marked for cancellation while it paused: the lease is kept, and the cancellation applied here
+                if self.inbox.empty():
+                    self.cancel()
         finally:
             for task in self._calls.values():
                 task.cancel()
@@ -229,11 +234,17 @@ class ExecutionRunner(Generic[StateT]):
         """Paused for a human with nothing in flight: the runner lets the execution go until a resume or timer."""
         return str(self.state.status) == "paused"
 
-    async def park(self) -> None:
-        """Release a paused execution: no lease, no slot; a resume or a due timer brings it back on any replica."""
+    async def park(self) -> bool:
+        """Release a paused execution: no lease, no slot; a resume or a due timer brings it back on any replica.
+
+        Returns False, keeping the lease, when the execution is marked for cancellation: the runner applies it.
+        """
         next_due = min(self.state.timers.values(), default=None)
-        await self.deps.store.park(self.execution_id, self.token, None if next_due is None else int(next_due * 1000))
+        due_ms = None if next_due is None else int(next_due * 1000)
+        if not await self.deps.store.park(self.execution_id, self.token, due_ms):
+            return False
         self.log.info("execution.parked", timers=sorted(self.state.timers))
+        return True
 
     def cancel(self, reason: str = "canceled by request") -> None:
         """Ask for cancellation (applied as the next event)."""
@@ -687,7 +698,7 @@ class ExecutionRunner(Generic[StateT]):
                 task,
                 seq,
                 reply=self.reply,
-                others={*view.subscribers, *self.targets},
+                others=[*self.targets, *view.subscribers],
                 task_id=self.task_id,
                 primary_errors=True,
             )
@@ -712,7 +723,7 @@ class ExecutionRunner(Generic[StateT]):
             task,
             state.seq + SEQ_OFFSET,
             reply=self.reply,
-            others={*view.subscribers, *self.targets},
+            others=[*self.targets, *view.subscribers],
             task_id=self.task_id,
             primary_errors=False,
         )

@@ -294,6 +294,7 @@ class ExecutionStore:
         self._acquire = redis.register_script(load_script("lease_acquire"))
         self._release = redis.register_script(load_script("lease_release"))
         self._mark_cancel = redis.register_script(load_script("exec_mark_cancel"))
+        self._park = redis.register_script(load_script("exec_park"))
         self._turn_take = redis.register_script(load_script("turn_take"))
         self._commit_keys_made: dict[str, tuple[str, ...]] = {}
 
@@ -641,9 +642,19 @@ class ExecutionStore:
         for name, value in fields.items():
             await self.redis.hset(key, name, value)
 
-    async def park(self, execution_id: str, token: str, next_due_ms: int | None) -> None:
-        """Let a paused execution go: drop its lease and its takeover entry; index its next timer, if any."""
-        await self._release(keys=[self.keys.lease(execution_id)], args=[token])
+    async def park(self, execution_id: str, token: str, next_due_ms: int | None) -> bool:
+        """Let a paused execution go: drop its lease and its takeover entry; index its next timer, if any.
+
+        Returns False, keeping the lease, when the execution is marked for cancellation (``exec_park.lua``): its
+        holder applies the cancellation instead.
+        """
+        outcome = await self._park(
+            keys=[self.keys.execution(execution_id), self.keys.lease(execution_id)], args=[token]
+        )
+        if str(outcome) == "canceled":
+            return False
+        if str(outcome) == "stale":
+            return True  # no longer ours: its indexes are its holder's
         shard = self.keys.shard(execution_id)
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrem(self.keys.leases_index(shard), execution_id)
@@ -652,6 +663,7 @@ class ExecutionStore:
         else:
             pipe.zadd(self.keys.timers(shard), {execution_id: next_due_ms})
         await pipe.execute()
+        return True
 
     async def orphaned(self, limit: int = 50) -> list[str]:
         """Executions whose lease expired by the index (candidates for a takeover)."""
@@ -693,9 +705,11 @@ class ExecutionStore:
 
     # --- reads ---------------------------------------------------------------------------------
 
-    async def mark_cancel(self, execution_id: str) -> str:
-        """Mark a running or paused execution for cancellation; returns its status ('' when unknown)."""
-        return str(await self._mark_cancel(keys=[self.keys.execution(execution_id)]) or "")
+    async def mark_cancel(self, execution_id: str, request: str = "") -> tuple[str, str]:
+        """Mark a running or paused execution for cancellation; returns its status ('' when unknown) and the
+        CancelTask that marked it first (``request``: this one's name, kept when it is the first)."""
+        raw = await self._mark_cancel(keys=[self.keys.execution(execution_id)], args=[request])
+        return str(raw[0] or ""), str(raw[1] or "")
 
     async def record(self, execution_id: str) -> dict[str, str] | None:
         """The execution record, or None."""

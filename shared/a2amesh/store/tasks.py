@@ -2,13 +2,54 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2amesh.protocol import Task, TaskState
+from a2amesh.errors import StateConflict
+from a2amesh.protocol import Message, Part, Role, Task, TaskState, TaskStatus
+from a2amesh.protocol.base import utc_timestamp
+from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script, now_ms
 from a2amesh.store.shards import newest
+
+CANCELED_TEXT = "canceled by request"
+"""The status message of a task stored CANCELED by a CancelTask."""
+
+
+@dataclass(frozen=True, slots=True)
+class Subscriber:
+    """A reply subject that wants a task's answers, and the JSON-RPC id of the request that asked for them.
+
+    One member of the task's subscriber set: ``{subject} {id as JSON}`` (a reply subject has no space). A member
+    without an id (a subject alone) is answered with the task id as ``id``.
+    """
+
+    subject: str
+    request_id: JsonRpcId = None
+    has_id: bool = True
+
+    def member(self) -> str:
+        """The set member that stores it."""
+        return f"{self.subject} {json.dumps(self.request_id)}" if self.has_id else self.subject
+
+    @classmethod
+    def parse(cls, member: str) -> Subscriber:
+        """A stored member, read."""
+        subject, _, raw = member.partition(" ")
+        if raw:
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = ...
+            if value is None or isinstance(value, str | int | float):
+                return cls(subject, value)
+        return cls(subject, None, has_id=False)
+
+    def answer_id(self, task_id: str) -> JsonRpcId:
+        """The ``id`` its answers carry: its request's, else the task id."""
+        return self.request_id if self.has_id else task_id
 
 
 @dataclass
@@ -18,7 +59,7 @@ class TaskRecordView:
     outcome: str
     state: TaskState | None
     task: Task | None
-    subscribers: list[str] = field(default_factory=list)
+    subscribers: list[Subscriber] = field(default_factory=list)
     owner: str = ""
 
 
@@ -38,9 +79,22 @@ def record_view(raw: list[Any], *, owner_index: int | None = None) -> TaskRecord
         outcome=outcome,
         state=TaskState(state) if state else None,
         task=Task.model_validate_json(record) if record else None,
-        subscribers=rest,
+        subscribers=[Subscriber.parse(s) for s in rest],
         owner=owner,
     )
+
+
+def canceled_task(task: Task) -> Task:
+    """``task`` as a CancelTask stores it: CANCELED, with :data:`CANCELED_TEXT` as its status message."""
+    message = Message(
+        message_id=f"{task.id}-canceled",
+        role=Role.AGENT,
+        parts=[Part.of_text(CANCELED_TEXT)],
+        task_id=task.id,
+        context_id=task.context_id,
+    )
+    status = TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp(), message=message)
+    return task.model_copy(update={"status": status})
 
 
 class TaskStore:
@@ -62,6 +116,7 @@ class TaskStore:
         self._renew_redis = dedicated_client(redis)
         self._renew_scripts = Scripts(self._renew_redis, "claim_renew")
         self._cancel = redis.register_script(load_script("task_cancel"))
+        self._cancel_final = redis.register_script(load_script("task_cancel_final"))
         self._subscribe = redis.register_script(load_script("task_subscribe"))
 
     async def claim(self, task: Task, agent: str, instance: str, claim_ttl: float) -> TaskRecordView:
@@ -139,20 +194,66 @@ class TaskStore:
         )
         return record_view(raw, owner_index=3)
 
+    async def cancel(self, task_id: str, agent: str, request: str = "", *, workflow: bool = False) -> TaskRecordView:
+        """CancelTask (``task_cancel_final.lua``): set the cancel mark, and store the task CANCELED when nobody holds
+        it. Returns ``canceled`` (stored now, its subscribers with it; or stored already by this same ``request``,
+        then without them), ``marked`` (a live claim: its ``owner`` stops the task and stores its final) or
+        ``terminal`` (a final stands: it is returned); a ``workflow``'s task: ``execution`` when its execution exists
+        (the executor cancels that).
+
+        Raises:
+            StateConflict: the record kept changing under the cancel (written between each read and the script).
+        """
+        key = self._k.task(task_id)
+        for _ in range(50):
+            record, updated = await self._r.hmget(key, ["record", "updated"])
+            task = (
+                Task.model_validate_json(record)
+                if record
+                else Task(id=task_id, status=TaskStatus(state=TaskState.SUBMITTED))
+            )
+            canceled = canceled_task(task)
+            args: list[str | int] = [
+                now_ms(),
+                str(updated or ""),
+                task_record_json(canceled),
+                max(self._retention, 1),
+                agent,
+                request,
+            ]
+            keys = [*self._k.task_record(task_id), *([self._k.execution(task_id)] if workflow else [])]
+            raw = await self._cancel_final(keys=keys, args=args)
+            if str(raw[0]) != "moved":
+                break
+        else:
+            raise StateConflict(f"task {task_id} kept changing while it was being canceled")
+        outcome = str(raw[0])
+        view = record_view(raw, owner_index=3 if outcome in ("marked", "terminal") else None)
+        if outcome == "terminal":
+            by, view.owner = view.owner, ""
+            if request and by == request and view.state == TaskState.CANCELED:
+                view.outcome = "canceled"  # this very CancelTask stored it (answered by another replica too)
+            return view
+        if view.outcome == "canceled":
+            await self._r.zadd(self._k.agent_tasks(agent, self._k.shard(task_id)), {task_id: now_ms()})
+        return view
+
     async def is_canceled(self, task_id: str) -> bool:
         """Whether the task carries a cancel mark."""
         return await self._r.hget(self._k.task(task_id), "cancel") == "1"
 
-    async def add_subscriber(self, task_id: str, reply_subject: str) -> TaskRecordView:
-        """Register a reply subject for the task's events: ``added``, or ``terminal`` with the final record."""
+    async def add_subscriber(self, task_id: str, subscriber: Subscriber) -> TaskRecordView:
+        """Register a reply subject (with its request's id) for the task's answers: ``added``, or ``terminal`` with
+        the final record (or the interrupted one: the subscriber is answered with it)."""
         raw = await self._subscribe(
-            keys=[self._k.task(task_id), self._k.subscribers(task_id)], args=[reply_subject, self._queued_ttl]
+            keys=[self._k.task(task_id), self._k.subscribers(task_id)], args=[subscriber.member(), self._queued_ttl]
         )
         return record_view(raw)
 
     async def subscribers(self, task_id: str) -> list[str]:
         """Reply subjects registered for the task."""
-        return sorted(str(s) for s in await self._r.smembers(self._k.subscribers(task_id)))
+        members = await self._r.smembers(self._k.subscribers(task_id))
+        return sorted({Subscriber.parse(str(s)).subject for s in members})
 
     async def get(self, task_id: str) -> Task | None:
         """The stored Task, or None."""

@@ -9,7 +9,6 @@ differs (stopping a task that runs here, following one that runs here) they prov
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -34,7 +33,7 @@ from a2amesh.protocol import (
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.protocol.vocabulary import SUMMARY_KEY
 from a2amesh.rpc import encode_error, encode_result, encode_task_result
-from a2amesh.store.tasks import TaskStore
+from a2amesh.store.tasks import Subscriber, TaskStore
 from a2amesh.worker.decode import parse_body, validate_request
 from a2amesh.worker.replies import publish_durable, reply_headers, send_error, valid_reply_subject
 
@@ -63,11 +62,13 @@ class AnswerWhenStopped:
     """The task runs here and was asked to stop: answer once it has (at most ``CANCEL_ANSWER_LIMIT``).
 
     Attributes:
-        stopped: waits until the task has stopped.
-        task: the task to answer with then (as it stands, if it is still stopping at the limit).
+        stopped: waits until the task has stopped and is stored CANCELED, and returns it; None when another
+            replica answers after all; raises what the canceller is answered instead (``TaskNotCancelable``: it
+            reached another final state first).
+        task: the task as it stands, answered when it is still stopping at the limit.
     """
 
-    stopped: Callable[[], Awaitable[object]]
+    stopped: Callable[[], Awaitable[Task | None]]
     task: Callable[[], Awaitable[Task | None]]
 
 
@@ -78,16 +79,20 @@ Cancellation = AnswerNow | AnswerWhenStopped | None
 class ControlBackend(Protocol):
     """What the agent host and the executor each provide to the control plane."""
 
-    async def cancel(self, agent: str, task_id: str) -> Cancellation:
-        """Mark ``task_id`` canceled and stop it if it runs here.
+    async def cancel(self, agent: str, task_id: str, request: str) -> Cancellation:
+        """Cancel ``task_id``: an answer of ``CANCELED`` is stored before it is given (docs/lifecycle.md).
+
+        ``request`` names this CancelTask (its reply inbox; every replica gets the same), so the replicas that
+        answer it answer alike: a replica that finds the task canceled by this very request answers CANCELED,
+        one that finds it canceled by an earlier one answers TaskNotCancelable.
 
         Raises:
             TaskNotCancelable: the task is final.
         """
         ...
 
-    async def follow(self, agent: str, task_id: str, reply_to: str) -> bool:
-        """Send ``reply_to`` the events of ``task_id`` if it runs here (a snapshot first); False if it does not."""
+    async def follow(self, agent: str, task_id: str, subscriber: Subscriber) -> bool:
+        """Send ``subscriber`` the events of ``task_id`` if it runs here (a snapshot first); False if it does not."""
         ...
 
 
@@ -146,7 +151,7 @@ class ControlPlane:
             elif isinstance(params, CancelTaskRequest):
                 await self._cancel(msg, agent, request_id, params.id)
             elif isinstance(params, SubscribeToTaskRequest):
-                await self._subscribe(msg, agent, params.id)
+                await self._subscribe(msg, agent, request_id, params.id)
             elif isinstance(params, ListTasksRequest):
                 await self._answer(msg, agent, request_id, (await self.list(agent, params)).to_json_dict())
         except A2AMeshError as e:
@@ -190,7 +195,7 @@ class ControlPlane:
 
     # CancelTask
     async def _cancel(self, msg: Received, agent: str, request_id: JsonRpcId, task_id: str) -> None:
-        outcome = await self.backend.cancel(agent, task_id)
+        outcome = await self.backend.cancel(agent, task_id, msg.reply or "")
         if isinstance(outcome, AnswerNow):
             await self._answer(msg, agent, request_id, outcome.task.to_json_dict())
         elif isinstance(outcome, AnswerWhenStopped):
@@ -209,18 +214,21 @@ class ControlPlane:
     ) -> None:
         # never raises: a failing child would cancel the whole task group (the worker's serving)
         try:
-            with contextlib.suppress(TimeoutError):
+            try:
                 async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
-                    await outcome.stopped()
-            async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
-                task = await outcome.task()
-                if task is not None:
-                    await self._answer(msg, agent, request_id, task.to_json_dict())
+                    task = await outcome.stopped()
+            except TimeoutError:  # still stopping: the task as it stands (not CANCELED, which is never early)
+                async with asyncio.timeout(CANCEL_ANSWER_LIMIT):
+                    task = await outcome.task()
+            if task is not None:
+                await self._answer(msg, agent, request_id, task.to_json_dict())
+        except A2AMeshError as e:
+            await self._error(msg, agent, request_id, to_rpc_error(e))
         except Exception as e:  # NATS or Redis away: the canceller's request times out, as it would unanswered
             self.log.warning("control.answer_failed", task_id=task_id, error=str(e) or type(e).__name__)
 
     # SubscribeToTask
-    async def _subscribe(self, msg: Received, agent: str, task_id: str) -> None:
+    async def _subscribe(self, msg: Received, agent: str, request_id: JsonRpcId, task_id: str) -> None:
         reply_to = msg.headers.get(h.REPLY_TO)
         if not valid_reply_subject(self.bus, reply_to):
             raise RpcError(
@@ -229,9 +237,10 @@ class ControlPlane:
                 f"({self.bus.subjects.reply_prefix()}{{instance}}.{{callee}}.{{call_id}})",
             )
         assert reply_to is not None
-        if await self.backend.follow(agent, task_id, reply_to):
+        subscriber = Subscriber(reply_to, request_id)  # its answers carry its own request's id
+        if await self.backend.follow(agent, task_id, subscriber):
             return
-        view = await self.tasks.add_subscriber(task_id, reply_to)
+        view = await self.tasks.add_subscriber(task_id, subscriber)
         if view.outcome == "terminal" and view.task is not None:
             token = reply_to.rsplit(".", 1)[-1]
             hdrs = reply_headers(
@@ -244,7 +253,7 @@ class ControlPlane:
                 msg_id=f"{task_id}:final:{token}",
             )
             try:
-                await publish_durable(self.bus, reply_to, encode_task_result(task_id, view.task), hdrs)
+                await publish_durable(self.bus, reply_to, encode_task_result(request_id, view.task), hdrs)
             except TransportError as e:
                 self.log.warning("reply.undeliverable", agent=agent, subject=reply_to, error=str(e))
 

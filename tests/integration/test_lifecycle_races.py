@@ -1,0 +1,305 @@
+"""The lifecycle's promises in the windows between its steps (docs/lifecycle.md).
+
+A CANCELED answered to a canceller is stored before it is answered, and nothing after it moves the task on: a
+task paused for input (an agent's question, a workflow's review) canceled at once stays canceled, a second
+cancel is TaskNotCancelable and a message continuing it is UnsupportedOperation. An exact resend of a request
+(same messageId, a new Nats-Msg-Id, JSON-RPC id and reply subject: what a client does after a timeout) is
+answered whenever it arrives, with its own JSON-RPC id. Races are tried many times at once, bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from a2amesh.bus import headers as h
+from a2amesh.bus.nats import Bus
+from a2amesh.client import Client, make_message
+from a2amesh.config import Settings
+from a2amesh.errors import InputRequired, RpcError
+from a2amesh.ids import task_id_for
+from a2amesh.protocol import ListTasksRequest, SendMessageRequest, TaskState, codes
+from a2amesh.rpc import encode_request
+from a2amesh.store.keys import Keys
+from a2amesh.store.redis import Redis
+from a2amesh.store.tasks import TaskStore
+from tests.integration.test_gateway_conformance import BINDINGS, REST_CODES, V, message, reason, rpc, send
+from tests.support.inbox import Inbox
+from tests.support.waiting import eventually, within
+
+FIRST_REVIEW = """
+name: lc_review
+nodes:
+  - {id: check, type: human_review, prompt: "Go on with {{workflow.input.n}}?", data: "{{workflow.input}}"}
+output_mapping: "{{check.output}}"
+"""
+
+ONE_STEP = """
+name: lc_flow
+nodes:
+  - {id: a, type: agent, agent_name: lc_echo, input: "{{workflow.input}}"}
+output_mapping: "{{a.output}}"
+"""
+
+
+async def ask(input: Any, ctx: Any) -> Any:
+    """Asks for input unless the message answers (``{"answer": ...}``)."""
+    if isinstance(input, dict) and "answer" in input:
+        return {"got": input["answer"]}
+    raise InputRequired("more input, please")
+
+
+class Echo:
+    """Echoes its input after ``delay`` seconds; counts the runs of each input ``n``."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.runs: dict[Any, int] = {}
+
+    async def __call__(self, input: Any, ctx: Any) -> Any:
+        n = input.get("n") if isinstance(input, dict) else None
+        self.runs[n] = self.runs.get(n, 0) + 1
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return {"echo": input}
+
+
+# 1. a canceled agent task that waits for input
+
+
+async def test_canceled_input_required_agent_task_stays_canceled(agent_host: Any, client: Client) -> None:
+    """CancelTask of an agent task in INPUT_REQUIRED stores CANCELED before answering it: GetTask and ListTasks say
+    CANCELED, a second cancel is -32002 and a message continuing the task is -32004 (12 tasks at once)."""
+    await agent_host("lc_ask", ask)
+    await client.registry.wait_for("lc_ask", 5)
+
+    async def one(i: int) -> str:
+        paused = await within(client.send("lc_ask", {"n": i}), 15, "the paused task")
+        assert paused.status.state == TaskState.INPUT_REQUIRED, paused.status
+        canceled = await within(client.cancel_task("lc_ask", paused.id), 15, "CancelTask")
+        assert canceled.status.state == TaskState.CANCELED
+        got = await client.get_task("lc_ask", paused.id)
+        assert got.status.state == TaskState.CANCELED, f"GetTask after an answered CANCELED: {got.status.state}"
+        with pytest.raises(RpcError) as again:
+            await client.cancel_task("lc_ask", paused.id)
+        assert again.value.code == codes.TASK_NOT_CANCELABLE
+        follow = make_message(data={"answer": 1}, task_id=paused.id)
+        with pytest.raises(RpcError) as refused:
+            await within(client.send("lc_ask", follow), 15, "the continuation's answer")
+        assert refused.value.code == codes.UNSUPPORTED_OPERATION, refused.value
+        return paused.id
+
+    ids = await asyncio.gather(*(one(i) for i in range(12)))
+    listed = await client.list_tasks("lc_ask", ListTasksRequest(page_size=100))
+    states = {t.id: t.status.state for t in listed.tasks}
+    assert all(states.get(i) == TaskState.CANCELED for i in ids), states
+
+
+# 2. a workflow cancel right after INPUT_REQUIRED
+
+
+async def test_cancel_right_after_a_review_pause_is_never_lost(executor: Any, bus: Bus, settings: Settings) -> None:
+    """A workflow whose first node is a review, canceled the moment its caller gets INPUT_REQUIRED, by three
+    callers at once (60 tries): every CancelTask answers CANCELED, and the task stays CANCELED."""
+    await executor({"lc_review": FIRST_REVIEW})
+    clients = [Client(bus, settings) for _ in range(3)]
+    for c in clients:
+        await c.start()
+    try:
+        await clients[0].registry.wait_for("lc_review", 5)
+        for c in clients[1:]:
+            await c.registry.wait_for("lc_review", 5)
+
+        async def one(c: Client, i: int) -> tuple[str, TaskState, TaskState]:
+            paused = await within(c.send("lc_review", {"n": i}), 20, "the paused task")
+            assert paused.status.state == TaskState.INPUT_REQUIRED, paused.status
+            canceled = await within(c.cancel_task("lc_review", paused.id, timeout=15), 20, "CancelTask")
+            stored = await c.get_task("lc_review", paused.id)
+            return paused.id, canceled.status.state, stored.status.state
+
+        results = await asyncio.gather(*(one(clients[i % 3], i) for i in range(60)))
+        lost = [r for r in results if r[1] != TaskState.CANCELED or r[2] != TaskState.CANCELED]
+        assert not lost, f"{len(lost)} of 60 cancels answered or stored something else: {lost[:5]}"
+        c = clients[0]
+        for task_id, _, _ in results[:10]:
+            with pytest.raises(RpcError) as again:
+                await c.cancel_task("lc_review", task_id)
+            assert again.value.code == codes.TASK_NOT_CANCELABLE
+            follow = make_message(data={"decision": "approve", "data": None}, task_id=task_id)
+            with pytest.raises(RpcError) as refused:
+                await within(c.send("lc_review", follow), 15, "the refused resume")
+            assert refused.value.code == codes.UNSUPPORTED_OPERATION
+    finally:
+        for c in clients:
+            await c.close()
+
+
+@pytest.fixture
+async def http(agent_host: Any, executor: Any, gateway: Any, client: Client) -> Any:
+    await agent_host("lc_ask", ask)
+    await executor({"lc_review": FIRST_REVIEW})
+    await client.registry.wait_for("lc_ask", 5)
+    await client.registry.wait_for("lc_review", 5)
+    url = await gateway()
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        yield c
+
+
+async def _cancel_over(http: httpx.AsyncClient, binding: str, agent: str, task_id: str) -> dict[str, Any]:
+    """CancelTask over ``binding``: the task, or ``{"error": {"code"}}``."""
+    if binding == "JSONRPC":
+        data = (await http.post(f"/agents/{agent}/", json=rpc("CancelTask", {"id": task_id}), headers=V)).json()
+        return dict(data["result"]) if "result" in data else {"error": data["error"]}
+    r = await http.post(f"/agents/{agent}/tasks/{task_id}:cancel", headers=V)
+    if r.status_code == 200:
+        return dict(r.json())
+    return {"error": {"code": -32002 if reason(r.json()) == "TASK_NOT_CANCELABLE" else r.status_code}}
+
+
+async def _get_over(http: httpx.AsyncClient, binding: str, agent: str, task_id: str) -> dict[str, Any]:
+    if binding == "JSONRPC":
+        data = (await http.post(f"/agents/{agent}/", json=rpc("GetTask", {"id": task_id}), headers=V)).json()
+        return dict(data["result"])
+    return dict((await http.get(f"/agents/{agent}/tasks/{task_id}", headers=V)).json())
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+@pytest.mark.parametrize("agent", ["lc_ask", "lc_review"])
+async def test_cancel_of_a_paused_task_over_http(http: httpx.AsyncClient, binding: str, agent: str) -> None:
+    """Through the gateway, 30 tasks at once: paused, canceled at once (CANCELED), GetTask CANCELED, a second cancel
+    TaskNotCancelable, a message continuing the task UnsupportedOperation."""
+
+    async def one(i: int) -> None:
+        body = message(parts=[{"data": {"n": i}}])
+        paused = await send(http, binding, agent, body)
+        assert paused.get("task", {}).get("status", {}).get("state") == "TASK_STATE_INPUT_REQUIRED", paused
+        task_id = paused["task"]["id"]
+        canceled = await _cancel_over(http, binding, agent, task_id)
+        assert canceled.get("status", {}).get("state") == "TASK_STATE_CANCELED", canceled
+        stored = await _get_over(http, binding, agent, task_id)
+        assert stored["status"]["state"] == "TASK_STATE_CANCELED", stored
+        again = await _cancel_over(http, binding, agent, task_id)
+        assert again.get("error", {}).get("code") == -32002, again
+        answer = {"answer": 1} if agent == "lc_ask" else {"decision": "approve", "data": None}
+        follow = await send(http, binding, agent, message(taskId=task_id, parts=[{"data": answer}]))
+        assert follow.get("error", {}).get("code") == REST_CODES["UNSUPPORTED_OPERATION"], follow
+
+    await asyncio.gather(*(one(i) for i in range(30)))
+
+
+# 3. an exact resend with a new Nats-Msg-Id
+
+
+async def _publish(bus: Bus, agent: str, body: bytes, msg_id: str, reply_to: str) -> None:
+    hdrs = {
+        h.VERSION: codes.A2A_VERSION,
+        h.REPLY_TO: reply_to,
+        h.DEADLINE: str(int((time.time() + 60) * 1000)),
+        h.MSG_ID: msg_id,
+    }
+    await bus.js_publish(bus.subjects.request(agent), body, hdrs)
+
+
+async def _final(inbox: Inbox, what: str) -> dict[str, Any]:
+    replies = await inbox.until_final(what, timeout=15)
+    return replies[-1][0]
+
+
+async def _resend_race(bus: Bus, agent: str, tries: int) -> list[tuple[Any, Any, Any, Any]]:
+    """``tries`` requests, each re-sent once as a client does after a timeout (same messageId, its own Nats-Msg-Id,
+    JSON-RPC id and reply subject): half at growing offsets from the first copy, half the moment the first
+    answer arrives. Returns (request id, answered id) of both copies of each."""
+
+    async def one(i: int) -> tuple[Any, Any, Any, Any]:
+        msg = make_message(data={"n": i})
+        first, second = await Inbox(bus, agent).start(), await Inbox(bus, agent).start()
+        first_id, second_id = f"first-{i}", f"second-{i}"
+        await _publish(
+            bus,
+            agent,
+            encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), first_id),
+            f"{agent}:{msg.message_id}",
+            first.subject,
+        )
+        answer_first = asyncio.create_task(_final(first, f"the first copy's answer ({i})"))
+        if i % 2:
+            await asyncio.sleep(random.uniform(0, 0.06))
+        else:
+            await asyncio.wait({answer_first}, timeout=15)
+        await _publish(
+            bus,
+            agent,
+            encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), second_id),
+            f"{agent}:{msg.message_id}:resend",
+            second.subject,
+        )
+        a = await answer_first
+        b = await _final(second, f"the resend's answer ({i}, {'at an offset' if i % 2 else 'after the answer'})")
+        task_id = task_id_for(agent, msg.message_id)
+        assert a["result"]["task"]["id"] == b["result"]["task"]["id"] == task_id, (a, b)
+        assert b["result"]["task"]["status"]["state"] == TaskState.COMPLETED.value, b
+        return first_id, a["id"], second_id, b["id"]
+
+    return await asyncio.gather(*(one(i) for i in range(tries)))
+
+
+@pytest.mark.parametrize("kind", ["agent", "workflow"])
+async def test_exact_resend_is_answered_with_its_own_id(
+    kind: str, agent_host: Any, executor: Any, client: Client, bus: Bus
+) -> None:
+    """Every copy of a request re-sent with a new Nats-Msg-Id, just before, during or right after the first copy's
+    answer, gets its final, with its own JSON-RPC id; the work runs once per request (40 requests)."""
+    echo = Echo(delay=0.03)
+    await agent_host("lc_echo", echo)
+    name = "lc_echo"
+    if kind == "workflow":
+        await executor({"lc_flow": ONE_STEP})
+        name = "lc_flow"
+    await client.registry.wait_for(name, 5)
+    results = await _resend_race(bus, name, 40)
+    wrong = [r for r in results if r[0] != r[1] or r[2] != r[3]]
+    assert not wrong, f"answers with another caller's id: {wrong[:5]}"
+    assert all(count == 1 for count in echo.runs.values()), {n: c for n, c in echo.runs.items() if c != 1}
+
+
+async def test_resend_while_running_on_the_same_replica_runs_once(
+    agent_host: Any, client: Client, bus: Bus, redis: Redis, settings: Settings
+) -> None:
+    """A resend (new Nats-Msg-Id) reaching the one replica that runs the first copy follows that run: the handler
+    runs once, and both copies are answered with their own id."""
+    gate = asyncio.Event()
+    started = asyncio.Event()
+    runs = 0
+
+    async def held(input: Any, ctx: Any) -> Any:
+        nonlocal runs
+        runs += 1
+        started.set()
+        await gate.wait()
+        return {"ok": True}
+
+    await agent_host("lc_held", held)
+    await client.registry.wait_for("lc_held", 5)
+    msg = make_message(data={"x": 1})
+    first, second = await Inbox(bus, "lc_held").start(), await Inbox(bus, "lc_held").start()
+    body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), "one")
+    await _publish(bus, "lc_held", body, f"lc_held:{msg.message_id}", first.subject)
+    await within(started.wait(), 10, "the first copy to run")
+    body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), "two")
+    await _publish(bus, "lc_held", body, f"lc_held:{msg.message_id}:again", second.subject)
+    tasks = TaskStore(redis, Keys(settings.namespace), retention=60, queued_ttl=60)
+    task_id = task_id_for("lc_held", msg.message_id)
+
+    async def reached() -> bool:
+        return runs >= 2 or bool(await tasks.subscribers(task_id))
+
+    await eventually(reached, timeout=10, what="the resend to reach the agent")
+    gate.set()
+    a, b = await _final(first, "the first answer"), await _final(second, "the resend's answer")
+    assert (a["id"], b["id"]) == ("one", "two")
+    assert runs == 1
