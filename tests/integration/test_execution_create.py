@@ -7,7 +7,7 @@ from typing import Any
 from a2amesh.protocol import Task, TaskState, TaskStatus
 from a2amesh.store.executions import ExecutionStore, Listed
 from a2amesh.store.keys import Keys
-from a2amesh.store.tasks import TaskStore
+from a2amesh.store.tasks import Subscriber, TaskStore
 
 
 def _stores(redis: Any, settings: Any) -> tuple[ExecutionStore, TaskStore]:
@@ -165,12 +165,12 @@ async def test_the_finishing_commit_stores_the_final_task(redis: Any, settings: 
     """The final record lands in the finishing step's own script, with the subscribers to answer."""
     executions, tasks = _stores(redis, settings)
     assert (await _create(executions, "wf-fin", _task("wf-fin", TaskState.WORKING))).created
-    await tasks.add_subscriber("wf-fin", "reply.someone.1")
+    await tasks.add_subscriber("wf-fin", Subscriber("reply.someone.1", "its-id"))
     result = await _finish(executions, "wf-fin", "me:1", _task("wf-fin", TaskState.COMPLETED))
     assert result.ok
     assert result.final_task is not None
     assert result.final_task.outcome == "written"
-    assert result.final_task.subscribers == ["reply.someone.1"]
+    assert result.final_task.subscribers == [Subscriber("reply.someone.1", "its-id")]
     stored = await tasks.get("wf-fin")
     assert stored is not None
     assert stored.status.state == TaskState.COMPLETED

@@ -10,6 +10,7 @@ answered whenever it arrives, with its own JSON-RPC id. Races are tried many tim
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from typing import Any
@@ -18,16 +19,16 @@ import httpx
 import pytest
 
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus
+from a2amesh.bus.nats import Bus, Received
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.errors import InputRequired, RpcError
-from a2amesh.ids import task_id_for
+from a2amesh.ids import nuid, task_id_for
 from a2amesh.protocol import ListTasksRequest, SendMessageRequest, TaskState, codes
 from a2amesh.rpc import encode_request
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
-from a2amesh.store.tasks import TaskStore
+from a2amesh.store.tasks import Subscriber, TaskStore
 from tests.integration.test_gateway_conformance import BINDINGS, REST_CODES, V, message, reason, rpc, send
 from tests.support.inbox import Inbox
 from tests.support.waiting import eventually, within
@@ -72,10 +73,15 @@ class Echo:
 # 1. a canceled agent task that waits for input
 
 
-async def test_canceled_input_required_agent_task_stays_canceled(agent_host: Any, client: Client) -> None:
+@pytest.mark.parametrize("replicas", [1, 2])
+async def test_canceled_input_required_agent_task_stays_canceled(
+    replicas: int, agent_host: Any, client: Client
+) -> None:
     """CancelTask of an agent task in INPUT_REQUIRED stores CANCELED before answering it: GetTask and ListTasks say
-    CANCELED, a second cancel is -32002 and a message continuing the task is -32004 (12 tasks at once)."""
-    await agent_host("lc_ask", ask)
+    CANCELED, a second cancel is -32002 and a message continuing the task is -32004 (12 tasks at once; with two
+    replicas, both answer each CancelTask alike)."""
+    for _ in range(replicas):
+        await agent_host("lc_ask", ask)
     await client.registry.wait_for("lc_ask", 5)
 
     async def one(i: int) -> str:
@@ -103,10 +109,15 @@ async def test_canceled_input_required_agent_task_stays_canceled(agent_host: Any
 # 2. a workflow cancel right after INPUT_REQUIRED
 
 
-async def test_cancel_right_after_a_review_pause_is_never_lost(executor: Any, bus: Bus, settings: Settings) -> None:
+@pytest.mark.parametrize("replicas", [1, 2])
+async def test_cancel_right_after_a_review_pause_is_never_lost(
+    replicas: int, executor: Any, bus: Bus, settings: Settings
+) -> None:
     """A workflow whose first node is a review, canceled the moment its caller gets INPUT_REQUIRED, by three
-    callers at once (60 tries): every CancelTask answers CANCELED, and the task stays CANCELED."""
-    await executor({"lc_review": FIRST_REVIEW})
+    callers at once (60 tries): every CancelTask answers CANCELED, and the task stays CANCELED (with one executor
+    replica, and with two)."""
+    for _ in range(replicas):
+        await executor({"lc_review": FIRST_REVIEW})
     clients = [Client(bus, settings) for _ in range(3)]
     for c in clients:
         await c.start()
@@ -265,6 +276,18 @@ async def test_exact_resend_is_answered_with_its_own_id(
     wrong = [r for r in results if r[0] != r[1] or r[2] != r[3]]
     assert not wrong, f"answers with another caller's id: {wrong[:5]}"
     assert all(count == 1 for count in echo.runs.values()), {n: c for n, c in echo.runs.items() if c != 1}
+    # a client's resend with the same Nats-Msg-Id (a JetStream duplicate: it follows by SubscribeToTask)
+    msg = make_message(data={"n": "client"})
+    first = await client.dispatch(name, msg, request_id="c-one")
+    call_id = nuid()
+    wire: asyncio.Queue[Received] = asyncio.Queue()  # what reaches the duplicate's reply subject
+    await bus.subscribe(bus.subjects.reply(client.instance, name, call_id), wire.put)
+    second = await client.dispatch(name, msg, request_id="c-two", call_id=call_id)
+    a, b = await within(first.result(), 15, "the first call"), await within(second.result(), 15, "the duplicate")
+    assert a.id == b.id
+    while (last := await within(wire.get(), 5, "the duplicate's final on the wire")).headers.get(h.FINAL) != "true":
+        pass
+    assert json.loads(last.data)["id"] == "c-two"
 
 
 async def test_resend_while_running_on_the_same_replica_runs_once(
@@ -303,3 +326,12 @@ async def test_resend_while_running_on_the_same_replica_runs_once(
     a, b = await _final(first, "the first answer"), await _final(second, "the resend's answer")
     assert (a["id"], b["id"]) == ("one", "two")
     assert runs == 1
+
+
+def test_subscriber_members_keep_the_request_id() -> None:
+    """A subscriber is stored with its request's JSON-RPC id (any JSON-RPC id); a member stored as a subject alone
+    (before ids were kept) is answered with the task id."""
+    for request_id in ("abc def", 7, 1.5, None):
+        member = Subscriber("ns.a2a.v1.reply.i.a.c", request_id).member()
+        assert Subscriber.parse(member).answer_id("task") == request_id
+    assert Subscriber.parse("ns.a2a.v1.reply.i.a.c").answer_id("task") == "task"
