@@ -150,6 +150,47 @@ async def test_cancel_right_after_a_review_pause_is_never_lost(
             await c.close()
 
 
+@pytest.mark.parametrize("replicas", [1, 2])
+async def test_cancel_and_resume_at_once_agree(replicas: int, executor: Any, client: Client) -> None:
+    """A CancelTask and a resume of a paused workflow sent at once (30 tries): one of them wins, and every answer
+    agrees with what is stored. A CANCELED answer means the task stays CANCELED and the resume was refused
+    (-32004) or answered CANCELED; a resume that completed the task means the cancel was TaskNotCancelable."""
+    for _ in range(replicas):
+        await executor({"lc_review": FIRST_REVIEW})
+    await client.registry.wait_for("lc_review", 5)
+
+    async def one(i: int) -> tuple[str, str, str]:
+        paused = await within(client.send("lc_review", {"n": i}), 20, "the paused task")
+        follow = make_message(data={"decision": "approve", "data": None}, task_id=paused.id)
+
+        async def cancel() -> str:
+            try:
+                return (await client.cancel_task("lc_review", paused.id, timeout=15)).status.state.value
+            except RpcError as e:
+                return str(e.code)
+
+        async def resume() -> str:
+            try:
+                return (await client.send("lc_review", follow, timeout=15)).status.state.value
+            except RpcError as e:
+                return str(e.code)
+
+        canceled, resumed = await within(asyncio.gather(cancel(), resume()), 30, "the cancel and the resume")
+        stored = (await client.get_task("lc_review", paused.id)).status.state.value
+        return canceled, resumed, stored
+
+    results = await asyncio.gather(*(one(i) for i in range(30)))
+    c, done, not_cancelable, unsupported = (
+        TaskState.CANCELED.value,
+        TaskState.COMPLETED.value,
+        str(codes.TASK_NOT_CANCELABLE),
+        str(codes.UNSUPPORTED_OPERATION),
+    )
+    allowed = {(c, unsupported, c), (c, c, c), (not_cancelable, done, done)}
+    wrong = [r for r in results if r not in allowed]
+    assert not wrong, f"answers that disagree with the stored task: {wrong[:5]}"
+
+
 @pytest.fixture
 async def http(agent_host: Any, executor: Any, gateway: Any, client: Client) -> Any:
     await agent_host("lc_ask", ask)
