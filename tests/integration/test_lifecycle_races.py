@@ -151,32 +151,40 @@ async def test_cancel_right_after_a_review_pause_is_never_lost(
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
-async def test_cancel_and_resume_at_once_agree(replicas: int, executor: Any, client: Client) -> None:
-    """A CancelTask and a resume of a paused workflow sent at once (30 tries): one of them wins, and every answer
-    agrees with what is stored. A CANCELED answer means the task stays CANCELED and the resume was refused
-    (-32004) or answered CANCELED; a resume that completed the task means the cancel was TaskNotCancelable."""
+@pytest.mark.parametrize("name", ["lc_ask", "lc_review"])
+async def test_cancel_and_continue_at_once_agree(
+    name: str, replicas: int, agent_host: Any, executor: Any, client: Client
+) -> None:
+    """A CancelTask and a message continuing a paused task (an agent's question, a workflow's review) sent at once
+    (30 tries): one of them wins, and every answer agrees with what is stored. A CANCELED answer means the task
+    stays CANCELED and the continuation was refused (-32004) or answered CANCELED; a continuation that completed
+    the task means the cancel was TaskNotCancelable."""
     for _ in range(replicas):
-        await executor({"lc_review": FIRST_REVIEW})
-    await client.registry.wait_for("lc_review", 5)
+        if name == "lc_ask":
+            await agent_host("lc_ask", ask)
+        else:
+            await executor({"lc_review": FIRST_REVIEW})
+    await client.registry.wait_for(name, 5)
+    answer = {"answer": 1} if name == "lc_ask" else {"decision": "approve", "data": None}
 
     async def one(i: int) -> tuple[str, str, str]:
-        paused = await within(client.send("lc_review", {"n": i}), 20, "the paused task")
-        follow = make_message(data={"decision": "approve", "data": None}, task_id=paused.id)
+        paused = await within(client.send(name, {"n": i}), 20, "the paused task")
+        follow = make_message(data=answer, task_id=paused.id)
 
         async def cancel() -> str:
             try:
-                return (await client.cancel_task("lc_review", paused.id, timeout=15)).status.state.value
+                return (await client.cancel_task(name, paused.id, timeout=15)).status.state.value
             except RpcError as e:
                 return str(e.code)
 
         async def resume() -> str:
             try:
-                return (await client.send("lc_review", follow, timeout=15)).status.state.value
+                return (await client.send(name, follow, timeout=15)).status.state.value
             except RpcError as e:
                 return str(e.code)
 
-        canceled, resumed = await within(asyncio.gather(cancel(), resume()), 30, "the cancel and the resume")
-        stored = (await client.get_task("lc_review", paused.id)).status.state.value
+        canceled, resumed = await within(asyncio.gather(cancel(), resume()), 30, "the cancel and the continuation")
+        stored = (await client.get_task(name, paused.id)).status.state.value
         return canceled, resumed, stored
 
     results = await asyncio.gather(*(one(i) for i in range(30)))
