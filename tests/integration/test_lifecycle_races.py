@@ -384,3 +384,42 @@ def test_subscriber_members_keep_the_request_id() -> None:
         member = Subscriber("ns.a2a.v1.reply.i.a.c", request_id).member()
         assert Subscriber.parse(member).answer_id("task") == request_id
     assert Subscriber.parse("ns.a2a.v1.reply.i.a.c").answer_id("task") == "task"
+
+
+async def test_a_running_continuation_is_working_and_its_resend_follows_it(
+    agent_host: Any, client: Client, bus: Bus, redis: Redis, settings: Settings
+) -> None:
+    """While a message continuing an interrupted agent task runs, GetTask says WORKING, and a resend of that message
+    (a new Nats-Msg-Id) gets the continuation's final with its own id, not the interrupted task it continued."""
+    gate = asyncio.Event()
+    started = asyncio.Event()
+
+    async def slow(input: Any, ctx: Any) -> Any:
+        if isinstance(input, dict) and "answer" in input:
+            started.set()
+            await gate.wait()
+            return {"got": input["answer"]}
+        raise InputRequired("more input, please")
+
+    await agent_host("lc_slow", slow)
+    await client.registry.wait_for("lc_slow", 5)
+    paused = await within(client.send("lc_slow", {"n": 1}), 15, "the paused task")
+    follow = make_message(data={"answer": 2}, task_id=paused.id)
+    first, second = await Inbox(bus, "lc_slow").start(), await Inbox(bus, "lc_slow").start()
+    body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=follow), "one")
+    await _publish(bus, "lc_slow", body, f"lc_slow:{follow.message_id}:{paused.id}", first.subject)
+    await within(started.wait(), 10, "the continuation to run")
+    assert (await client.get_task("lc_slow", paused.id)).status.state == TaskState.WORKING
+    body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=follow), "two")
+    await _publish(bus, "lc_slow", body, f"lc_slow:{follow.message_id}:again", second.subject)
+    tasks = TaskStore(redis, Keys(settings.namespace), retention=60, queued_ttl=60)
+
+    async def following() -> bool:
+        return bool(await tasks.subscribers(paused.id)) or not second.queue.empty()
+
+    await eventually(following, timeout=10, what="the resend to follow the continuation")
+    assert second.queue.empty(), "the resend was answered before the continuation finished"
+    gate.set()
+    a, b = await _final(first, "the continuation's answer"), await _final(second, "the resend's answer")
+    assert (a["id"], b["id"]) == ("one", "two")
+    assert a["result"]["task"]["status"]["state"] == b["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -489,6 +489,9 @@ class AgentHost(Worker):
             # the stored history (as of the claim), then this message (the last of the history read before it)
             latest = (run.task.history or [])[-1:]
             run.task = run.task.model_copy(update={"history": [*(view.task.history or []), *latest]})
+            # WORKING from now on: GetTask says so, and a resend of this message follows the run instead of being
+            # answered the interrupted task it continues
+            await self.tasks.write(run.task, self.name, self.instance, release=False)
         if msg.num_delivered >= self.settings.max_deliver:
             err = transport_rpc_error(
                 codes.MAX_DELIVERIES,
