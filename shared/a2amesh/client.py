@@ -654,6 +654,12 @@ def continuation_refusal(task: Task, message: Message) -> RpcError | None:
     return None
 
 
+def already_taken(task: Task, message: Message) -> bool:
+    """Whether ``task``'s history holds ``message`` (the same messageId and parts): a resend of a message the task
+    took, which its caller follows instead of it being applied again (docs/lifecycle.md "Resend")."""
+    return any(m.message_id == message.message_id and m.parts == message.parts for m in task.history or [])
+
+
 def _reuse_suffix(message: Message) -> str:
     parts = [p.model_dump(mode="json", by_alias=True, exclude_none=True) for p in message.parts]
     return "~" + content_digest(parts)[:16]

@@ -40,6 +40,14 @@ nodes:
 output_mapping: "{{check.output}}"
 """
 
+REVIEW_THEN_STEP = """
+name: lc_then
+nodes:
+  - {id: check, type: human_review, prompt: "Go on?", data: "{{workflow.input}}"}
+  - {id: a, type: agent, agent_name: lc_gate, depends_on: [check], input: "{{workflow.input}}"}
+output_mapping: "{{a.output}}"
+"""
+
 ONE_STEP = """
 name: lc_flow
 nodes:
@@ -423,3 +431,78 @@ async def test_a_running_continuation_is_working_and_its_resend_follows_it(
     a, b = await _final(first, "the continuation's answer"), await _final(second, "the resend's answer")
     assert (a["id"], b["id"]) == ("one", "two")
     assert a["result"]["task"]["status"]["state"] == b["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.parametrize("kind", ["agent", "workflow"])
+async def test_resend_of_a_continuation_follows_the_task(
+    kind: str, agent_host: Any, executor: Any, client: Client, bus: Bus, redis: Redis, settings: Settings
+) -> None:
+    """A message continuing a paused task, re-sent with a new Nats-Msg-Id while the task runs on it and again after
+    it finished, is not applied twice: each copy gets the task's final with its own id (before, a workflow's
+    resend was refused as the task was no longer paused, and GetTask kept INPUT_REQUIRED while it ran)."""
+    gate = asyncio.Event()
+    runs = 0
+
+    async def held(input: Any, ctx: Any) -> Any:
+        nonlocal runs
+        if isinstance(input, dict) and "ask" in input:
+            raise InputRequired("more input, please")
+        runs += 1
+        await gate.wait()
+        return {"ok": True}
+
+    await agent_host("lc_gate", held)
+    name = "lc_gate"
+    start: dict[str, Any] = {"ask": True}
+    answer: dict[str, Any] = {"answer": 1}
+    if kind == "workflow":
+        await executor({"lc_then": REVIEW_THEN_STEP})
+        name, start, answer = "lc_then", {"n": 1}, {"decision": "approve", "data": {"n": 1}}
+    await client.registry.wait_for(name, 5)
+    paused = await within(client.send(name, start), 15, "the paused task")
+    assert paused.status.state == TaskState.INPUT_REQUIRED
+    follow = make_message(data=answer, task_id=paused.id)
+    inboxes = [await Inbox(bus, name).start() for _ in range(3)]
+    for n in range(2):
+        body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=follow), f"copy-{n}")
+        await _publish(bus, name, body, f"{name}:{follow.message_id}:{paused.id}:{n}", inboxes[n].subject)
+        await eventually(lambda: runs >= 1, timeout=10, what="the continuation to run")
+        assert (await client.get_task(name, paused.id)).status.state == TaskState.WORKING
+
+    async def following() -> bool:
+        return bool(await tasks.subscribers(paused.id)) or not inboxes[1].queue.empty()
+
+    tasks = TaskStore(redis, Keys(settings.namespace), retention=60, queued_ttl=60)
+    await eventually(following, timeout=10, what="the resend to reach the task")
+    gate.set()
+    answers = [await _final(inboxes[n], f"copy {n}'s answer") for n in range(2)]
+    body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=follow), "copy-2")
+    await _publish(bus, name, body, f"{name}:{follow.message_id}:{paused.id}:2", inboxes[2].subject)
+    answers.append(await _final(inboxes[2], "the late copy's answer"))
+    assert [a["id"] for a in answers] == ["copy-0", "copy-1", "copy-2"], answers
+    assert {a.get("result", {}).get("task", {}).get("status", {}).get("state") for a in answers} == {
+        "TASK_STATE_COMPLETED"
+    }, answers
+    assert runs == 1
+
+
+@pytest.mark.parametrize("name", ["lc_ask", "lc_review"])
+async def test_a_continuation_sent_the_moment_the_task_pauses_is_applied(
+    name: str, agent_host: Any, executor: Any, client: Client
+) -> None:
+    """A message continuing a task, sent the moment its INPUT_REQUIRED arrives (while the replica is still ending
+    that run), continues it: 30 tasks at once all complete."""
+    if name == "lc_ask":
+        await agent_host("lc_ask", ask)
+    else:
+        await executor({"lc_review": FIRST_REVIEW})
+    await client.registry.wait_for(name, 5)
+    answer = {"answer": 1} if name == "lc_ask" else {"decision": "approve", "data": {"n": 1}}
+
+    async def one(i: int) -> str:
+        paused = await within(client.send(name, {"n": i}), 20, "the paused task")
+        done = await within(client.send(name, make_message(data=answer, task_id=paused.id)), 20, "the continuation")
+        return done.status.state.value
+
+    states = await asyncio.gather(*(one(i) for i in range(30)))
+    assert set(states) == {TaskState.COMPLETED.value}, states

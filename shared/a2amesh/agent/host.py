@@ -19,7 +19,7 @@ from a2amesh.agent.runtimes import Runtimes
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, PullConsumer, Received, WorkMsg
 from a2amesh.bus.setup import ensure_consumer, init_mesh
-from a2amesh.client import Client, continuation_refusal
+from a2amesh.client import Client, already_taken, continuation_refusal
 from a2amesh.config import Settings
 from a2amesh.errors import (
     A2AMeshError,
@@ -405,13 +405,22 @@ class AgentHost(Worker):
         history: list[Message] = []
         running = self._running.get(message.task_id or task_id_for(self.name, message.message_id))
         if running is not None:
-            await self._follow_run(running, msg, request)
-            return
+            last = (running.task.history or [])[-1:]
+            same = bool(last) and last[0].message_id == message.message_id and last[0].parts == message.parts
+            if same and not running.final_stored:
+                await self._follow_run(running, msg, request)  # the same request: a resend, or a redelivery
+                return
+            await running.finished.wait()  # the run before this request is ending here: let it end first
         continues = bool(message.task_id)
         if message.task_id:
             existing = await self.tasks.get(message.task_id)
             if existing is None:
                 raise TaskNotFound(message.task_id)
+            if already_taken(existing, message):
+                # a resend of a message the task took: its caller follows the task (its next answer, or the one
+                # stored already), instead of it continuing the task again
+                await self._subscribe_caller(message.task_id, msg, Subscriber(request.reply_to, request.request_id))
+                return
             refusal = continuation_refusal(existing, message)
             if refusal is not None:
                 raise refusal
@@ -466,7 +475,7 @@ class AgentHost(Worker):
             # answering this request (its id); subscribers get it with their own
             assert view.task is not None
             message = (run.task.history or [])[-1]
-            if run.continues and all(m.message_id != message.message_id for m in view.task.history or []):
+            if run.continues and not already_taken(view.task, message):
                 # a continuation that the task did not take (it was canceled or finished meanwhile): refused as
                 # one sent after that would be
                 refusal = continuation_refusal(view.task, message)

@@ -8,22 +8,24 @@ paused parent (:meth:`Resumer._forward_up`), which routes it back down so the pa
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import WorkMsg
-from a2amesh.client import continuation_refusal
-from a2amesh.errors import A2AMeshError, RpcError, TaskNotFound
+from a2amesh.client import already_taken, continuation_refusal
+from a2amesh.errors import A2AMeshError, RpcError, TaskNotFound, TransportError
 from a2amesh.executor.context import ExecutorContext
 from a2amesh.executor.intake import input_of
 from a2amesh.executor.runner import ExecutionRunner, open_runner
-from a2amesh.protocol import Message, Part, Role, Task, codes
+from a2amesh.protocol import Message, Part, Role, Task, TaskState, TaskStatus, codes
+from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.vocabulary import NODE_PATH_KEY, REVIEW_FREE_ANSWER
 from a2amesh.store.executions import ExecutionRecord
 from a2amesh.store.tasks import Subscriber
 from a2amesh.worker.decode import WorkRequest
-from a2amesh.worker.replies import ReplyInfo, send_error, valid_reply_subject
+from a2amesh.worker.replies import ReplyInfo, ReplyPublisher, send_error, valid_reply_subject
 from a2amesh.workflow.events import ReviewAnswered
 
 __all__ = ["Resumer"]
@@ -43,7 +45,10 @@ class Resumer:
         """A SendMessage on a paused task: the human's answer ``{"decision", "data", "reason"?, "path"?}``."""
         ctx, message = self.ctx, request.message
         task_id = str(message.task_id)
-        record, stored = await self._paused(task_id, request)
+        paused = await self._paused(msg, task_id, request)
+        if paused is None:
+            return  # a resend of an answer the task already took: its caller follows the task
+        record, stored = paused
         body = await input_of(message, ctx.artifacts, user=None)
         try:
             event = ReviewAnswered.model_validate(body)
@@ -94,6 +99,9 @@ class Resumer:
             if not await ctx.store.park(task_id, token, _next_due_ms(runner.state.timers)):
                 self._launch_cancel(runner, old)  # marked for cancellation meanwhile: applied here
             raise RpcError(codes.INVALID_PARAMS, f"cannot resume {task_id}: {e}") from e
+        if stored is not None and runner.history is not None:
+            # WORKING from now on, the answer in its history: GetTask says so, and a resend of it follows the run
+            await ctx.tasks.write(_working(stored, runner.history), request.agent, ctx.instance, release=False)
         ok = await runner.checkpoint(state, list(commands), [], extra={"reply": reply.model_dump_json()})
         await msg.ack()
         if not ok:
@@ -101,12 +109,20 @@ class Resumer:
         ctx.log.info("execution.resumed", execution_id=task_id, decision=event.decision, path=event.path)
         ctx.drivers.launch(runner, [])
 
-    async def _paused(self, task_id: str, request: WorkRequest) -> tuple[ExecutionRecord, Task | None]:
+    async def _paused(
+        self, msg: WorkMsg, task_id: str, request: WorkRequest
+    ) -> tuple[ExecutionRecord, Task | None] | None:
         """The record and task of the paused execution a resume answers; refused when it is not paused, cannot
-        take the message, or is marked for cancellation (the cancellation is applied then)."""
+        take the message, or is marked for cancellation (the cancellation is applied then). None for a resend of
+        a message the task already took (the same messageId and parts in its history): its caller is added to the task's
+        subscribers, and gets the task's next answer (one stored already at once), with its own request id."""
         record = await self.ctx.store.execution(task_id)
         if record is None:
             raise TaskNotFound(task_id)
+        stored = await self.ctx.tasks.get(task_id)
+        if stored is not None and already_taken(stored, request.message):
+            await self._follow(msg, request, task_id, record.epoch or 1)
+            return None
         status = record.status
         if status != "paused":
             raise RpcError(
@@ -114,13 +130,22 @@ class Resumer:
                 f"task {task_id} of workflow {request.agent} is {status or 'unknown'}, not paused for a review; "
                 "send a new message to start a run",
             )
-        stored = await self.ctx.tasks.get(task_id)
         refusal = None if stored is None else continuation_refusal(stored, request.message)
         if refusal is not None:
             raise refusal
         if record.cancel:
             await self._apply_cancel(task_id)
         return record, stored
+
+    async def _follow(self, msg: WorkMsg, request: WorkRequest, task_id: str, epoch: int) -> None:
+        ctx = self.ctx
+        view = await ctx.tasks.add_subscriber(task_id, Subscriber(request.reply_to, request.request_id))
+        if view.outcome == "terminal" and view.task is not None:
+            publisher = ReplyPublisher(ctx.bus, ctx.settings, agent=request.agent, task_id=task_id, attempt=epoch)
+            with contextlib.suppress(TransportError):
+                await publisher.final(request.reply_to, request.request_id, view.task, 1, streaming=request.streaming)
+        await msg.ack()
+        ctx.log.info("resume.attached", execution_id=task_id, delivered=msg.num_delivered)
 
     async def _forward_up(
         self, msg: WorkMsg, request: WorkRequest, record: ExecutionRecord, event: ReviewAnswered
@@ -224,6 +249,13 @@ class Resumer:
         ctx.log.info("execution.cancel_paused", execution_id=task_id)
         ctx.drivers.launch(runner, [])
         return runner
+
+
+def _working(paused: Task, history: list[Message]) -> Task:
+    """The task of a paused execution once an answer resumed it."""
+    metadata = {k: v for k, v in (paused.metadata or {}).items() if k != "review"} or None
+    status = TaskStatus(state=TaskState.WORKING, timestamp=utc_timestamp())
+    return paused.model_copy(update={"status": status, "history": history, "metadata": metadata})
 
 
 def _being_canceled(task_id: str) -> RpcError:
