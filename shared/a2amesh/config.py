@@ -157,7 +157,12 @@ class Settings(BaseModel):
     log_level: str = "INFO"
 
     card_ttl: float = Field(default=30.0, gt=0, description="Card and presence TTL; re-put every TTL/3.")
-    ack_wait: float = Field(default=30.0, gt=0, description="JetStream ack wait of work consumers.")
+    ack_wait: float = Field(
+        default=4.0,
+        gt=0,
+        description="JetStream ack wait of work consumers: a dead replica's work is redelivered within it; a live "
+        "one keeps its work with in-progress acks every ack_wait/3 and its claims live ack_wait*2/3.",
+    )
     max_deliver: int = Field(default=5, ge=2, description="Deliveries of one request before MAX_DELIVERIES.")
     deliver_backoff: bool = Field(default=True, description="Exponential redelivery backoff from ack_wait.")
     tasks_max_age: float = Field(default=24 * 3600.0, gt=0, description="Max age of queued requests.")
