@@ -41,6 +41,7 @@ from a2amesh.gateway.handler import CALL_STATE_KEY, CallInfo, MeshRequestHandler
 from a2amesh.gateway.mcp_mount import MCP_PATH, WORKFLOW_MCP_PATH, McpMount
 from a2amesh.gateway.push import PushNotifications, PushSettings
 from a2amesh.gateway.settings import GatewaySettings
+from a2amesh.gateway.streams import v0_3_streams_first_event_first
 from a2amesh.ids import NAME_RE
 from a2amesh.logs import get_logger
 from a2amesh.protocol import codes
@@ -262,7 +263,8 @@ def sdk_routes(handler: MeshRequestHandler, card_modifier: Any, settings: Gatewa
 
     ``create_rest_routes`` ends with a catch-all ``Mount('/{tenant}')`` repeating its routes under a tenant
     prefix. Under our mount it would swallow every path not matched before it, so it is left out: the gateway
-    serves no tenants, and an unknown path is a clean 404. The card and JSON-RPC routes come first.
+    serves no tenants, and an unknown path is a clean 404. The card and JSON-RPC routes come first. The 0.3
+    HTTP+JSON streams wait for their first event before they answer, as the 1.0 ones do (gateway/streams.py).
     """
     builder = MeshContextBuilder()
     # The route's own card is never served (the modifier replaces it per agent); it is complete only so the
@@ -291,7 +293,7 @@ def sdk_routes(handler: MeshRequestHandler, card_modifier: Any, settings: Gatewa
         *create_jsonrpc_routes(handler, rpc_url="/", context_builder=builder, enable_v0_3_compat=True),
     ]
     rest = create_rest_routes(handler, context_builder=builder, enable_v0_3_compat=True)
-    routes.extend(r for r in rest if not isinstance(r, Mount))
+    routes.extend(v0_3_streams_first_event_first([r for r in rest if not isinstance(r, Mount)]))
     return routes
 
 
