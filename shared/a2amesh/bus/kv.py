@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, cast
@@ -13,6 +14,7 @@ from typing import Any, cast
 import nats.js.errors
 from nats.js.kv import KeyValue
 
+from a2amesh.bus.retry import ride_out
 from a2amesh.lifecycle import Background
 
 __all__ = ["KV_MARKER_GRACE", "Kv", "KvEntry"]
@@ -44,13 +46,20 @@ class Kv:
         self._bucket = bucket
 
     async def put(self, key: str, value: bytes) -> int:
-        """Put a value; returns its revision."""
-        return int(await self._kv.put(key, value))
+        """Put a value; returns its revision (a put that meets an election is put again: the last value wins)."""
+        return int(
+            await ride_out(f"putting {key} in KV bucket {self._bucket}", functools.partial(self._kv.put, key, value))
+        )
 
     async def get(self, key: str) -> KvEntry | None:
         """The current entry (with its write time), or None when absent or deleted."""
         try:
-            raw = await self._js._jsm.get_msg(f"KV_{self._bucket}", subject=f"$KV.{self._bucket}.{key}", direct=True)
+            raw = await ride_out(
+                f"reading {key} from KV bucket {self._bucket}",
+                functools.partial(
+                    self._js._jsm.get_msg, f"KV_{self._bucket}", subject=f"$KV.{self._bucket}.{key}", direct=True
+                ),
+            )
         except nats.js.errors.NotFoundError:
             return None
         headers = dict(raw.headers or {})
@@ -61,18 +70,18 @@ class Kv:
     async def delete(self, key: str) -> None:
         """Delete a key (a no-op when absent)."""
         with contextlib.suppress(nats.js.errors.KeyNotFoundError):
-            await self._kv.delete(key)
+            await ride_out(f"deleting {key} from KV bucket {self._bucket}", functools.partial(self._kv.delete, key))
 
     async def keys(self) -> list[str]:
         """Every live key."""
         try:
-            return list(await self._kv.keys())
+            return list(await ride_out(f"listing KV bucket {self._bucket}", self._kv.keys))
         except nats.js.errors.NoKeysError:
             return []
 
     async def watch(self) -> AsyncIterator[KvEntry | None]:
         """Current values, then ``None`` once (initial values done), then every change."""
-        watcher = await self._kv.watchall()
+        watcher = await ride_out(f"watching KV bucket {self._bucket}", self._kv.watchall)
         # nats-py leaves these two unannotated
         next_entry = cast(Callable[[], Awaitable[Any]], watcher.__anext__)
         stop = cast(Callable[[], Coroutine[Any, Any, None]], watcher.stop)

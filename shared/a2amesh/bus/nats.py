@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import json
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -25,6 +26,7 @@ from nats.js import api as js_api
 from a2amesh.bus import headers as h
 from a2amesh.bus.kv import Kv
 from a2amesh.bus.nats_client import NATS_CLIENT
+from a2amesh.bus.retry import ride_out
 from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
 from a2amesh.errors import TransportError
@@ -69,6 +71,11 @@ class _Retryable(Exception):
         super().__init__(str(error))
         self.error = error
         self.maybe_stored = maybe_stored
+
+
+def _gave_up(e: Exception) -> BaseException:
+    """The error of a publish that kept failing: its last attempt's."""
+    return e.error if isinstance(e, _Retryable) else e
 
 
 @dataclass(frozen=True)
@@ -558,20 +565,28 @@ class Bus:
             headers = {**(headers or {}), h.MSG_ID: f"pub:{nuid()}"}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        pause = RETRY_PAUSE
         wait = ATTEMPT_TIMEOUT
-        while True:
-            remaining = deadline - loop.time()
+
+        async def attempt() -> PubAck:
+            nonlocal wait
             try:
-                return await self._publish_once(subject, data, headers, min(wait, remaining), timeout)
+                return await self._publish_once(
+                    subject, data, headers, max(min(wait, deadline - loop.time()), 0.001), timeout
+                )
             except _Retryable as e:
                 if e.maybe_stored:
                     wait = min(wait * 1.5, ATTEMPT_TIMEOUT_MAX)
-                if deadline - loop.time() <= 0:
-                    raise e.error from e.error.__cause__
-                log.info("js_publish.retry", subject=subject, reason=str(e.error))
-                await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
-                pause = min(pause * 2, RETRY_PAUSE_MAX)
+                raise
+
+        return await ride_out(
+            f"publishing to {subject}",
+            attempt,
+            within=timeout,
+            transient=lambda e: isinstance(e, _Retryable),
+            pause=RETRY_PAUSE,
+            pause_max=RETRY_PAUSE_MAX,
+            gave_up=_gave_up,
+        )
 
     async def _publish_once(
         self, subject: str, data: bytes, headers: Headers | None, timeout: float, total: float
@@ -613,10 +628,32 @@ class Bus:
     async def direct_get_last(self, stream: str, subject: str) -> StoredMsg | None:
         """The last message stored on ``subject`` (direct get), or None."""
         try:
-            raw = await self._js._jsm.get_msg(stream, subject=subject, direct=True)
+            raw = await ride_out(
+                f"reading the last message on {subject} from stream {stream}",
+                functools.partial(self._js._jsm.get_msg, stream, subject=subject, direct=True),
+            )
         except nats.js.errors.NotFoundError:
             return None
         return StoredMsg(raw.subject or subject, int(raw.seq or 0), raw.data or b"", dict(raw.headers or {}), raw.time)
+
+    async def direct_get_all(self, stream: str, subject: str) -> list[StoredMsg]:
+        """Every message stored on ``subject`` (a literal subject), oldest first, by direct gets (any replica
+        answers: no consumer, no stream leader needed)."""
+        out: list[StoredMsg] = []
+        seq = 1
+        while True:
+            try:
+                raw = await ride_out(
+                    f"reading the messages on {subject} from stream {stream}",
+                    functools.partial(self._js._jsm.get_msg, stream, seq=seq, subject=subject, direct=True, next=True),
+                )
+            except nats.js.errors.NotFoundError:
+                return out
+            stored_seq = int(raw.seq or 0)
+            out.append(
+                StoredMsg(raw.subject or subject, stored_seq, raw.data or b"", dict(raw.headers or {}), raw.time)
+            )
+            seq = max(stored_seq, seq) + 1
 
     async def last_seq(self, stream: str) -> int:
         """The sequence of the last message stored in ``stream`` (0 when empty).
@@ -625,7 +662,7 @@ class Bus:
             TransportError: ``UNAVAILABLE`` when the stream does not exist.
         """
         try:
-            info = await self._js.stream_info(stream)
+            info = await ride_out(f"reading stream {stream}", functools.partial(self._js.stream_info, stream))
         except nats.js.errors.NotFoundError as e:
             raise TransportError(codes.UNAVAILABLE, f"stream {stream} does not exist (run `a2amesh init`)") from e
         return int(info.state.last_seq or 0)
@@ -647,7 +684,10 @@ class Bus:
                 deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1
             )
         try:
-            sub = await self._js.subscribe(subject, stream=stream, ordered_consumer=True, config=config)
+            sub = await ride_out(
+                f"following {subject} on stream {stream}",
+                functools.partial(self._js.subscribe, subject, stream=stream, ordered_consumer=True, config=config),
+            )
         except nats.js.errors.NotFoundError as e:
             raise TransportError(codes.UNAVAILABLE, f"stream {stream} does not exist (run `a2amesh init`)") from e
         try:
@@ -676,7 +716,7 @@ class Bus:
     async def kv(self, bucket: str) -> Kv:
         """Bind to an existing KV bucket."""
         try:
-            kv = await self._js.key_value(bucket)
+            kv = await ride_out(f"binding KV bucket {bucket}", functools.partial(self._js.key_value, bucket))
         except nats.js.errors.BucketNotFoundError as e:
             raise TransportError(
                 codes.UNAVAILABLE,

@@ -6,7 +6,6 @@ a difference that JetStream cannot update in place (e.g. a stream's retention) i
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -16,10 +15,10 @@ import nats.js.errors
 from nats.js import api
 
 from a2amesh.bus.nats import Bus
+from a2amesh.bus.retry import ELECTION_WAIT, is_transient, ride_out
 from a2amesh.config import Settings
-from a2amesh.errors import ConfigError, TransportError
+from a2amesh.errors import ConfigError
 from a2amesh.logs import get_logger
-from a2amesh.protocol import codes
 
 log = get_logger("setup")
 
@@ -92,9 +91,9 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
     js = bus.jsm
     for cfg in stream_configs(bus, settings):
         try:
-            info = await _admin(cfg.name, functools.partial(js.stream_info, cfg.name), settings)
+            info = await _admin(f"stream {cfg.name}", functools.partial(js.stream_info, cfg.name), settings)
         except nats.js.errors.NotFoundError:
-            await _admin(cfg.name, functools.partial(js.add_stream, cfg), settings)
+            await _admin(f"stream {cfg.name}", functools.partial(js.add_stream, cfg), settings)
             log.info("stream.created", stream=cfg.name, replicas=settings.replicas)
             continue
         have = info.config
@@ -109,58 +108,48 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
                     "delete the stream (nats stream rm) and run `a2amesh init`",
                 )
         if any(_norm(getattr(have, f)) != _norm(getattr(cfg, f)) for f in _COMPARED):
-            await _admin(cfg.name, functools.partial(js.update_stream, cfg), settings)
+            await _admin(f"stream {cfg.name}", functools.partial(js.update_stream, cfg), settings)
             log.info("stream.updated", stream=cfg.name, replicas=settings.replicas)
 
 
-PLACEMENT_WAIT = 20.0
-"""Seconds a stream or bucket request is asked again while the cluster reports a peer offline (a node still
-joining or restarting) or JetStream does not answer in time (a cluster electing its leaders, a server under
-load), before the error is reported."""
+PLACEMENT_WAIT = ELECTION_WAIT
+"""Seconds a stream, bucket or consumer request is asked again while the cluster reports a peer offline (a node
+still joining or restarting) or JetStream does not answer in time (a cluster electing its leaders, a server
+under load), before the error is reported."""
 
 T = TypeVar("T")
 
 
-async def _admin(name: str | None, request: Callable[[], Awaitable[T]], settings: Settings) -> T:
-    """Run a stream or bucket request (info, creation, update); its answer. A server that cannot hold the
-    replicas asked for is a ConfigError.
+async def _admin(what: str, request: Callable[[], Awaitable[T]], settings: Settings) -> T:
+    """Run a stream, bucket or consumer request (info, creation, update); its answer. A server that cannot hold
+    the replicas asked for is a ConfigError.
 
     A cluster that cannot place the replicas because a peer is offline right now, and a request JetStream does
-    not answer in time, are asked again for up to :data:`PLACEMENT_WAIT` seconds (creating or updating a stream
-    with the same configuration again is harmless); JetStream still not answering is ``UNAVAILABLE``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + PLACEMENT_WAIT
-    delay = 0.2
-    while True:
-        try:
-            return await request()
-        except nats.errors.TimeoutError as e:
-            if loop.time() + delay < deadline:
-                log.info("stream.admin_retry", stream=name, error="JetStream did not answer in time")
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                continue
-            raise TransportError(
-                codes.UNAVAILABLE,
-                f"JetStream did not answer for stream {name} within {PLACEMENT_WAIT:g}s "
-                "(a cluster still electing its leaders, or a server too busy to answer)",
-            ) from e
-        except nats.js.errors.APIError as e:
+    not answer in time, are asked again for up to :data:`PLACEMENT_WAIT` seconds (:func:`ride_out`: creating or
+    updating a stream with the same configuration again is harmless); JetStream still not answering is
+    ``UNAVAILABLE``."""
+    replicated = (settings.replicas or 1) > 1
+
+    def transient(e: Exception) -> bool:
+        if is_transient(e):
+            return True
+        if replicated and isinstance(e, nats.js.errors.APIError):
             description = str(e.description)
-            transient = "peer offline" in description or "insufficient resources" in description
-            if (settings.replicas or 1) > 1 and transient and loop.time() + delay < deadline:
-                log.info("stream.placement_retry", stream=name, error=description)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                continue
-            if (settings.replicas or 1) > 1 and ("replicas" in description or "peers" in description):
-                raise ConfigError(
-                    f"stream {name}",
-                    "replicas",
-                    f"{settings.replicas} replicas need a JetStream cluster of at least {settings.replicas} nodes; "
-                    f"the server says: {description}",
-                ) from e
-            raise
+            return "peer offline" in description or "insufficient resources" in description
+        return False
+
+    try:
+        return await ride_out(what, request, within=PLACEMENT_WAIT, transient=transient, pause=0.2)
+    except nats.js.errors.APIError as e:
+        description = str(e.description)
+        if replicated and ("replicas" in description or "peers" in description):
+            raise ConfigError(
+                what,
+                "replicas",
+                f"{settings.replicas} replicas need a JetStream cluster of at least {settings.replicas} nodes; "
+                f"the server says: {description}",
+            ) from e
+        raise
 
 
 def _norm(v: Any) -> Any:
@@ -179,7 +168,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
     for bucket in (bus.subjects.cards_bucket, bus.subjects.presence_bucket):
         stream = f"KV_{bucket}"
         try:
-            info = await _admin(stream, functools.partial(js.stream_info, stream), settings)
+            info = await _admin(f"stream {stream}", functools.partial(js.stream_info, stream), settings)
         except nats.js.errors.NotFoundError:
             config = api.KeyValueConfig(
                 bucket=bucket,
@@ -189,7 +178,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
                 direct=True,
                 replicas=settings.replicas or 1,
             )
-            await _admin(stream, functools.partial(js.create_key_value, config), settings)
+            await _admin(f"stream {stream}", functools.partial(js.create_key_value, config), settings)
             log.info("bucket.created", bucket=bucket, replicas=settings.replicas)
             continue
         have = info.config
@@ -203,7 +192,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
             have.duplicate_window = min(have.duplicate_window or DUPLICATE_WINDOW, settings.card_ttl)
             have.allow_direct = True
             have.num_replicas = settings.replicas or have.num_replicas
-            await _admin(stream, functools.partial(js.update_stream, have), settings)
+            await _admin(f"stream {stream}", functools.partial(js.update_stream, have), settings)
             log.info("bucket.updated", bucket=bucket, ttl=settings.card_ttl, replicas=settings.replicas)
 
 
@@ -232,9 +221,15 @@ async def ensure_consumer(bus: Bus, settings: Settings, agent: str, *, max_ack_p
     js = bus.jsm
     cfg = consumer_config(bus, settings, agent, max_ack_pending=max_ack_pending)
     try:
-        info = await js.consumer_info(bus.subjects.tasks_stream, cfg.durable_name)
+        info = await _admin(
+            f"consumer {cfg.durable_name}",
+            functools.partial(js.consumer_info, bus.subjects.tasks_stream, cfg.durable_name),
+            settings,
+        )
     except nats.js.errors.NotFoundError:
-        await js.add_consumer(bus.subjects.tasks_stream, cfg)
+        await _admin(
+            f"consumer {cfg.durable_name}", functools.partial(js.add_consumer, bus.subjects.tasks_stream, cfg), settings
+        )
         log.info("consumer.created", consumer=cfg.durable_name)
         return
     have = info.config
@@ -248,7 +243,11 @@ async def ensure_consumer(bus: Bus, settings: Settings, agent: str, *, max_ack_p
     )
     if differs:
         try:
-            await js.add_consumer(bus.subjects.tasks_stream, cfg)
+            await _admin(
+                f"consumer {cfg.durable_name}",
+                functools.partial(js.add_consumer, bus.subjects.tasks_stream, cfg),
+                settings,
+            )
         except nats.js.errors.APIError as e:
             raise ConfigError(
                 f"consumer {cfg.durable_name}", "", f"cannot be updated to the configured settings: {e.description}"
