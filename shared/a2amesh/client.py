@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus, Received, Subscription
+from a2amesh.bus.nats import Bus, Received, StoredMsg, Subscription
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_error
 from a2amesh.ids import instance_id, nuid, task_id_for
@@ -44,6 +44,8 @@ from a2amesh.rpc import decode_response, decode_stream_reply, encode_request, en
 log = get_logger("client")
 
 CONTROL_TIMEOUT = 5.0
+REREAD_TIMEOUT = 15.0
+"""Seconds a caller reads a call's stored replies again after a reconnect (through a stream's election)."""
 
 
 def make_message(
@@ -124,6 +126,8 @@ class _Pending:
     seq: int = 0
     finished: bool = False
     deltas: bool = False
+    held: list[Received] | None = None
+    """While the stored replies are read again: the live ones that came meanwhile (taken after them)."""
 
 
 class TaskAssembler:
@@ -316,25 +320,51 @@ class Client:
         self.bus.on_reconnect(self._on_reconnected)
 
     def _on_reconnected(self) -> None:
-        if self._pending:
-            self._recovering.spawn(self._recover(list(self._pending)), name="client-recover")
+        for call_id, pending in list(self._pending.items()):
+            if not pending.finished and pending.held is None:
+                self._reread(call_id, pending, [])
 
-    async def _recover(self, call_ids: list[str]) -> None:
-        """After a reconnect: replies published while we were away are only in ``{NS}_REPLIES``; read the
-        last one of each call in flight (a duplicate or stale one is dropped by :meth:`_on_reply`)."""
-        for call_id in call_ids:
-            pending = self._pending.get(call_id)
-            if pending is None:
-                continue
-            subject = self.bus.subjects.reply(self.instance, pending.agent, call_id)
-            try:
-                async with asyncio.timeout(CONTROL_TIMEOUT):
-                    stored = await self.bus.direct_get_last(self.bus.subjects.replies_stream, subject)
-            except Exception as e:  # the next reconnect (or the call's deadline) still covers it
-                log.warning("reply.recover_failed", call_id=call_id, error=str(e) or type(e).__name__)
-                continue
-            if stored is not None:
-                await self._on_reply(Received(subject, stored.data, stored.headers, ""))
+    def _reread(self, call_id: str, pending: _Pending, held: list[Received]) -> None:
+        """Read the call's stored replies again (live ones wait in ``pending.held`` meanwhile)."""
+        pending.held = held
+        self._recovering.spawn(self._recover(call_id, pending), name="client-recover")
+
+    async def _recover(self, call_id: str, pending: _Pending) -> None:
+        """Replies published while this caller was away (a reconnect) are only in ``{NS}_REPLIES``: take every
+        stored reply of the call in order (the ones already taken are dropped by :meth:`_accept`), then the live
+        ones held meanwhile. A held final that cannot be completed from the stream is answered ``UNAVAILABLE``
+        rather than delivered without the artifacts it may have missed."""
+        subject = self.bus.subjects.reply(self.instance, pending.agent, call_id)
+        failure: Exception | None = None
+        stored: list[StoredMsg] = []
+        try:
+            async with asyncio.timeout(REREAD_TIMEOUT):
+                stored = await self.bus.direct_get_all(self.bus.subjects.replies_stream, subject)
+        except Exception as e:
+            failure = e
+            log.warning("reply.recover_failed", call_id=call_id, error=str(e) or type(e).__name__)
+        held, pending.held = pending.held or [], None
+        for kept in stored:
+            self._accept(pending, Received(subject, kept.data, kept.headers, ""), reread=True)
+        if failure is not None and not pending.finished and any(m.headers.get(h.FINAL) == "true" for m in held):
+            pending.finished = True
+            pending.queue.put_nowait(
+                CallEvent(
+                    pending.attempt,
+                    pending.seq,
+                    True,
+                    error=TransportError(
+                        codes.UNAVAILABLE,
+                        f"the final of {pending.agent!r} (call {call_id}) came after replies this caller missed, "
+                        f"and they could not be read again from {self.bus.subjects.replies_stream}: "
+                        f"{str(failure) or type(failure).__name__}",
+                        metadata={"agent": pending.agent},
+                    ),
+                )
+            )
+            return
+        for live in held:
+            self._accept(pending, live, reread=True)
 
     async def close(self) -> None:
         """Stop reply recovery, the registry (if owned) and the bus (if owned)."""
@@ -388,6 +418,18 @@ class Client:
         pending = self._pending.get(call_id)
         if pending is None or pending.finished:
             return
+        if pending.held is not None:
+            pending.held.append(msg)
+            return
+        self._accept(pending, msg, reread=False)
+
+    def _accept(self, pending: _Pending, msg: Received, *, reread: bool) -> None:
+        """Take one reply of a call in order (a stale or duplicate one is dropped). A streamed final that
+        follows a gap (replies lost with a connection: artifacts among them) makes the call read its stored
+        replies again first, so the caller gets the final it would have had."""
+        call_id = msg.subject.rsplit(".", 1)[-1]
+        if pending.finished:
+            return
         if msg.subject != self.bus.subjects.reply(self.instance, pending.agent, call_id):
             log.warning("reply.foreign_subject", call_id=call_id, subject=msg.subject[:200], want=pending.agent)
             return
@@ -401,7 +443,6 @@ class Client:
             return
         if attempt < pending.attempt or (attempt == pending.attempt and seq <= pending.seq):
             return  # stale attempt or duplicate
-        pending.attempt, pending.seq = attempt, seq
         final = msg.headers.get(h.FINAL) == "true"
         event = CallEvent(attempt, seq, final)
         try:
@@ -414,6 +455,11 @@ class Client:
         except RpcError as e:
             event.error = e
             event.final = True
+        gap = seq != pending.seq + 1 if attempt == pending.attempt else seq > 1  # a new attempt counts from 1
+        if final and not reread and gap and event.response is not None and event.response.task is None:
+            self._reread(call_id, pending, [msg])
+            return
+        pending.attempt, pending.seq = attempt, seq
         if event.final:
             pending.finished = True
         pending.queue.put_nowait(event)
