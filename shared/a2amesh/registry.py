@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from a2amesh.bus.kv import Kv, KvEntry
 from a2amesh.bus.nats import Bus
+from a2amesh.bus.retry import ELECTION_WAIT
 from a2amesh.errors import ConfigError, TransportError
 from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard, codes
@@ -45,10 +46,13 @@ class Registry:
         self._kv = await self._bus.kv(self._bus.subjects.cards_bucket)
         self._watch = asyncio.create_task(self._run_watch(self._kv), name="registry-watch")
         try:
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(ELECTION_WAIT):  # the watch rides out an election of the bucket
                 await self._ready.wait()
         except TimeoutError as e:
-            raise TransportError(codes.UNAVAILABLE, "the cards bucket did not answer within 10s") from e
+            raise TransportError(
+                codes.UNAVAILABLE,
+                f"the cards bucket {self._bus.subjects.cards_bucket} gave no values within {ELECTION_WAIT:g}s",
+            ) from e
 
     async def stop(self) -> None:
         """Stop watching."""
