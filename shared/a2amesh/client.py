@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus, Received, StoredMsg, Subscription
+from a2amesh.bus.nats import Bus, Received, Subscription
 from a2amesh.config import Settings
 from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_error
 from a2amesh.ids import instance_id, nuid, task_id_for
@@ -45,7 +45,7 @@ log = get_logger("client")
 
 CONTROL_TIMEOUT = 5.0
 REREAD_TIMEOUT = 15.0
-"""Seconds a caller reads a call's stored replies again after a reconnect (through a stream's election)."""
+"""Seconds a caller reads a call's last stored reply, or its task, again after a reconnect (through an election)."""
 
 
 def make_message(
@@ -126,8 +126,9 @@ class _Pending:
     seq: int = 0
     finished: bool = False
     deltas: bool = False
-    held: list[Received] | None = None
-    """While the stored replies are read again: the live ones that came meanwhile (taken after them)."""
+    headers: Mapping[str, str] | None = None
+    gap: bool = False
+    """A reply did not follow the one before it: replies were lost (with a connection)."""
 
 
 class TaskAssembler:
@@ -320,51 +321,45 @@ class Client:
         self.bus.on_reconnect(self._on_reconnected)
 
     def _on_reconnected(self) -> None:
-        for call_id, pending in list(self._pending.items()):
-            if not pending.finished and pending.held is None:
-                self._reread(call_id, pending, [])
+        if self._pending:
+            self._recovering.spawn(self._recover(list(self._pending)), name="client-recover")
 
-    def _reread(self, call_id: str, pending: _Pending, held: list[Received]) -> None:
-        """Read the call's stored replies again (live ones wait in ``pending.held`` meanwhile)."""
-        pending.held = held
-        self._recovering.spawn(self._recover(call_id, pending), name="client-recover")
+    async def _recover(self, call_ids: list[str]) -> None:
+        """After a reconnect: replies published while we were away are only in ``{NS}_REPLIES``; read the
+        last one of each call in flight (a duplicate or stale one is dropped by :meth:`_on_reply`; one that
+        does not follow the last taken marks the call's gap, see :meth:`_accept`)."""
+        for call_id in call_ids:
+            pending = self._pending.get(call_id)
+            if pending is None:
+                continue
+            subject = self.bus.subjects.reply(self.instance, pending.agent, call_id)
+            try:
+                async with asyncio.timeout(REREAD_TIMEOUT):
+                    stored = await self.bus.direct_get_last(self.bus.subjects.replies_stream, subject)
+            except Exception as e:  # the next reconnect (or the call's deadline) still covers it
+                log.warning("reply.recover_failed", call_id=call_id, error=str(e) or type(e).__name__)
+                continue
+            if stored is not None:
+                await self._on_reply(Received(subject, stored.data, stored.headers, ""))
 
-    async def _recover(self, call_id: str, pending: _Pending) -> None:
-        """Replies published while this caller was away (a reconnect) are only in ``{NS}_REPLIES``: take every
-        stored reply of the call in order (the ones already taken are dropped by :meth:`_accept`), then the live
-        ones held meanwhile. A held final that cannot be completed from the stream is answered ``UNAVAILABLE``
-        rather than delivered without the artifacts it may have missed."""
-        subject = self.bus.subjects.reply(self.instance, pending.agent, call_id)
-        failure: Exception | None = None
-        stored: list[StoredMsg] = []
+    async def _complete(self, pending: _Pending, final: CallEvent, task_id: str) -> None:
+        """A streamed final after a gap: the task as stored (GetTask: status, artifacts) goes before the final
+        status, so the call ends as it would have without the replies it missed; a task that cannot be read is
+        ``UNAVAILABLE`` rather than a result without its artifacts."""
         try:
-            async with asyncio.timeout(REREAD_TIMEOUT):
-                stored = await self.bus.direct_get_all(self.bus.subjects.replies_stream, subject)
-        except Exception as e:
-            failure = e
-            log.warning("reply.recover_failed", call_id=call_id, error=str(e) or type(e).__name__)
-        held, pending.held = pending.held or [], None
-        for kept in stored:
-            self._accept(pending, Received(subject, kept.data, kept.headers, ""), reread=True)
-        if failure is not None and not pending.finished and any(m.headers.get(h.FINAL) == "true" for m in held):
-            pending.finished = True
-            pending.queue.put_nowait(
-                CallEvent(
-                    pending.attempt,
-                    pending.seq,
-                    True,
-                    error=TransportError(
-                        codes.UNAVAILABLE,
-                        f"the final of {pending.agent!r} (call {call_id}) came after replies this caller missed, "
-                        f"and they could not be read again from {self.bus.subjects.replies_stream}: "
-                        f"{str(failure) or type(failure).__name__}",
-                        metadata={"agent": pending.agent},
-                    ),
-                )
+            task = await self.get_task(pending.agent, task_id, timeout=REREAD_TIMEOUT, headers=pending.headers)
+        except A2AMeshError as e:
+            log.warning("reply.complete_failed", agent=pending.agent, task_id=task_id, error=str(e))
+            error = TransportError(
+                codes.UNAVAILABLE,
+                f"the final of {pending.agent!r} (task {task_id}) came after replies this caller missed (a lost "
+                f"connection), and the task could not be read to complete it: {e}",
+                metadata={"agent": pending.agent, "task_id": task_id},
             )
+            pending.queue.put_nowait(CallEvent(final.attempt, final.seq, True, error=error))
             return
-        for live in held:
-            self._accept(pending, live, reread=True)
+        pending.queue.put_nowait(CallEvent(final.attempt, final.seq, False, response=StreamResponse(task=task)))
+        pending.queue.put_nowait(final)
 
     async def close(self) -> None:
         """Stop reply recovery, the registry (if owned) and the bus (if owned)."""
@@ -418,18 +413,12 @@ class Client:
         pending = self._pending.get(call_id)
         if pending is None or pending.finished:
             return
-        if pending.held is not None:
-            pending.held.append(msg)
-            return
-        self._accept(pending, msg, reread=False)
+        self._accept(call_id, pending, msg)
 
-    def _accept(self, pending: _Pending, msg: Received, *, reread: bool) -> None:
-        """Take one reply of a call in order (a stale or duplicate one is dropped). A streamed final that
-        follows a gap (replies lost with a connection: artifacts among them) makes the call read its stored
-        replies again first, so the caller gets the final it would have had."""
-        call_id = msg.subject.rsplit(".", 1)[-1]
-        if pending.finished:
-            return
+    def _accept(self, call_id: str, pending: _Pending, msg: Received) -> None:
+        """Take one reply of a call in order (a stale or duplicate one is dropped). A reply that does not follow
+        the last one taken marks a gap (replies lost with a connection, artifacts among them); a streamed final
+        after a gap is completed from the stored task first (:meth:`_complete`)."""
         if msg.subject != self.bus.subjects.reply(self.instance, pending.agent, call_id):
             log.warning("reply.foreign_subject", call_id=call_id, subject=msg.subject[:200], want=pending.agent)
             return
@@ -455,13 +444,15 @@ class Client:
         except RpcError as e:
             event.error = e
             event.final = True
-        gap = seq != pending.seq + 1 if attempt == pending.attempt else seq > 1  # a new attempt counts from 1
-        if final and not reread and gap and event.response is not None and event.response.task is None:
-            self._reread(call_id, pending, [msg])
-            return
+        follows = seq == pending.seq + 1 if attempt == pending.attempt else seq <= 1  # an attempt counts from 1
+        pending.gap = pending.gap or not follows
         pending.attempt, pending.seq = attempt, seq
         if event.final:
             pending.finished = True
+            status = event.response.status_update if event.response is not None else None
+            if pending.gap and status is not None:
+                self._recovering.spawn(self._complete(pending, event, status.task_id), name="client-complete")
+                return
         pending.queue.put_nowait(event)
 
     def _request_headers(
@@ -513,7 +504,7 @@ class Client:
         if deadline is None:
             deadline = time.time() + (timeout if timeout is not None else self.settings.call_timeout)
         call_id = call_id or nuid()
-        pending = _Pending(agent=agent, deltas=deltas and stream)
+        pending = _Pending(agent=agent, deltas=deltas and stream, headers=headers)
         if pending.deltas:
             await self._listen_for_deltas()
         method = codes.SEND_STREAMING_MESSAGE if stream else codes.SEND_MESSAGE

@@ -636,25 +636,6 @@ class Bus:
             return None
         return StoredMsg(raw.subject or subject, int(raw.seq or 0), raw.data or b"", dict(raw.headers or {}), raw.time)
 
-    async def direct_get_all(self, stream: str, subject: str) -> list[StoredMsg]:
-        """Every message stored on ``subject`` (a literal subject), oldest first, by direct gets (any replica
-        answers: no consumer, no stream leader needed)."""
-        out: list[StoredMsg] = []
-        seq = 1
-        while True:
-            try:
-                raw = await ride_out(
-                    f"reading the messages on {subject} from stream {stream}",
-                    functools.partial(self._js._jsm.get_msg, stream, seq=seq, subject=subject, direct=True, next=True),
-                )
-            except nats.js.errors.NotFoundError:
-                return out
-            stored_seq = int(raw.seq or 0)
-            out.append(
-                StoredMsg(raw.subject or subject, stored_seq, raw.data or b"", dict(raw.headers or {}), raw.time)
-            )
-            seq = max(stored_seq, seq) + 1
-
     async def last_seq(self, stream: str) -> int:
         """The sequence of the last message stored in ``stream`` (0 when empty).
 
