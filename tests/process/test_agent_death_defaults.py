@@ -39,6 +39,8 @@ async def start_production_replicas(processes: ProcessFactory, bus: Bus, path: P
         return len([k for k in await kv.keys() if k.startswith(f"{agent}.")]) >= 2
 
     await eventually(both_present, timeout=20, what=f"2 replicas of {agent} to be present")
+    consumer = await bus.jsm.consumer_info(bus.subjects.tasks_stream, bus.subjects.consumer(agent))
+    assert consumer.config.ack_wait == Settings.load(environ={}, profile="default").ack_wait  # the defaults' own
     return list(procs)
 
 
