@@ -48,14 +48,14 @@ class Kv:
     async def put(self, key: str, value: bytes) -> int:
         """Put a value; returns its revision (a put that meets an election is put again: the last value wins)."""
         return int(
-            await ride_out(f"putting {key} in KV bucket {self._bucket}", functools.partial(self._kv.put, key, value))
+            await ride_out(f"a put of {key} in KV bucket {self._bucket}", functools.partial(self._kv.put, key, value))
         )
 
     async def get(self, key: str) -> KvEntry | None:
         """The current entry (with its write time), or None when absent or deleted."""
         try:
             raw = await ride_out(
-                f"reading {key} from KV bucket {self._bucket}",
+                f"key {key} of KV bucket {self._bucket}",
                 functools.partial(
                     self._js._jsm.get_msg, f"KV_{self._bucket}", subject=f"$KV.{self._bucket}.{key}", direct=True
                 ),
@@ -70,18 +70,18 @@ class Kv:
     async def delete(self, key: str) -> None:
         """Delete a key (a no-op when absent)."""
         with contextlib.suppress(nats.js.errors.KeyNotFoundError):
-            await ride_out(f"deleting {key} from KV bucket {self._bucket}", functools.partial(self._kv.delete, key))
+            await ride_out(f"a delete of {key} in KV bucket {self._bucket}", functools.partial(self._kv.delete, key))
 
     async def keys(self) -> list[str]:
         """Every live key."""
         try:
-            return list(await ride_out(f"listing KV bucket {self._bucket}", self._kv.keys))
+            return list(await ride_out(f"the keys of KV bucket {self._bucket}", self._kv.keys))
         except nats.js.errors.NoKeysError:
             return []
 
     async def watch(self) -> AsyncIterator[KvEntry | None]:
         """Current values, then ``None`` once (initial values done), then every change."""
-        watcher = await ride_out(f"watching KV bucket {self._bucket}", self._kv.watchall)
+        watcher = await ride_out(f"a watch of KV bucket {self._bucket}", self._kv.watchall)
         # nats-py leaves these two unannotated
         next_entry = cast(Callable[[], Awaitable[Any]], watcher.__anext__)
         stop = cast(Callable[[], Coroutine[Any, Any, None]], watcher.stop)

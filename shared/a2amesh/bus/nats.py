@@ -579,7 +579,7 @@ class Bus:
                 raise
 
         return await ride_out(
-            f"publishing to {subject}",
+            f"a publish to {subject}",
             attempt,
             within=timeout,
             transient=lambda e: isinstance(e, _Retryable),
@@ -629,7 +629,7 @@ class Bus:
         """The last message stored on ``subject`` (direct get), or None."""
         try:
             raw = await ride_out(
-                f"reading the last message on {subject} from stream {stream}",
+                f"the last message on {subject} in stream {stream}",
                 functools.partial(self._js._jsm.get_msg, stream, subject=subject, direct=True),
             )
         except nats.js.errors.NotFoundError:
@@ -643,7 +643,7 @@ class Bus:
             TransportError: ``UNAVAILABLE`` when the stream does not exist.
         """
         try:
-            info = await ride_out(f"reading stream {stream}", functools.partial(self._js.stream_info, stream))
+            info = await ride_out(f"stream {stream}", functools.partial(self._js.stream_info, stream))
         except nats.js.errors.NotFoundError as e:
             raise TransportError(codes.UNAVAILABLE, f"stream {stream} does not exist (run `a2amesh init`)") from e
         return int(info.state.last_seq or 0)
@@ -666,7 +666,7 @@ class Bus:
             )
         try:
             sub = await ride_out(
-                f"following {subject} on stream {stream}",
+                f"a consumer of {subject} in stream {stream}",
                 functools.partial(self._js.subscribe, subject, stream=stream, ordered_consumer=True, config=config),
             )
         except nats.js.errors.NotFoundError as e:
@@ -697,7 +697,7 @@ class Bus:
     async def kv(self, bucket: str) -> Kv:
         """Bind to an existing KV bucket."""
         try:
-            kv = await ride_out(f"binding KV bucket {bucket}", functools.partial(self._js.key_value, bucket))
+            kv = await ride_out(f"KV bucket {bucket}", functools.partial(self._js.key_value, bucket))
         except nats.js.errors.BucketNotFoundError as e:
             raise TransportError(
                 codes.UNAVAILABLE,

@@ -100,7 +100,7 @@ async def ride_out(
                     raise gave_up(e)  # noqa: B904 - its cause is its own
                 raise TransportError(
                     codes.UNAVAILABLE,
-                    f"{what}: JetStream did not answer within {within:g}s ({tries} tries; last: {_describe(e)}; "
+                    f"JetStream did not answer for {what} within {within:g}s ({tries} tries, last: {_describe(e)}; "
                     "a cluster electing its leaders, or a server too busy to answer)",
                 ) from e
             log.info("jetstream.retry", what=what, error=_describe(e), tries=tries)

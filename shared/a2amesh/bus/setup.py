@@ -17,8 +17,9 @@ from nats.js import api
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.retry import ELECTION_WAIT, is_transient, ride_out
 from a2amesh.config import Settings
-from a2amesh.errors import ConfigError
+from a2amesh.errors import ConfigError, TransportError
 from a2amesh.logs import get_logger
+from a2amesh.protocol import codes
 
 log = get_logger("setup")
 
@@ -91,9 +92,9 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
     js = bus.jsm
     for cfg in stream_configs(bus, settings):
         try:
-            info = await _admin(f"stream {cfg.name}", functools.partial(js.stream_info, cfg.name), settings)
+            info = await _admin(cfg.name, functools.partial(js.stream_info, cfg.name), settings)
         except nats.js.errors.NotFoundError:
-            await _admin(f"stream {cfg.name}", functools.partial(js.add_stream, cfg), settings)
+            await _admin(cfg.name, functools.partial(js.add_stream, cfg), settings)
             log.info("stream.created", stream=cfg.name, replicas=settings.replicas)
             continue
         have = info.config
@@ -108,7 +109,7 @@ async def ensure_streams(bus: Bus, settings: Settings) -> None:
                     "delete the stream (nats stream rm) and run `a2amesh init`",
                 )
         if any(_norm(getattr(have, f)) != _norm(getattr(cfg, f)) for f in _COMPARED):
-            await _admin(f"stream {cfg.name}", functools.partial(js.update_stream, cfg), settings)
+            await _admin(cfg.name, functools.partial(js.update_stream, cfg), settings)
             log.info("stream.updated", stream=cfg.name, replicas=settings.replicas)
 
 
@@ -120,7 +121,9 @@ under load), before the error is reported."""
 T = TypeVar("T")
 
 
-async def _admin(what: str, request: Callable[[], Awaitable[T]], settings: Settings) -> T:
+async def _admin(
+    name: str | None, request: Callable[[], Awaitable[T]], settings: Settings, *, kind: str = "stream"
+) -> T:
     """Run a stream, bucket or consumer request (info, creation, update); its answer. A server that cannot hold
     the replicas asked for is a ConfigError.
 
@@ -138,13 +141,24 @@ async def _admin(what: str, request: Callable[[], Awaitable[T]], settings: Setti
             return "peer offline" in description or "insufficient resources" in description
         return False
 
+    def gave_up(e: Exception) -> BaseException:
+        if isinstance(e, nats.js.errors.APIError) and not is_transient(e):
+            return e  # a placement JetStream still refuses: answered below as the server says
+        return TransportError(
+            codes.UNAVAILABLE,
+            f"JetStream did not answer for {kind} {name} within {PLACEMENT_WAIT:g}s "
+            "(a cluster still electing its leaders, or a server too busy to answer)",
+        )
+
     try:
-        return await ride_out(what, request, within=PLACEMENT_WAIT, transient=transient, pause=0.2)
+        return await ride_out(
+            f"{kind} {name}", request, within=PLACEMENT_WAIT, transient=transient, pause=0.2, gave_up=gave_up
+        )
     except nats.js.errors.APIError as e:
         description = str(e.description)
         if replicated and ("replicas" in description or "peers" in description):
             raise ConfigError(
-                what,
+                f"{kind} {name}",
                 "replicas",
                 f"{settings.replicas} replicas need a JetStream cluster of at least {settings.replicas} nodes; "
                 f"the server says: {description}",
@@ -168,7 +182,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
     for bucket in (bus.subjects.cards_bucket, bus.subjects.presence_bucket):
         stream = f"KV_{bucket}"
         try:
-            info = await _admin(f"stream {stream}", functools.partial(js.stream_info, stream), settings)
+            info = await _admin(stream, functools.partial(js.stream_info, stream), settings)
         except nats.js.errors.NotFoundError:
             config = api.KeyValueConfig(
                 bucket=bucket,
@@ -178,7 +192,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
                 direct=True,
                 replicas=settings.replicas or 1,
             )
-            await _admin(f"stream {stream}", functools.partial(js.create_key_value, config), settings)
+            await _admin(stream, functools.partial(js.create_key_value, config), settings)
             log.info("bucket.created", bucket=bucket, replicas=settings.replicas)
             continue
         have = info.config
@@ -192,7 +206,7 @@ async def ensure_buckets(bus: Bus, settings: Settings) -> None:
             have.duplicate_window = min(have.duplicate_window or DUPLICATE_WINDOW, settings.card_ttl)
             have.allow_direct = True
             have.num_replicas = settings.replicas or have.num_replicas
-            await _admin(f"stream {stream}", functools.partial(js.update_stream, have), settings)
+            await _admin(stream, functools.partial(js.update_stream, have), settings)
             log.info("bucket.updated", bucket=bucket, ttl=settings.card_ttl, replicas=settings.replicas)
 
 
@@ -222,13 +236,17 @@ async def ensure_consumer(bus: Bus, settings: Settings, agent: str, *, max_ack_p
     cfg = consumer_config(bus, settings, agent, max_ack_pending=max_ack_pending)
     try:
         info = await _admin(
-            f"consumer {cfg.durable_name}",
+            cfg.durable_name,
             functools.partial(js.consumer_info, bus.subjects.tasks_stream, cfg.durable_name),
             settings,
+            kind="consumer",
         )
     except nats.js.errors.NotFoundError:
         await _admin(
-            f"consumer {cfg.durable_name}", functools.partial(js.add_consumer, bus.subjects.tasks_stream, cfg), settings
+            cfg.durable_name,
+            functools.partial(js.add_consumer, bus.subjects.tasks_stream, cfg),
+            settings,
+            kind="consumer",
         )
         log.info("consumer.created", consumer=cfg.durable_name)
         return
@@ -244,9 +262,10 @@ async def ensure_consumer(bus: Bus, settings: Settings, agent: str, *, max_ack_p
     if differs:
         try:
             await _admin(
-                f"consumer {cfg.durable_name}",
+                cfg.durable_name,
                 functools.partial(js.add_consumer, bus.subjects.tasks_stream, cfg),
                 settings,
+                kind="consumer",
             )
         except nats.js.errors.APIError as e:
             raise ConfigError(
