@@ -10,7 +10,6 @@ reported ``COMPLETED`` with no artifacts (``output`` null, as ``a2amesh run --js
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -72,21 +71,18 @@ async def split(cluster_servers: ClusterServers, namespace: str) -> AsyncIterato
         redis=redis,
         settings=settings,
     )
-    stop = asyncio.Event()
-    run = asyncio.create_task(host.run_until(stop))
     # the caller is given its node alone: it learns the others from the cluster (nats-py adds them)
     caller_bus = await Bus.connect(settings, name="caller", url=caller_node.url)
     caller = Client(caller_bus, settings)
     try:
-        await within(host.ready.wait(), 15, "the agent host")
-        await caller.start()
-        await caller.registry.wait_for("answer", 10)
-        yield Split(settings, caller, caller_node, agent_bus, started, release)
+        async with host:
+            await caller.start()
+            await caller.registry.wait_for("answer", 10)
+            try:
+                yield Split(settings, caller, caller_node, agent_bus, started, release)
+            finally:
+                release.set()
     finally:
-        stop.set()
-        release.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(run, 15)
         await caller.close()
         await caller_bus.close()
         await redis.aclose()

@@ -10,7 +10,6 @@ look the card up, publish, wait for the reply. Each must ride out the election w
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -83,24 +82,15 @@ async def test_callers_starting_during_an_election_ride_it_out(
     host = AgentHost(
         PythonAgent(AgentDefinition(name="echo", handler="x:y"), echo), bus=agent_bus, redis=redis, settings=settings_r3
     )
-    stop = asyncio.Event()
-    run = asyncio.create_task(host.run_until(stop))
     try:
-        ready = asyncio.create_task(host.ready.wait())
-        await asyncio.wait({ready, run}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-        if run.done():
-            run.result()  # the host's own error
-        assert host.ready.is_set(), "the agent host was not ready within 30s"
-        await victim.kill()
-        outcomes = await within(
-            asyncio.gather(*(one_caller(settings_r3, i) for i in range(CALLERS)), return_exceptions=True),
-            90,
-            "every caller to finish",
-        )
+        async with host:
+            await victim.kill()
+            outcomes = await within(
+                asyncio.gather(*(one_caller(settings_r3, i) for i in range(CALLERS)), return_exceptions=True),
+                90,
+                "every caller to finish",
+            )
     finally:
-        stop.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(run, 20)
         await redis.aclose()
         await agent_bus.close()
     internal = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, TransportError)]
