@@ -128,7 +128,7 @@ class _Pending:
     deltas: bool = False
     headers: Mapping[str, str] | None = None
     gap: bool = False
-    """A reply did not follow the one before it: replies were lost (with a connection)."""
+    """The connection dropped while the call was in flight: replies may have been lost with it."""
 
 
 class TaskAssembler:
@@ -318,7 +318,12 @@ class Client:
             self._registry = Registry(self.bus, card_ttl=self.settings.card_ttl)
         await self._registry.start()
         await self.bus.subscribe(self.bus.subjects.reply_inbox(self.instance), self._on_reply)
+        self.bus.on_disconnect(self._on_disconnected)
         self.bus.on_reconnect(self._on_reconnected)
+
+    def _on_disconnected(self) -> None:
+        for pending in self._pending.values():
+            pending.gap = True  # replies published until the reconnect reach only {NS}_REPLIES
 
     def _on_reconnected(self) -> None:
         if self._pending:
@@ -326,8 +331,8 @@ class Client:
 
     async def _recover(self, call_ids: list[str]) -> None:
         """After a reconnect: replies published while we were away are only in ``{NS}_REPLIES``; read the
-        last one of each call in flight (a duplicate or stale one is dropped by :meth:`_on_reply`; one that
-        does not follow the last taken marks the call's gap, see :meth:`_accept`)."""
+        last one of each call in flight (a duplicate or stale one is dropped by :meth:`_on_reply`; a streamed
+        final is completed from its task, see :meth:`_accept`)."""
         for call_id in call_ids:
             pending = self._pending.get(call_id)
             if pending is None:
@@ -416,9 +421,9 @@ class Client:
         self._accept(call_id, pending, msg)
 
     def _accept(self, call_id: str, pending: _Pending, msg: Received) -> None:
-        """Take one reply of a call in order (a stale or duplicate one is dropped). A reply that does not follow
-        the last one taken marks a gap (replies lost with a connection, artifacts among them); a streamed final
-        after a gap is completed from the stored task first (:meth:`_complete`)."""
+        """Take one reply of a call in order (a stale or duplicate one is dropped). A streamed final of a call
+        that was in flight when the connection dropped (replies lost with it, artifacts among them) is completed
+        from the stored task first (:meth:`_complete`)."""
         if msg.subject != self.bus.subjects.reply(self.instance, pending.agent, call_id):
             log.warning("reply.foreign_subject", call_id=call_id, subject=msg.subject[:200], want=pending.agent)
             return
@@ -444,8 +449,6 @@ class Client:
         except RpcError as e:
             event.error = e
             event.final = True
-        follows = seq == pending.seq + 1 if attempt == pending.attempt else seq <= 1  # an attempt counts from 1
-        pending.gap = pending.gap or not follows
         pending.attempt, pending.seq = attempt, seq
         if event.final:
             pending.finished = True

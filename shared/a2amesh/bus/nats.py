@@ -417,17 +417,28 @@ class _PubAcks:
 class Bus:
     """A process's NATS connection (core + JetStream) in the namespace's terms."""
 
-    def __init__(self, nc: NatsClient, subjects: Subjects, reconnect_listeners: list[Callable[[], None]] | None = None):
+    def __init__(
+        self,
+        nc: NatsClient,
+        subjects: Subjects,
+        reconnect_listeners: list[Callable[[], None]] | None = None,
+        disconnect_listeners: list[Callable[[], None]] | None = None,
+    ):
         self._nc = nc
         self._js = nc.jetstream()
         self._acks = _PubAcks(nc)
         self.subjects = subjects
         self._reconnect_listeners = reconnect_listeners if reconnect_listeners is not None else []
+        self._disconnect_listeners = disconnect_listeners if disconnect_listeners is not None else []
         self._conn_state: dict[str, bool] = {"closing": False}
 
     def on_reconnect(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after every reconnect."""
         self._reconnect_listeners.append(listener)
+
+    def on_disconnect(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` when the connection drops (before any message of the next connection)."""
+        self._disconnect_listeners.append(listener)
 
     @classmethod
     async def connect(cls, settings: Settings, *, name: str = "a2amesh", url: str | None = None) -> Bus:
@@ -444,9 +455,13 @@ class Bus:
 
         state = {"closing": False}
 
+        dropped: list[Callable[[], None]] = []
+
         async def on_disconnected() -> None:
             if not state["closing"]:
                 blog.warning("nats.disconnected")
+                for listener in dropped:
+                    listener()
 
         listeners: list[Callable[[], None]] = []
 
@@ -484,7 +499,7 @@ class Bus:
             ) from e
         except Exception as e:
             raise TransportError(codes.UNAVAILABLE, f"cannot connect to NATS at {', '.join(servers)}: {e}") from e
-        bus = cls(nc, Subjects(settings.namespace), listeners)
+        bus = cls(nc, Subjects(settings.namespace), listeners, dropped)
         bus._conn_state = state
         return bus
 
