@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2amesh import tracing
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, Received, Subscription
 from a2amesh.config import Settings
@@ -467,6 +468,8 @@ class Client:
         for k, v in (headers or {}).items():
             if k in h.PROPAGATED:
                 out[k] = v
+        if tracing.enabled:
+            tracing.inject(out)  # the current span is the call's parent
         return out
 
     async def dispatch(

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from a2amesh import tracing
 from a2amesh.jsontext import dumps_text
 
 LOG_FLUSH_INTERVAL = 0.05
@@ -79,6 +80,7 @@ def configure(level: str = "INFO", fmt: str = "auto") -> None:
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         _add_timestamp,
+        _add_trace_ids,
     ]
     if use_json:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer(serializer=_json_line)]
@@ -105,6 +107,15 @@ def _add_timestamp(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any
     if _second_text[0] != second:
         _second_text[0], _second_text[1] = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
     event_dict["timestamp"] = f"{_second_text[1]}.{int((t - second) * 1_000_000):06d}Z"
+    return event_dict
+
+
+def _add_trace_ids(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    """``trace_id`` and ``span_id`` of the current span, when this process traces and a span is current."""
+    if tracing.enabled:
+        ids = tracing.current_ids()
+        if ids is not None:
+            event_dict["trace_id"], event_dict["span_id"] = ids
     return event_dict
 
 

@@ -35,6 +35,8 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
                 "diagnostics",
                 "durations",
                 "schedules",
+                "tracing",
+                "metrics",
             }
         ),
     ),

@@ -11,7 +11,7 @@ from typing import Any
 
 import structlog
 
-from a2amesh import faults
+from a2amesh import faults, tracing
 from a2amesh.agent.context import TaskContext, TaskOutcome
 from a2amesh.agent.python_agent import AgentRuntime
 from a2amesh.agent.results import spill_large_output
@@ -454,7 +454,10 @@ class AgentHost(Worker):
         # restores what was bound before without copying the whole context as bound_contextvars does
         tokens = structlog.contextvars.bind_contextvars(agent=self.name, task_id=task_id, context_id=context_id)
         try:
-            await self._claim_and_run(run, history)
+            with tracing.task_span(self.name, task_id, attempt, msg.headers.get(h.TRACEPARENT)) as span:
+                await self._claim_and_run(run, history)
+                if span is not None:
+                    tracing.task_done(span, run.task.status.state.value)
         finally:
             structlog.contextvars.reset_contextvars(**tokens)
             self._running.pop(task_id, None)
@@ -564,7 +567,9 @@ class AgentHost(Worker):
             inline_threshold=self.inline_threshold,
         )
         runtime = self._runtimes.acquire()  # the task finishes on it even if the agent is replaced meanwhile
-        work = asyncio.create_task(runtime.run(ctx), name=f"task-{run.task.id}")
+        span = tracing.handler_span(self.name, run.task.id) if tracing.enabled else None
+        with tracing.use(span):  # the handler's task starts with its span current
+            work = asyncio.create_task(runtime.run(ctx), name=f"task-{run.task.id}")
         run.working = True
         # The first of: the work ends, a cancel request, the deadline. Callbacks on one future rather than
         # asyncio.wait (which builds a waiter, a callback per awaitable and a timer for every task).
@@ -605,6 +610,7 @@ class AgentHost(Worker):
             self.log.exception("task.crashed", task_id=run.task.id)
             return TaskOutcome(TaskState.FAILED, message=f"internal error: {type(e).__name__}: {e}")
         finally:
+            tracing.end(span)
             run.working = False
             run.cancel_requested.remove_done_callback(on_cancel)
             if timer is not None:

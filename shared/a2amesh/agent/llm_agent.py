@@ -320,7 +320,7 @@ class LlmSession:
                 f"error: there is no tool named {call.name!r}; the tools are: {', '.join(sorted(self.tools))}", False
             )
         else:
-            outcome = await invoke_tool(tool, call.arguments, self.ctx)
+            outcome = await invoke_tool(tool, call.arguments, self.ctx, call_id=call.id)
         # a failed tool call is news; a successful one is routine (the task's own log line follows)
         (log.debug if outcome.ok else log.info)("llm.tool", tool=call.name, ok=outcome.ok)
         await self._status({"type": TOOL_END, "tool": call.name, "call_id": call.id, "ok": outcome.ok})

@@ -19,6 +19,7 @@ from typing import Any
 
 import openai
 
+from a2amesh import tracing
 from a2amesh.agent.openai_http import SUPPORTED, WholeAnswerHttpClient, WholeAnswerOpenAI
 from a2amesh.errors import LlmError
 from a2amesh.jsontext import dumps_bytes, loads
@@ -76,6 +77,7 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    finish_reasons: list[str] = field(default_factory=list)
 
     def message(self) -> dict[str, Any]:
         """The assistant message to append to the conversation."""
@@ -210,6 +212,22 @@ class ChatModel:
             kwargs.update({k: v for k, v in options.items() if v is not None})
         # Stream only when someone reads the deltas: a streamed answer costs about twice the client CPU.
         streaming = (self.stream if stream is None else stream) and on_delta is not None
+        if not tracing.enabled:
+            return await self._complete(kwargs, streaming, on_delta)
+        with tracing.model_span(str(kwargs["model"])) as span:
+            c = await self._complete(kwargs, streaming, on_delta)
+            tracing.model_result(
+                span,
+                model=c.model,
+                input_tokens=c.prompt_tokens,
+                output_tokens=c.completion_tokens,
+                finish_reasons=c.finish_reasons,
+            )
+            return c
+
+    async def _complete(
+        self, kwargs: dict[str, Any], streaming: bool, on_delta: Callable[[str], Awaitable[None]] | None
+    ) -> Completion:
         try:
             if streaming:
                 return await self._streamed(kwargs, on_delta)
@@ -318,6 +336,7 @@ class ChatModel:
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 total_tokens=int(usage.get("total_tokens") or 0),
+                finish_reasons=[str(c["finish_reason"]) for c in choices if c.get("finish_reason")],
             )
         except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
             raise LlmError(
@@ -342,6 +361,8 @@ class ChatModel:
                     out.completion_tokens = chunk.usage.completion_tokens
                     out.total_tokens = chunk.usage.total_tokens
                 for choice in chunk.choices:
+                    if choice.finish_reason:
+                        out.finish_reasons.append(choice.finish_reason)
                     delta = choice.delta
                     if delta.content:
                         text.append(delta.content)

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from a2amesh import tracing
 from a2amesh.agent.context import TaskContext
 from a2amesh.client import make_message
 from a2amesh.diagnostics import format_issues, validate
@@ -79,8 +80,21 @@ class ToolOutcome:
     ok: bool
 
 
-async def invoke_tool(tool: Tool, raw_arguments: str | None, ctx: TaskContext) -> ToolOutcome:
-    """Validate the model's arguments, run the tool, and render its result; never raises (but for cancellation)."""
+async def invoke_tool(
+    tool: Tool, raw_arguments: str | None, ctx: TaskContext, *, call_id: str | None = None
+) -> ToolOutcome:
+    """Validate the model's arguments, run the tool, and render its result; never raises (but for cancellation).
+    ``call_id``: the model's id of the call (on its span)."""
+    if not tracing.enabled:
+        return await _invoke(tool, raw_arguments, ctx)
+    with tracing.tool_span(tool.name, call_id) as span:
+        outcome = await _invoke(tool, raw_arguments, ctx)
+        if not outcome.ok:
+            tracing.set_attributes(span, None, error=outcome.content)
+        return outcome
+
+
+async def _invoke(tool: Tool, raw_arguments: str | None, ctx: TaskContext) -> ToolOutcome:
     try:
         args = json.loads(raw_arguments or "{}")
     except json.JSONDecodeError as e:

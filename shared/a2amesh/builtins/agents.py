@@ -359,7 +359,7 @@ async def _run_call(call: ToolCallRequest, tools: dict[str, Tool], ctx: TaskCont
             f"error: there is no tool named {call.name!r}; the tools are: {', '.join(sorted(tools)) or 'none'}", False
         )
     else:
-        outcome = await invoke_tool(tool, call.arguments, ctx)
+        outcome = await invoke_tool(tool, call.arguments, ctx, call_id=call.id)
     (log.debug if outcome.ok else log.info)("builtins.tool", tool=call.name, ok=outcome.ok)
     await _status(ctx, {"type": TOOL_END, "tool": call.name, "call_id": call.id, "ok": outcome.ok})
     return outcome

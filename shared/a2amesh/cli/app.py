@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from a2amesh import eventloop, logs
+from a2amesh import eventloop, logs, tracing
 from a2amesh.cli import deploy, gateway, mcp, mesh, rag, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
 
@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb not in _CONFIGURES_LOGS:
         logs.configure("WARNING", "console")
     try:
+        if args.verb in _CONFIGURES_LOGS:
+            tracing.configure(f"a2amesh-{args.verb}")  # before the a2a-sdk is imported (see its docstring)
         code = eventloop.run(args.func(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from a2amesh import tracing
 from a2amesh.bus.nats import Bus
 from a2amesh.client import Client
 from a2amesh.config import Settings
@@ -72,14 +73,17 @@ class Drivers:
 
         async def drive() -> None:
             try:
-                if before is not None:
-                    await before()
-                await runner.run(initial.pop(0), call_ids=initial.pop(0))
+                with tracing.use(runner.span):  # the runner's log lines carry its trace
+                    if before is not None:
+                        await before()
+                    await runner.run(initial.pop(0), call_ids=initial.pop(0))
             except Exception as e:
                 # e.g. the final could not be published: the finished execution stays indexed for a takeover,
                 # whose retries are bounded (Takeover.retry_final)
                 self._log.warning("execution.driver_failed", execution_id=execution_id, error=str(e) or repr(e))
             finally:
+                if runner.span is not None:
+                    tracing.execution_done(runner.span, str(runner.state.status), lost=runner.lost)
                 if runner.fenced and not runner.state.finished:
                     # stopped for a lapsed presence: hand over at once (a no-op if another replica took it)
                     with contextlib.suppress(Exception):

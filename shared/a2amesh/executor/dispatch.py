@@ -12,8 +12,9 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from a2amesh import tracing
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.client import Call, Client, EncodedMessage
@@ -56,14 +57,17 @@ __all__ = [
     "call_error",
     "cancel_callee",
     "dispatch_call",
+    "end_node_span",
     "publish_event",
     "result_event",
     "spill_input",
     "stored_event",
+    "tracing_node_span",
 ]
 
 CallOutcome = NodeSucceeded | NodeFailed | NodePaused
 """The event a call's answer stands for."""
+CallOutcomeT = TypeVar("CallOutcomeT", bound=CallOutcome | None)
 
 DISPATCH_RETRY_FOR = 30.0
 """Seconds a node request is re-published while JetStream is unavailable (a NATS restart) before the node fails."""
@@ -79,6 +83,32 @@ class CallRef:
     path: str
     attempt: int
     agent: str
+    span: Any = None
+    """The node attempt's span (None when tracing is off), ended with its outcome (:func:`end_node_span`)."""
+
+
+def tracing_node_span(parent: Any, command: NodeCall) -> Any:
+    """The span of one node attempt under its execution's span ``parent`` (docs/observability.md)."""
+    return tracing.node_span(
+        parent,
+        node_id=command.node_id,
+        path=command.path,
+        node_type=str(getattr(command, "target_type", None) or "agent"),
+        agent=command.agent,
+        attempt=command.attempt,
+    )
+
+
+_OUTCOME_STATUS: dict[type, str] = {NodeSucceeded: "completed", NodeFailed: "failed", NodePaused: "paused"}
+
+
+def end_node_span(ref: CallRef, outcome: CallOutcomeT) -> CallOutcomeT:
+    """End the node attempt's span with its outcome (None: the wait was cancelled); returns ``outcome``."""
+    if ref.span is not None:
+        status = "canceled" if outcome is None else _OUTCOME_STATUS[type(outcome)]
+        error = outcome.error if isinstance(outcome, NodeFailed) else None
+        tracing.end(ref.span, error=error, attributes={"a2amesh.node.status": status})
+    return outcome
 
 
 async def spill_input(

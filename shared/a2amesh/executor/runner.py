@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeGuard, TypeVar
 
 from pydantic import BaseModel
 
-from a2amesh import faults
+from a2amesh import faults, tracing
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus
 from a2amesh.client import Call, Client, EncodedMessage
@@ -34,10 +34,12 @@ from a2amesh.executor.dispatch import (
     call_error,
     cancel_callee,
     dispatch_call,
+    end_node_span,
     publish_event,
     result_event,
     spill_input,
     stored_event,
+    tracing_node_span,
 )
 from a2amesh.executor.finals import answer_all, final_task, paused_task
 from a2amesh.executor.handlers import HANDLERS, CommandHandler
@@ -182,6 +184,12 @@ class ExecutionRunner(Generic[StateT]):
         self._publisher = ReplyPublisher(
             deps.bus, deps.settings, agent=state.workflow, task_id=self.task_id, attempt=epoch
         )
+        self.span = (
+            tracing.execution_span(state.workflow, self.execution_id, epoch, reply.headers.get(h.TRACEPARENT))
+            if tracing.enabled
+            else None
+        )
+        """This runner's span (None when tracing is off): its node attempts are its children."""
 
     @property
     def log(self) -> Any:
@@ -548,19 +556,22 @@ class ExecutionRunner(Generic[StateT]):
             lost=lambda: self.lost,
             log=lambda: self.log,
         )
-        ref = CallRef(command.path, command.attempt, command.agent)
+        span = None if self.span is None else tracing_node_span(self.span, command)
+        ref = CallRef(command.path, command.attempt, command.agent, span)
         if self.deps.client.registry.get(command.agent) is None:
             # no live card known: the dispatch may wait up to a card TTL for one (dispatch_call), in a task of
             # its own, so this execution's other events (results, cancels, timers) go on meanwhile
             self._track(command.path, self._dispatch_later(ref, call_id, publish))
             return
-        call = await publish()
-        if self._dispatched(call, call_id):
+        with tracing.use(span):  # the request goes out under the node's span
+            call = await publish()
+        if self._dispatched(call, call_id, ref):
             self._follow(ref, call)
 
-    def _dispatched(self, call: Call | NodeFailed, call_id: str | None) -> TypeGuard[Call]:
+    def _dispatched(self, call: Call | NodeFailed, call_id: str | None, ref: CallRef) -> TypeGuard[Call]:
         """Whether the request went out (a call to follow); a failure goes to the engine."""
         if isinstance(call, NodeFailed):
+            end_node_span(ref, call)
             if call_id is not None and self.deps.deltas is not None:
                 self.deps.deltas.unroute(call_id)
             self.inbox.put_nowait(call)
@@ -572,9 +583,10 @@ class ExecutionRunner(Generic[StateT]):
         self, ref: CallRef, call_id: str | None, publish: Callable[[], Awaitable[Call | NodeFailed]]
     ) -> None:
         """Dispatch, then wait for the answer, in the task that follows the node instance at ``ref.path``."""
-        call = await publish()
+        with tracing.use(ref.span):
+            call = await publish()
         del publish  # the request (its input may be large) is not kept while the answer is awaited
-        if self._dispatched(call, call_id):
+        if self._dispatched(call, call_id, ref):
             await self._await_result(ref, call)
 
     def _follow(self, ref: CallRef, call: Call) -> None:
@@ -618,12 +630,15 @@ class ExecutionRunner(Generic[StateT]):
         try:
             task = await call.result()
         except A2AMeshError as e:
-            self.inbox.put_nowait(call_error(ref, e))
+            self.inbox.put_nowait(end_node_span(ref, call_error(ref, e)))
             return
+        except asyncio.CancelledError:
+            end_node_span(ref, None)
+            raise
         finally:
             if self.deps.deltas is not None:
                 self.deps.deltas.unroute(call.call_id)
-        self.inbox.put_nowait(await self.result_event(ref.path, ref.attempt, ref.agent, task))
+        self.inbox.put_nowait(end_node_span(ref, await self.result_event(ref.path, ref.attempt, ref.agent, task)))
 
     async def result_event(self, path: str, attempt: int, agent: str, task: Task) -> CallOutcome:
         """The engine event a callee's final Task stands for."""
@@ -641,6 +656,8 @@ class ExecutionRunner(Generic[StateT]):
             self.log.warning("call.cancel_failed", path=command.path, error=str(e) or type(e).__name__)
 
     async def _emit(self, event: EmitEvent) -> None:
+        if self.span is not None and event.event == "node.retrying":
+            tracing.event(self.span, "a2amesh.node.retrying", {"a2amesh.node.path": event.path})
         try:
             await publish_event(
                 self.deps.bus,

@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from a2amesh import tracing
 from a2amesh.bus import headers as h
 from a2amesh.client import Client
 from a2amesh.gateway import cards, errors
@@ -188,7 +189,10 @@ class AgentGate:
             target = _CardTarget(agent, base_url(scope, self.settings), a2a_1=asked.startswith("1."))
             token = _card_target.set(target)
             try:
-                await self.router(scope, receive, send_logged)
+                with tracing.request_span(method, agent, info.traceparent if info else None) as span:
+                    await self.router(scope, receive, send_logged)
+                    if span is not None:
+                        tracing.set_attributes(span, {"http.response.status_code": status[0]})
             finally:
                 _card_target.reset(token)
         finally:
