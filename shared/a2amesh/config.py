@@ -57,6 +57,8 @@ ENV_FIELDS: dict[str, str] = {
     "OPENAI_BASE_URL": "llm_base_url",
     "OPENAI_API_KEY": "llm_api_key",
     "A2AMESH_LLM_MODEL": "llm_model",
+    "A2AMESH_METRICS_PORT": "metrics_port",
+    "A2AMESH_METRICS_HOST": "metrics_host",
 }
 
 PROCESS_VARIABLES: tuple[str, ...] = ("A2AMESH_CONFIG", "A2AMESH_UVLOOP", "A2AMESH_GC", "A2AMESH_FAULT")
@@ -187,6 +189,13 @@ class Settings(BaseModel):
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Serve Prometheus metrics on this port (agents, executors, built-ins).",
+    )
+    metrics_host: str = Field(default="127.0.0.1", description="Address the metrics port listens on.")
 
     @field_validator("namespace")
     @classmethod

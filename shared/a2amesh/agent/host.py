@@ -11,7 +11,7 @@ from typing import Any
 
 import structlog
 
-from a2amesh import faults, tracing
+from a2amesh import faults, metrics, tracing
 from a2amesh.agent.context import TaskContext, TaskOutcome
 from a2amesh.agent.python_agent import AgentRuntime
 from a2amesh.agent.results import spill_large_output
@@ -402,6 +402,9 @@ class AgentHost(Worker):
         """Claim and run a valid request (the intake's ``accept``); settles ``msg`` unless another replica runs it."""
         message = request.message
         attempt = msg.num_delivered
+        if metrics.enabled:
+            metrics.task_received(self.name, attempt, *msg.queue_info(), time.time())
+        picked_up = time.monotonic()
         history: list[Message] = []
         running = self._running.get(message.task_id or task_id_for(self.name, message.message_id))
         if running is not None:
@@ -458,6 +461,8 @@ class AgentHost(Worker):
                 await self._claim_and_run(run, history)
                 if span is not None:
                     tracing.task_done(span, run.task.status.state.value)
+            if metrics.enabled and run.final_stored:
+                metrics.task_finished(self.name, run.task.status.state.value, time.monotonic() - picked_up)
         finally:
             structlog.contextvars.reset_contextvars(**tokens)
             self._running.pop(task_id, None)

@@ -19,7 +19,7 @@ from typing import Any
 
 import openai
 
-from a2amesh import tracing
+from a2amesh import metrics, tracing
 from a2amesh.agent.openai_http import SUPPORTED, WholeAnswerHttpClient, WholeAnswerOpenAI
 from a2amesh.errors import LlmError
 from a2amesh.jsontext import dumps_bytes, loads
@@ -213,17 +213,20 @@ class ChatModel:
         # Stream only when someone reads the deltas: a streamed answer costs about twice the client CPU.
         streaming = (self.stream if stream is None else stream) and on_delta is not None
         if not tracing.enabled:
-            return await self._complete(kwargs, streaming, on_delta)
-        with tracing.model_span(str(kwargs["model"])) as span:
             c = await self._complete(kwargs, streaming, on_delta)
-            tracing.model_result(
-                span,
-                model=c.model,
-                input_tokens=c.prompt_tokens,
-                output_tokens=c.completion_tokens,
-                finish_reasons=c.finish_reasons,
-            )
-            return c
+        else:
+            with tracing.model_span(str(kwargs["model"])) as span:
+                c = await self._complete(kwargs, streaming, on_delta)
+                tracing.model_result(
+                    span,
+                    model=c.model,
+                    input_tokens=c.prompt_tokens,
+                    output_tokens=c.completion_tokens,
+                    finish_reasons=c.finish_reasons,
+                )
+        if metrics.enabled:
+            metrics.model_tokens(c.model, c.prompt_tokens, c.completion_tokens)
+        return c
 
     async def _complete(
         self, kwargs: dict[str, Any], streaming: bool, on_delta: Callable[[str], Awaitable[None]] | None

@@ -109,6 +109,18 @@ class WorkMsg:
         self.num_delivered, self.stream_seq = _delivery_and_stream_seq(msg)
         self._done = False
 
+    def queue_info(self) -> tuple[int | None, int | None]:
+        """When the stream stored this message (epoch nanoseconds) and how many messages its consumer still had
+        pending at this delivery, from its ack subject (None: not read there)."""
+        tokens = (self._msg.reply or "").split(".")
+        at = 7 if len(tokens) == 9 else 9 if len(tokens) >= 11 else None
+        if at is None or tokens[0] != "$JS":
+            return None, None
+        try:
+            return int(tokens[at]), int(tokens[at + 1])
+        except (ValueError, IndexError):
+            return None, None
+
     async def ack(self) -> None:
         """Acknowledge: the work is done and persisted."""
         if not self._done:

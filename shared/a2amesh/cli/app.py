@@ -17,6 +17,7 @@ from typing import Any
 from a2amesh import eventloop, logs, tracing
 from a2amesh.cli import deploy, gateway, mcp, mesh, rag, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
+from a2amesh.cli.serve import METRICS_HELP
 
 __all__ = ["EXTRA_VERBS", "build_parser", "main"]
 
@@ -80,6 +81,7 @@ def _add_mesh_verbs(sub: Any) -> None:
 
     s = sub.add_parser("agent", help="run one agent process from its YAML file")
     s.add_argument("file")
+    s.add_argument("--metrics-port", type=int, help=METRICS_HELP)
     s.set_defaults(func=mesh.cmd_agent)
 
     s = sub.add_parser("builtins", help="run the built-in agents (llm, tools, tool_loop nodes) in one process")
@@ -87,6 +89,7 @@ def _add_mesh_verbs(sub: Any) -> None:
     s.add_argument("--llm-retries", type=int, default=3, help="retries of a failed model request, with backoff")
     s.add_argument("--embedding-model", help="embedding model of embed, memory and rag nodes that name none")
     s.add_argument("--image-model", help="model of image nodes that name none (default: the endpoint's)")
+    s.add_argument("--metrics-port", type=int, help=METRICS_HELP)
     s.set_defaults(func=mesh.cmd_builtins)
 
     s = sub.add_parser("agents", help="list live agent and workflow cards")
@@ -111,6 +114,7 @@ def _add_run_verbs(sub: Any) -> None:
     s.add_argument(
         "--no-apply", action="store_true", help="serve the folder without applying it into the definitions store"
     )
+    s.add_argument("--metrics-port", type=int, help=METRICS_HELP)
     s.set_defaults(func=workflows.cmd_executor)
 
     s = sub.add_parser("run", help="run a workflow, showing live node progress, then its output")

@@ -18,7 +18,7 @@ from a2amesh import logs
 from a2amesh.cli.exits import EXIT_FAILED, EXIT_OK
 from a2amesh.cli.gateway import gateway_settings
 from a2amesh.cli.output import print_table
-from a2amesh.cli.serve import serve_until_signal
+from a2amesh.cli.serve import serve_metrics, serve_until_signal
 from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import UsageError
 from a2amesh.protocol import StreamResponse, Task, TaskState
@@ -33,6 +33,7 @@ async def cmd_agent(args: argparse.Namespace) -> int:
 
     settings = verb_settings(args)
     logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
+    serve_metrics(settings)
     runtime = build_runtime(Path(args.file), settings)
     service = agent_service(runtime, settings)
     await serve_until_signal(service.run, service.shutdown)
@@ -46,6 +47,7 @@ async def cmd_builtins(args: argparse.Namespace) -> int:
 
     settings = verb_settings(args)
     logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
+    serve_metrics(settings)
     if args.llm_timeout <= 0 or args.llm_retries < 0:
         raise UsageError("--llm-timeout must be above 0 and --llm-retries at least 0")
     models = ModelSettings.from_settings(

@@ -7,7 +7,28 @@ import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-__all__ = ["serve_until_signal"]
+from a2amesh.config import Settings
+from a2amesh.errors import UsageError
+
+__all__ = ["METRICS_HELP", "serve_metrics", "serve_until_signal"]
+
+METRICS_HELP = "serve Prometheus metrics on this port of 127.0.0.1 (also A2AMESH_METRICS_PORT, A2AMESH_METRICS_HOST)"
+
+
+def serve_metrics(settings: Settings) -> None:
+    """Serve this process's Prometheus metrics on ``settings.metrics_port``, when set (docs/observability.md).
+
+    Raises:
+        UsageError: the port cannot be bound.
+    """
+    if settings.metrics_port is None:
+        return
+    from a2amesh import metrics
+
+    try:
+        metrics.serve(settings.metrics_port, settings.metrics_host)
+    except OSError as e:
+        raise UsageError(f"metrics port {settings.metrics_host}:{settings.metrics_port}: {e.strerror or e}") from e
 
 
 async def serve_until_signal(

@@ -18,7 +18,11 @@ _OWN_SERVERS = ("up", "demo")
 
 def verb_settings(args: argparse.Namespace) -> Settings:
     """Settings for the verb in ``args`` (built once, at the edge)."""
-    settings = Settings.load(file=getattr(args, "config", None), namespace=getattr(args, "namespace", None))
+    settings = Settings.load(
+        file=getattr(args, "config", None),
+        namespace=getattr(args, "namespace", None),
+        metrics_port=getattr(args, "metrics_port", None),
+    )
     return adopt_local_mesh(settings) if args.verb not in _OWN_SERVERS else settings
 
 

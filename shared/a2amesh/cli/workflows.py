@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from a2amesh import logs
 from a2amesh.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from a2amesh.cli.output import print_table
-from a2amesh.cli.serve import serve_until_signal
+from a2amesh.cli.serve import METRICS_HELP, serve_metrics, serve_until_signal
 from a2amesh.cli.settings import verb_settings
 from a2amesh.config import Settings
 from a2amesh.errors import ConfigError, UsageError
@@ -39,6 +39,7 @@ async def cmd_executor(args: argparse.Namespace) -> int:
 
     settings = verb_settings(args)
     logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
+    serve_metrics(settings)
     folder = Path(args.folder)
     if not await asyncio.to_thread(folder.is_dir):
         raise UsageError(f"{folder}: the workflows folder does not exist")
@@ -320,6 +321,7 @@ def add_workflows_parser(sub: Any) -> None:
     _add_definitions_parser(sub, "llm-agents", "LLM agent")
     s = sub.add_parser("llm-host", help="serve every stored LLM agent as its own agent (hot-updated)")
     s.add_argument("--interval", type=float, default=5.0, help="seconds between reconciles with the store")
+    s.add_argument("--metrics-port", type=int, help=METRICS_HELP)
     s.set_defaults(func=cmd_llm_host)
 
 
@@ -365,6 +367,7 @@ async def cmd_llm_host(args: argparse.Namespace) -> int:
 
     settings = verb_settings(args)
     logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
+    serve_metrics(settings)
     service = ProcessService(
         settings,
         name="llm-host",

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from a2amesh import tracing
+from a2amesh import metrics, tracing
 from a2amesh.bus.nats import Bus
 from a2amesh.client import Client
 from a2amesh.config import Settings
@@ -84,6 +84,9 @@ class Drivers:
             finally:
                 if runner.span is not None:
                     tracing.execution_done(runner.span, str(runner.state.status), lost=runner.lost)
+                state = runner.state
+                if metrics.enabled and state.finished and state.finished_at is not None:
+                    metrics.execution_finished(state.workflow, str(state.status), state.finished_at - state.started_at)
                 if runner.fenced and not runner.state.finished:
                     # stopped for a lapsed presence: hand over at once (a no-op if another replica took it)
                     with contextlib.suppress(Exception):

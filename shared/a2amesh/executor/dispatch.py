@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from a2amesh import tracing
+from a2amesh import metrics, tracing
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.client import Call, Client, EncodedMessage
@@ -85,6 +85,8 @@ class CallRef:
     agent: str
     span: Any = None
     """The node attempt's span (None when tracing is off), ended with its outcome (:func:`end_node_span`)."""
+    started: float = 0.0
+    """``time.monotonic()`` at its dispatch, when metrics are recorded."""
 
 
 def tracing_node_span(parent: Any, command: NodeCall) -> Any:
@@ -102,12 +104,16 @@ def tracing_node_span(parent: Any, command: NodeCall) -> Any:
 _OUTCOME_STATUS: dict[type, str] = {NodeSucceeded: "completed", NodeFailed: "failed", NodePaused: "paused"}
 
 
-def end_node_span(ref: CallRef, outcome: CallOutcomeT) -> CallOutcomeT:
-    """End the node attempt's span with its outcome (None: the wait was cancelled); returns ``outcome``."""
-    if ref.span is not None:
+def end_node_span(ref: CallRef, outcome: CallOutcomeT, workflow: str) -> CallOutcomeT:
+    """End the node attempt's span with its outcome (None: the wait was cancelled) and count it; returns
+    ``outcome``."""
+    if ref.span is not None or ref.started:
         status = "canceled" if outcome is None else _OUTCOME_STATUS[type(outcome)]
-        error = outcome.error if isinstance(outcome, NodeFailed) else None
-        tracing.end(ref.span, error=error, attributes={"a2amesh.node.status": status})
+        if ref.span is not None:
+            error = outcome.error if isinstance(outcome, NodeFailed) else None
+            tracing.end(ref.span, error=error, attributes={"a2amesh.node.status": status})
+        if ref.started and metrics.enabled:
+            metrics.node_finished(workflow, ref.agent, status, time.monotonic() - ref.started)
     return outcome
 
 

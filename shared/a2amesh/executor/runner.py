@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeGuard, TypeVar
 
 from pydantic import BaseModel
 
-from a2amesh import faults, tracing
+from a2amesh import faults, metrics, tracing
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus
 from a2amesh.client import Call, Client, EncodedMessage
@@ -557,7 +557,7 @@ class ExecutionRunner(Generic[StateT]):
             log=lambda: self.log,
         )
         span = None if self.span is None else tracing_node_span(self.span, command)
-        ref = CallRef(command.path, command.attempt, command.agent, span)
+        ref = CallRef(command.path, command.attempt, command.agent, span, time.monotonic() if metrics.enabled else 0.0)
         if self.deps.client.registry.get(command.agent) is None:
             # no live card known: the dispatch may wait up to a card TTL for one (dispatch_call), in a task of
             # its own, so this execution's other events (results, cancels, timers) go on meanwhile
@@ -571,7 +571,7 @@ class ExecutionRunner(Generic[StateT]):
     def _dispatched(self, call: Call | NodeFailed, call_id: str | None, ref: CallRef) -> TypeGuard[Call]:
         """Whether the request went out (a call to follow); a failure goes to the engine."""
         if isinstance(call, NodeFailed):
-            end_node_span(ref, call)
+            end_node_span(ref, call, self.state.workflow)
             if call_id is not None and self.deps.deltas is not None:
                 self.deps.deltas.unroute(call_id)
             self.inbox.put_nowait(call)
@@ -630,15 +630,16 @@ class ExecutionRunner(Generic[StateT]):
         try:
             task = await call.result()
         except A2AMeshError as e:
-            self.inbox.put_nowait(end_node_span(ref, call_error(ref, e)))
+            self.inbox.put_nowait(end_node_span(ref, call_error(ref, e), self.state.workflow))
             return
         except asyncio.CancelledError:
-            end_node_span(ref, None)
+            end_node_span(ref, None, self.state.workflow)
             raise
         finally:
             if self.deps.deltas is not None:
                 self.deps.deltas.unroute(call.call_id)
-        self.inbox.put_nowait(end_node_span(ref, await self.result_event(ref.path, ref.attempt, ref.agent, task)))
+        event = await self.result_event(ref.path, ref.attempt, ref.agent, task)
+        self.inbox.put_nowait(end_node_span(ref, event, self.state.workflow))
 
     async def result_event(self, path: str, attempt: int, agent: str, task: Task) -> CallOutcome:
         """The engine event a callee's final Task stands for."""

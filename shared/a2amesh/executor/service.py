@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from a2amesh import metrics
 from a2amesh.bus.nats import Bus, PullConsumer, Received, Subscription, WorkMsg
 from a2amesh.bus.setup import ensure_consumer, init_mesh
 from a2amesh.client import Client
@@ -198,6 +199,8 @@ class WorkflowExecutor(Worker):
                     for loop in (*loops, self.stored.loop):
                         self.background.spawn(loop(), name=f"executor-{loop.__name__}")
                     self.log.info("executor.ready", workflows=sorted(self.served), folder=str(self.folder))
+                    if metrics.enabled:
+                        metrics.track_runners(lambda: len(self.drivers))
                     self.ready.set()
                     await self._stop.wait()
                 finally:

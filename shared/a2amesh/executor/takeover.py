@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from a2amesh import faults, tracing
+from a2amesh import faults, metrics, tracing
 from a2amesh.errors import TransportError
 from a2amesh.executor.context import ExecutorContext, stored_reply_to
 from a2amesh.executor.runner import open_runner
@@ -137,6 +137,8 @@ class Takeover:
         await ctx.store.reindex_timers(execution_id, None if next_due is None else int(next_due * 1000))
         ctx.log.info("execution.adopted", execution_id=execution_id, epoch=epoch, paused=runner.parked)
         tracing.event(runner.span, "a2amesh.takeover", {"a2amesh.epoch": epoch, "a2amesh.instance": ctx.instance})
+        if metrics.enabled:
+            metrics.takeover(runner.state.workflow)
         if runner.parked:
             # a paused execution taken back for a due review timer, or one whose pause was not answered yet
             runner.poke()

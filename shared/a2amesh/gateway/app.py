@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from a2amesh import tracing
+from a2amesh import metrics, tracing
 from a2amesh.bus import headers as h
 from a2amesh.client import Client
 from a2amesh.gateway import cards, errors
@@ -196,13 +196,16 @@ class AgentGate:
             finally:
                 _card_target.reset(token)
         finally:
+            seconds = time.perf_counter() - started
+            if metrics.enabled and info is not None:
+                metrics.http_request(agent, status[0], seconds)
             log.info(
                 "http.request",
                 agent=agent,
                 method=method,
                 path=scope["path"],
                 status=status[0],
-                ms=round((time.perf_counter() - started) * 1000, 1),
+                ms=round(seconds * 1000, 1),
                 key_id=info.caller.key_id if info else None,
                 task_id=info.task_id if info else None,
             )
@@ -301,6 +304,36 @@ def sdk_routes(handler: MeshRequestHandler, card_modifier: Any, settings: Gatewa
     return routes
 
 
+def metrics_route(client: Client, auth: Authenticator, redis: Redis | None) -> Route:
+    """``/metrics``: this process's metrics in the Prometheus text format, with the namespace's executions per
+    status read for each scrape; with API keys, it asks for a key with the ``read`` scope (docs/observability.md)."""
+    metrics.enable()
+    counts = None
+    if redis is not None:
+        from a2amesh.manage.executions import Executions
+        from a2amesh.store.executions import ExecutionStore
+
+        cs = client.settings
+        executions = ExecutionStore(redis, Keys(cs.namespace), retention=cs.task_retention, lease_ttl=cs.lease_ttl)
+        counts = Executions(executions).counts
+
+    async def metrics_text(request: Request) -> Response:
+        try:
+            auth.require_scope(auth.authenticate(request.headers), "read")
+        except AuthFailed as e:
+            return JSONResponse({"error": str(e)}, status_code=e.status)
+        if counts is not None:
+            try:
+                async with asyncio.timeout(2):
+                    metrics.set_executions(await counts())
+            except Exception as e:  # the other series are still worth serving
+                log.warning("metrics.counts_failed", error=str(e) or type(e).__name__)
+        body, ctype = metrics.exposition()
+        return Response(body, media_type=ctype)
+
+    return Route("/metrics", metrics_text, methods=["GET"])
+
+
 def create_app(
     client: Client, settings: GatewaySettings, *, redis: Redis | None = None, closing: asyncio.Event | None = None
 ) -> Starlette:
@@ -379,6 +412,7 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        metrics_route(client, auth, redis),
         Route("/agents", list_agents, methods=["GET"]),
         Mount("/agents/{agent}", app=gate),
     ]

@@ -31,6 +31,7 @@ ENV_FIELDS: dict[str, str] = {
     "A2AMESH_RATE_LIMIT": "rate_limit",
     "A2AMESH_EVENTS_KEEPALIVE": "events_keepalive",
     "A2AMESH_PUSH_ALLOW_PRIVATE": "push_allow_private",
+    "A2AMESH_TRACE_URL": "trace_url",
 }
 
 _HASHED = re.compile(r"sha256:([0-9a-f]{64})")
@@ -139,6 +140,11 @@ class GatewaySettings(BaseModel):
     rate_limit: float = Field(default=0.0, ge=0, description="Requests per second per API key (0: no limit).")
     rate_burst: int = Field(default=50, ge=1, description="Requests a key may make at once beyond its rate.")
     card_cache_seconds: int = Field(default=10, ge=0, description="Cache-Control max-age of served cards.")
+    trace_url: str | None = Field(
+        default=None,
+        description="URL template of a trace in a tracing UI (Jaeger, Tempo), {trace_id} replaced; the dashboard "
+        "links an execution's trace with it.",
+    )
     events_keepalive: float = Field(
         default=15.0, gt=0, description="Seconds between keep-alive comments on an idle /api/events stream."
     )

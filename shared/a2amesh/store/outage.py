@@ -11,6 +11,7 @@ from redis.exceptions import ClusterDownError, MaxConnectionsError, SlotNotCover
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from a2amesh import metrics
 from a2amesh.errors import StoreUnavailable
 
 UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -28,4 +29,6 @@ CLUSTER_UNREACHABLE: tuple[type[Exception], ...] = (
 
 def unavailable(e: Exception) -> StoreUnavailable:
     """``e`` (one of redis-py's connection or timeout errors) as our :class:`StoreUnavailable`."""
+    if metrics.enabled:
+        metrics.store_error()
     return StoreUnavailable(str(e) or type(e).__name__)

@@ -1,0 +1,171 @@
+"""Prometheus metrics: a real Prometheus (Debian's package) scrapes the gateway's /metrics and an agent's metrics port,
+and its query API shows the series move as calls are made."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from a2amesh.client import Client
+from a2amesh.gateway.settings import parse_api_keys
+from a2amesh.servers import free_port
+from tests.support.processes import REPO, Proc, ProcessFactory
+from tests.support.waiting import eventually
+
+PROMETHEUS = "/usr/bin/prometheus"
+
+
+class Prometheus:
+    """A Prometheus server of one test: its config scrapes ``targets`` (job → host:port) every second."""
+
+    def __init__(self, tmp: Path, targets: dict[str, str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": [target]}]} for job, target in targets.items()
+            ],
+        }
+        (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
+        (tmp / "tsdb").mkdir()
+        self.log = tmp / "prometheus.log"
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    PROMETHEUS,
+                    f"--config.file={tmp / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={tmp / 'tsdb'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                stdout=out,
+                stderr=out,
+            )
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    async def query(self, http: httpx.AsyncClient, promql: str) -> float | None:
+        """The value of a query returning one sample (None: no sample)."""
+        answer = (await http.get(f"{self.url}/api/v1/query", params={"query": promql})).json()
+        assert answer["status"] == "success", answer
+        result: list[dict[str, Any]] = answer["data"]["result"]
+        assert len(result) <= 1, f"{promql}: {result}"
+        return float(result[0]["value"][1]) if result else None
+
+
+@pytest.fixture
+def prometheus_bin() -> str:
+    if not os.access(PROMETHEUS, os.X_OK):
+        pytest.fail(f"{PROMETHEUS} is missing: .ci/install-prometheus installs Debian's prometheus package")
+    return PROMETHEUS
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=30) as client:
+        yield client
+
+
+async def start_gateway(processes: ProcessFactory, http: httpx.AsyncClient, env: dict[str, str]) -> tuple[Proc, str]:
+    port = free_port()
+    proc = await processes.start("gateway", "--port", str(port), env=env)
+    url = f"http://127.0.0.1:{port}"
+
+    async def ready() -> bool:
+        assert proc.returncode is None, f"gateway exited: {proc.output()[-3000:]}"
+        try:
+            return (await http.get(f"{url}/readyz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    await eventually(ready, timeout=30, what="the gateway to be ready")
+    return proc, url
+
+
+def send(text: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"data": {"text": text}}]}
+        },
+    }
+
+
+async def test_prometheus_scrapes_the_gateway_and_an_agent(
+    prometheus_bin: str, processes: ProcessFactory, client: Client, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    """Calls through the gateway to an agent move the gateway's request series and the agent's call, queue-wait and
+    duration series, as a real Prometheus scrapes and stores them."""
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO / "agent_cards"), os.environ.get("PYTHONPATH", "")])}
+    agent_port = free_port()
+    agent = await processes.start(
+        "agent", str(REPO / "agent_cards" / "text_stats.yaml"), "--metrics-port", str(agent_port), env=env
+    )
+
+    def agent_up() -> bool:
+        assert agent.returncode is None, f"agent exited: {agent.output()[-3000:]}"
+        return client.registry.get("text_stats") is not None
+
+    await eventually(agent_up, timeout=30, what="the card of text_stats")
+    _, url = await start_gateway(processes, http, env)
+    prom = Prometheus(tmp_path, {"gateway": url.removeprefix("http://"), "agent": f"127.0.0.1:{agent_port}"})
+    try:
+
+        async def scraped() -> bool:
+            assert prom.proc.poll() is None, f"prometheus exited: {prom.log.read_text()[-3000:]}"
+            try:
+                ups = [await prom.query(http, f'up{{job="{job}"}}') for job in ("gateway", "agent")]
+            except httpx.TransportError:
+                return False
+            return ups == [1.0, 1.0]
+
+        await eventually(scraped, timeout=60, what="prometheus to scrape both targets", interval=0.5)
+        calls = 'sum(a2amesh_calls_total{agent="text_stats",outcome="completed"})'
+        requests = 'sum(a2amesh_http_requests_total{agent="text_stats",status="200"})'
+        waits = 'sum(a2amesh_queue_wait_seconds_count{agent="text_stats"})'
+        durations = 'sum(a2amesh_call_duration_seconds_count{job="agent"})'
+        assert await prom.query(http, calls) is None, "no call was made yet"
+        for i in range(3):
+            answer = (
+                await http.post(f"{url}/agents/text_stats/", json=send(f"a b {i}"), headers={"A2A-Version": "1.0"})
+            ).json()
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer
+
+        async def moved() -> bool:
+            got = [await prom.query(http, q) for q in (calls, requests, waits, durations)]
+            return got == [3.0, 3.0, 3.0, 3.0]
+
+        await eventually(moved, timeout=30, what="the scraped series to count the 3 calls", interval=0.5)
+        running = await prom.query(http, 'a2amesh_executions_by_status{job="gateway",status="running"}')
+        assert running == 0.0, "the gateway reads the namespace's executions per status for each scrape"
+    finally:
+        await asyncio.to_thread(prom.stop)
+
+
+async def test_metrics_need_a_read_key_when_keys_are_set(gateway: Any, http: httpx.AsyncClient) -> None:
+    """/metrics answers the text format to a key with the read scope; 401 without a key, 403 without the scope."""
+    keys = "reader=r3ad#read,runner=ru4n#run"
+    url = await gateway(api_keys=parse_api_keys(keys))
+    assert (await http.get(f"{url}/metrics")).status_code == 401
+    assert (await http.get(f"{url}/metrics", headers={"Authorization": "Bearer ru4n"})).status_code == 403
+    ok = await http.get(f"{url}/metrics", headers={"Authorization": "Bearer r3ad"})
+    assert ok.status_code == 200
+    assert ok.headers["content-type"].startswith("text/plain")
+    assert "# TYPE a2amesh_http_requests_total counter" in ok.text
