@@ -214,3 +214,26 @@ async def test_event_stream_resumes_after_last_event_id(
         rendered = re.search(r'data-live-after="(\d+)"', page)
         assert rendered, "the page does not say which event it was rendered after"
         assert int(rendered.group(1)) >= max(int(i) for i in idents)  # it follows from the newest stored event
+
+
+async def test_execution_page_shows_and_links_its_trace(
+    agent_host: Any, executor: Any, client: Client, gateway: Any
+) -> None:
+    """An execution whose request carried a traceparent shows its trace id, linked through A2AMESH_TRACE_URL's
+    template; one without a traceparent shows no trace."""
+    await agent_host("say", say)
+    await executor({"echo": ECHO})
+    await client.registry.wait_for("echo", 5)
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traced = await within(
+        client.send("echo", {"x": 1}, headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}), 10, "a traced run"
+    )
+    plain = await within(client.send("echo", {"x": 2}), 10, "a run without a trace")
+    url = await gateway(trace_url="https://tempo.example/explore?trace={trace_id}")
+    async with httpx.AsyncClient(base_url=url, headers=HTML) as http:
+        page = (await http.get(f"/executions/{traced.id}")).text
+        assert f'<a href="https://tempo.example/explore?trace={trace}"' in page
+        assert f"<code>{trace}</code>" in page
+        detail = (await http.get(f"/api/executions/{traced.id}", headers={"Accept": "application/json"})).json()
+        assert detail["trace_id"] == trace
+        assert "<dt>Trace</dt>" not in (await http.get(f"/executions/{plain.id}")).text

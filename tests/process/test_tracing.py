@@ -3,6 +3,7 @@ each exporting OTLP/HTTP to a receiver in the test that decodes the protobuf the
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -86,7 +87,7 @@ async def test_one_trace_crosses_gateway_executor_and_agents(
         )
     )
     await start(processes, client, "text_stats", "agent", str(REPO / "agent_cards" / "text_stats.yaml"), env=env)
-    await start(processes, client, "traced_writer", "agent", str(writer), env=env)
+    writer_proc = await start(processes, client, "traced_writer", "agent", str(writer), env=env)
     folder = write_workflows(tmp_path / "wf", {"traced": WORKFLOW})
     await start(processes, client, "traced", "executor", str(folder), "--reload-interval", "0.2", env=env)
     port = free_port()
@@ -193,3 +194,10 @@ async def test_one_trace_crosses_gateway_executor_and_agents(
     assert from_tool.attributes["a2amesh.task.state"] == "TASK_STATE_COMPLETED"
     saved = one(otlp.named("execute_tool save_artifact"), "the artifact tool call")
     assert saved.parent_id == handler.span_id
+
+    # the agent's log lines inside a span carry its ids
+    lines = [json.loads(line) for line in writer_proc.output().splitlines() if line.startswith("{")]
+    [finished] = [line for line in lines if line.get("event") == "task.finished"]
+    assert (finished["trace_id"], finished["span_id"]) == (CLIENT_TRACE, writer_task.span_id)
+    ready = next(line for line in lines if line.get("event") == "agent.ready")
+    assert "trace_id" not in ready, "a line outside any span carries no trace"

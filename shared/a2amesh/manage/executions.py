@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from a2amesh.manage.failures import InvalidRequest, NotFound
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.listing import ExecutionListing, IndexName, Position
+from a2amesh.tracing import trace_id_of
 
 __all__ = [
     "STATUSES",
@@ -83,6 +84,7 @@ class ExecutionDetail(Execution):
     review: dict[str, Any] | None = Field(None, description="The review a paused execution waits for.")
     children: list[str] = Field(default_factory=list, description="Sub-workflow executions its nodes started.")
     trail: list[dict[str, Any]] = Field(default_factory=list, description="Its event log, oldest first.")
+    trace_id: str | None = Field(None, description="The trace its request carried (W3C traceparent), if any.")
 
 
 class NodeAttempt(BaseModel):
@@ -413,6 +415,7 @@ class Executions:
             review=review if isinstance(review, dict) else None,
             children=children,
             trail=trail,
+            trace_id=_trace_id(record.get("reply")),
         )
 
     async def nodes(self, execution_id: str) -> NodePage:
@@ -441,3 +444,12 @@ class Executions:
         if len(matches) > 1:
             raise InvalidRequest(f"{prefix!r} matches {len(matches)} executions; give more of the id")
         return str(matches[0])
+
+
+def _trace_id(reply: str | None) -> str | None:
+    """The trace id of the ``traceparent`` an execution's request carried (its stored reply's headers)."""
+    try:
+        headers = json.loads(reply or "{}").get("headers") or {}
+    except (ValueError, AttributeError):
+        return None
+    return trace_id_of(headers.get("traceparent")) if isinstance(headers, dict) else None

@@ -129,6 +129,7 @@ class Execution(BaseModel):
     children: list[str] = Field(default_factory=list, description="Sub-workflow executions it started.")
     reused_from: str | None = None
     review: dict[str, Any] | None = Field(None, description="What a paused execution waits for.")
+    trace_id: str | None = Field(None, description="The trace its request carried, if any.")
 
 
 class Page(BaseModel):
@@ -203,6 +204,7 @@ def _execution(e: mx.Execution) -> Execution:
         children=detail.children if detail else [],
         reused_from=detail.reused_from if detail else None,
         review=detail.review if detail else None,
+        trace_id=detail.trace_id if detail else None,
     )
 
 

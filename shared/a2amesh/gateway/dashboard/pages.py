@@ -171,8 +171,12 @@ class Dashboard:
             except Exception as e:  # an old snapshot this version cannot read: the page still shows the rest
                 graph_error = f"the definition could not be drawn: {e}"
         review = execution.review or {}
+        trace_url = self.mesh.http.trace_url
         return {
             "execution": execution,
+            "trace_link": trace_url.replace("{trace_id}", execution.trace_id)
+            if trace_url and execution.trace_id
+            else None,
             "nodes": nodes,
             "timeline": views.timeline(execution, nodes),
             "graph": graph,
