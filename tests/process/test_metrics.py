@@ -4,7 +4,9 @@ and its query API shows the series move as calls are made."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
@@ -155,6 +157,18 @@ async def test_prometheus_scrapes_the_gateway_and_an_agent(
         await eventually(moved, timeout=30, what="the scraped series to count the 3 calls", interval=0.5)
         running = await prom.query(http, 'a2amesh_executions_by_status{job="gateway",status="running"}')
         assert running == 0.0, "the gateway reads the namespace's executions per status for each scrape"
+
+        # the Grafana dashboard's queries are valid PromQL over series these processes export
+        exported = (await http.get(f"http://127.0.0.1:{agent_port}/metrics")).text
+        dashboard = json.loads((REPO / "deploy" / "observability" / "grafana-dashboard.json").read_text())
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                answer = (await http.get(f"{prom.url}/api/v1/query", params={"query": target["expr"]})).json()
+                assert answer["status"] == "success", (panel["title"], answer)
+                for name in re.findall(r"a2amesh_[a-z_]+", target["expr"]):
+                    family = re.sub(r"_(bucket|count|sum|total)$", "", name)
+                    declared = f"# TYPE {name} " in exported or f"# TYPE {family} " in exported
+                    assert declared, f"{panel['title']}: {name} is not exported"
     finally:
         await asyncio.to_thread(prom.stop)
 

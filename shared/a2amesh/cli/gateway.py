@@ -7,7 +7,7 @@ from typing import Any
 
 from a2amesh import logs
 from a2amesh.cli.exits import EXIT_OK
-from a2amesh.cli.serve import serve_until_signal
+from a2amesh.cli.serve import serve_metrics, serve_until_signal
 from a2amesh.cli.settings import verb_settings
 
 __all__ = ["add_gateway_options", "cmd_gateway", "gateway_settings"]
@@ -43,6 +43,7 @@ async def cmd_gateway(args: argparse.Namespace) -> int:
 
     settings = verb_settings(args)
     logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
+    serve_metrics(settings)  # beside /metrics: a port without API keys, for a scraper inside the network
     gateway = Gateway(settings, gateway_settings(args))
     await serve_until_signal(gateway.run, gateway.shutdown)
     return EXIT_OK
