@@ -17,6 +17,10 @@ for SECONDS (the throughput section's closed loop), with each side's executor an
 over its own turn; ``--replicas K`` starts K echo agent processes per side. The figures: node
 executions/s and executor and agent CPU per node (the agents' summed), the median of the turns.
 
+``--trace-after`` turns OpenTelemetry tracing on in the "after" side's processes, every trace sampled,
+exporting over OTLP/HTTP to a sink in the bench (``bench/otlp_sink.py``): with ``--before`` this tree's own
+``shared/``, the pairs measure what tracing costs (docs/observability.md).
+
 ``--llm ROUNDS`` adds an LLM phase: each side also runs the LLM benchmark agent (``bench/llm_node.py``'s
 ``llmnode``, its own process) on one shared fake model, and the sides alternate runs of a 10-LLM-node
 chain; per node: the run time and the CPU of that side's LLM agent and executor over the run.
@@ -49,6 +53,8 @@ from bench.wfkit import (
 from bench.workflows import run_chain
 
 SIDES = ("before", "after")
+AFTER_ENV: dict[str, str] = {}
+"""Extra environment of the "after" side's processes (``--trace-after``)."""
 MEASURES = {
     "call": "plain call",
     "chain1": "1-node workflow",
@@ -148,7 +154,7 @@ async def start_side(
 ) -> tuple[Client, dict[str, list[Child]]]:
     """One side's namespace, echo agents, executor (and LLM agent with ``llm_url``); its client once all serve."""
     ns = ctx.new_namespace(side)
-    env = {"PYTHONPATH": str(before)} if side == "before" else {}
+    env = {"PYTHONPATH": str(before)} if side == "before" else dict(AFTER_ENV)
     workflows = [chain_workflow(f"chain{n}", n) for n in (1, 10, 50)]
     names = ["echo", "chain1", "chain10", "chain50"]
     if llm_url is not None:
@@ -239,7 +245,8 @@ def section(
                 await client.close()
         return figures
 
-    return Section("ab", f"A/B: {before} (before) against this tree (after)", run, latency=True)
+    traced = " traced (OTLP, every call)" if AFTER_ENV else ""
+    return Section("ab", f"A/B: {before} (before) against this tree{traced} (after)", run, latency=True)
 
 
 if __name__ == "__main__":
@@ -258,7 +265,13 @@ if __name__ == "__main__":
         help=f"LLM chain sizes of the LLM phase, comma-separated (default {LLM_NODES}); a chain of N nodes runs "
         f"{LLM_NODES}/N times as often, so each size runs about as many nodes",
     )
+    pre.add_argument("--trace-after", action="store_true", help="the after side traces every call (OTLP to a sink)")
     known, rest = pre.parse_known_args()
+    if known.trace_after:
+        from bench.otlp_sink import OtlpSink
+
+        sink = OtlpSink()
+        AFTER_ENV.update({"OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint, "OTEL_TRACES_SAMPLER": "always_on"})
     package = known.before.resolve()
     if not (package / "a2amesh" / "__init__.py").is_file():
         raise SystemExit(f"--before: {package} holds no a2amesh package (give a checkout's shared/ folder)")
