@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
@@ -183,3 +184,20 @@ async def test_metrics_need_a_read_key_when_keys_are_set(gateway: Any, http: htt
     assert ok.status_code == 200
     assert ok.headers["content-type"].startswith("text/plain")
     assert "# TYPE a2amesh_http_requests_total counter" in ok.text
+
+
+async def test_a_metrics_port_in_use_stops_the_process_with_one_line(processes: ProcessFactory) -> None:
+    """A port that cannot be bound is a usage error naming it (exit 2), never a traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"PYTHONPATH": os.pathsep.join([str(REPO / "agent_cards"), os.environ.get("PYTHONPATH", "")])}
+        proc = await processes.start(
+            "agent", str(REPO / "agent_cards" / "text_stats.yaml"), "--metrics-port", str(port), env=env
+        )
+        assert await proc.wait(30) == 2, proc.output()[-2000:]
+    lines = [line for line in proc.output().splitlines() if line.startswith("a2amesh:")]
+    assert len(lines) == 1, proc.output()[-2000:]
+    assert f"metrics port 127.0.0.1:{port}" in lines[0]
+    assert "Traceback" not in proc.output()
