@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -103,7 +104,7 @@ def configure(service: str, environ: MutableMapping[str, str] | None = None) -> 
 
             exporter = OTLPSpanExporter()
         else:
-            exporter = ConsoleSpanExporter()
+            exporter = ConsoleSpanExporter(out=sys.stderr)  # stdout may be a protocol (`a2amesh mcp`)
         provider.add_span_processor(BatchSpanProcessor(exporter))  # exported off the event loop, in its thread
     trace.set_tracer_provider(provider)  # the SDK flushes it at interpreter exit
     _tracer = provider.get_tracer("a2amesh")
