@@ -245,7 +245,8 @@ def section(
                 await client.close()
         return figures
 
-    traced = " traced (OTLP, every call)" if AFTER_ENV else ""
+    ratio = AFTER_ENV.get("OTEL_TRACES_SAMPLER_ARG")
+    traced = f" traced (OTLP, {'every call' if ratio is None else f'{float(ratio):.0%} of calls'})" if AFTER_ENV else ""
     return Section("ab", f"A/B: {before} (before) against this tree{traced} (after)", run, latency=True)
 
 
@@ -266,12 +267,16 @@ if __name__ == "__main__":
         f"{LLM_NODES}/N times as often, so each size runs about as many nodes",
     )
     pre.add_argument("--trace-after", action="store_true", help="the after side traces every call (OTLP to a sink)")
+    pre.add_argument("--trace-ratio", type=float, default=1.0, help="with --trace-after: the share of new traces kept")
     known, rest = pre.parse_known_args()
     if known.trace_after:
         from bench.otlp_sink import OtlpSink
 
         sink = OtlpSink()
         AFTER_ENV.update({"OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint, "OTEL_TRACES_SAMPLER": "always_on"})
+        if known.trace_ratio < 1:
+            AFTER_ENV["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+            AFTER_ENV["OTEL_TRACES_SAMPLER_ARG"] = str(known.trace_ratio)
     package = known.before.resolve()
     if not (package / "a2amesh" / "__init__.py").is_file():
         raise SystemExit(f"--before: {package} holds no a2amesh package (give a checkout's shared/ folder)")
