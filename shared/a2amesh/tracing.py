@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from a2amesh.errors import ConfigError
@@ -107,31 +108,85 @@ def configure(service: str, environ: MutableMapping[str, str] | None = None) -> 
             exporter = ConsoleSpanExporter(out=sys.stderr)  # stdout may be a protocol (`a2amesh mcp`)
         provider.add_span_processor(BatchSpanProcessor(exporter))  # exported off the event loop, in its thread
     trace.set_tracer_provider(provider)  # the SDK flushes it at interpreter exit
+    _bind_api()
     _tracer = provider.get_tracer("a2amesh")
     enabled = True
     return True
 
 
+class _Api:
+    """What the hooks call of the OpenTelemetry API, bound once (an import statement per call costs)."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context, trace
+
+        self.kinds = {kind.name.lower(): kind for kind in trace.SpanKind}
+        self.attach, self.detach = context.attach, context.detach
+        self.set_span_in_context, self.get_current_span = trace.set_span_in_context, trace.get_current_span
+        self.NonRecordingSpan, self.SpanContext, self.TraceFlags = (
+            trace.NonRecordingSpan,
+            trace.SpanContext,
+            trace.TraceFlags,
+        )
+        self.Status, self.ERROR = trace.Status, trace.StatusCode.ERROR
+
+
+_api: _Api | None = None
+
+
+def _bind_api() -> None:
+    global _api
+    _api = _Api()
+
+
 # --- the general hooks --------------------------------------------------------------------------
 
 
-def _kind(kind: str) -> Any:
-    from opentelemetry.trace import SpanKind
-
-    return getattr(SpanKind, kind.upper())
-
-
 def _parent(traceparent: str | None, parent_span: Span | None) -> Context | None:
-    """The context a new span starts in: ``parent_span``, else the remote ``traceparent``, else the current one."""
+    """The context a new span starts in: ``parent_span``, else the remote ``traceparent`` (read here: the SDK's
+    propagator costs several times more), else the current one (None)."""
+    assert _api is not None
     if parent_span is not None:
-        from opentelemetry.trace import set_span_in_context
+        return _api.set_span_in_context(parent_span)
+    if not traceparent:
+        return None
+    parts = traceparent.split("-")
+    if len(parts) != 4 or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16 or parts[0] == "ff":
+        return None
+    try:
+        remote = _api.SpanContext(
+            int(parts[1], 16), int(parts[2], 16), is_remote=True, trace_flags=_api.TraceFlags(int(parts[3][:2], 16) & 1)
+        )
+    except ValueError:
+        return None
+    return _api.set_span_in_context(_api.NonRecordingSpan(remote)) if remote.is_valid else None
 
-        return set_span_in_context(parent_span)
-    if traceparent:
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-        return TraceContextTextMapPropagator().extract({TRACEPARENT: traceparent})
-    return None
+class _Current(AbstractContextManager["Span | None"]):
+    """A started span made current for a block and ended after it; an exception leaving the block is recorded."""
+
+    __slots__ = ("_end", "_span", "_token")
+
+    def __init__(self, span: Span, *, end: bool = True) -> None:
+        self._span = span
+        self._end = end
+        self._token: object = None
+
+    def __enter__(self) -> Span:
+        assert _api is not None
+        self._token = _api.attach(_api.set_span_in_context(self._span))
+        return self._span
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        assert _api is not None
+        try:
+            if self._end and isinstance(exc, Exception):
+                self._span.record_exception(exc)
+                self._span.set_status(_api.Status(_api.ERROR, f"{type(exc).__name__}: {exc}"[:1000]))
+        finally:
+            _api.detach(self._token)  # type: ignore[arg-type]
+            if self._end:
+                self._span.end()
 
 
 def start(
@@ -145,20 +200,19 @@ def start(
     """Start a span that is not made current (None when tracing is off); end it with :func:`end`."""
     if _tracer is None:
         return None
+    assert _api is not None
     return _tracer.start_span(
-        name, context=_parent(traceparent, parent_span), kind=_kind(kind), attributes=_clean(attributes)
+        name, context=_parent(traceparent, parent_span), kind=_api.kinds[kind], attributes=_clean(attributes)
     )
 
 
-@contextlib.contextmanager
-def _current(
-    name: str, kind: str, attributes: Mapping[str, Any] | None, traceparent: str | None
-) -> Iterator[Span | None]:
+def _current(name: str, kind: str, attributes: Mapping[str, Any] | None, traceparent: str | None) -> _Current:
     assert _tracer is not None
-    with _tracer.start_as_current_span(
-        name, context=_parent(traceparent, None), kind=_kind(kind), attributes=_clean(attributes)
-    ) as span:
-        yield span
+    assert _api is not None
+    span = _tracer.start_span(
+        name, context=_parent(traceparent, None), kind=_api.kinds[kind], attributes=_clean(attributes)
+    )
+    return _Current(span)
 
 
 def span(
@@ -175,9 +229,7 @@ def use(span: Span | None) -> AbstractContextManager[Any]:
     """Make a started span current for the block (a no-op for None), without ending it."""
     if span is None:
         return _NOOP
-    from opentelemetry.trace import use_span
-
-    return use_span(span, end_on_exit=False)
+    return _Current(span, end=False)
 
 
 def end(span: Span | None, *, error: str | None = None, attributes: Mapping[str, Any] | None = None) -> None:
@@ -195,10 +247,8 @@ def set_attributes(span: Span | None, attributes: Mapping[str, Any] | None, *, e
     cleaned = _clean(attributes)
     if cleaned:
         span.set_attributes(cleaned)
-    if error is not None:
-        from opentelemetry.trace import Status, StatusCode
-
-        span.set_status(Status(StatusCode.ERROR, error[:1000]))
+    if error is not None and _api is not None:
+        span.set_status(_api.Status(_api.ERROR, error[:1000]))
 
 
 def event(span: Span | None, name: str, attributes: Mapping[str, Any] | None = None) -> None:
@@ -210,22 +260,18 @@ def event(span: Span | None, name: str, attributes: Mapping[str, Any] | None = N
 def inject(headers: MutableMapping[str, str]) -> None:
     """Set ``traceparent`` to the current span, the parent of the call these headers go out with (no-op when off
     or when no span is current)."""
-    if _tracer is None:
+    if _api is None:
         return
-    from opentelemetry.trace import get_current_span
-
-    ctx = get_current_span().get_span_context()
+    ctx = _api.get_current_span().get_span_context()
     if ctx.is_valid:
         headers[TRACEPARENT] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
 
 def current_ids() -> tuple[str, str] | None:
     """The current span's trace id and span id in hex (None when off or when no span is current)."""
-    if _tracer is None:
+    if _api is None:
         return None
-    from opentelemetry.trace import get_current_span
-
-    ctx = get_current_span().get_span_context()
+    ctx = _api.get_current_span().get_span_context()
     if not ctx.is_valid:
         return None
     return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
@@ -278,15 +324,10 @@ def task_span(agent: str, task_id: str, attempt: int, traceparent: str | None) -
     if _tracer is None:
         return _NOOP
     attrs = {"a2amesh.agent": agent, "a2amesh.task.id": task_id, "a2amesh.attempt": attempt}
-    return _redelivered(_current(f"task {agent}", "consumer", attrs, traceparent), attempt)
-
-
-@contextlib.contextmanager
-def _redelivered(block: AbstractContextManager[Span | None], attempt: int) -> Iterator[Span | None]:
-    with block as span:
-        if attempt > 1:
-            event(span, "a2amesh.redelivery", {"a2amesh.attempt": attempt})
-        yield span
+    block = _current(f"task {agent}", "consumer", attrs, traceparent)
+    if attempt > 1:
+        event(block._span, "a2amesh.redelivery", {"a2amesh.attempt": attempt})
+    return block
 
 
 _FAILED_STATES = ("TASK_STATE_FAILED", "TASK_STATE_REJECTED")
