@@ -35,6 +35,8 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     events: list[str]
     status_code: int
+    start_ns: int = 0
+    end_ns: int = 0
 
 
 @dataclass
@@ -102,6 +104,8 @@ class OtlpReceiver:
                             attributes={a.key: _value(a.value) for a in s.attributes},
                             events=[e.name for e in s.events],
                             status_code=s.status.code,
+                            start_ns=s.start_time_unix_nano,
+                            end_ns=s.end_time_unix_nano,
                         )
                     )
         with self._lock:
