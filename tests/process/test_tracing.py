@@ -199,5 +199,5 @@ async def test_one_trace_crosses_gateway_executor_and_agents(
     lines = [json.loads(line) for line in writer_proc.output().splitlines() if line.startswith("{")]
     [finished] = [line for line in lines if line.get("event") == "task.finished"]
     assert (finished["trace_id"], finished["span_id"]) == (CLIENT_TRACE, writer_task.span_id)
-    ready = next(line for line in lines if line.get("event") == "agent.ready")
-    assert "trace_id" not in ready, "a line outside any span carries no trace"
+    ready_line = next(line for line in lines if line.get("event") == "agent.ready")
+    assert "trace_id" not in ready_line, "a line outside any span carries no trace"
