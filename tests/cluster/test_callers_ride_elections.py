@@ -100,5 +100,6 @@ async def test_callers_starting_during_an_election_ride_it_out(
     # the election ends within the callers' bounds: every one of them gets its answer
     assert not unavailable, [str(e) for e in unavailable]
     for i, task in enumerate(outcomes):
+        assert not isinstance(task, BaseException)
         assert task.status.state == TaskState.COMPLETED
         assert task.output() == {"echo": {"i": i}}

@@ -184,8 +184,8 @@ async def check_redis(folder: Path, url: str, namespace: str, agent: str, other:
                 r.flushall(),
                 r.config_set("maxmemory-policy", "allkeys-lru"),
                 r.acl_list(),
-                r.execute_command("ACL", "SETUSER", user, "on", "~*", "+@all"),
-                r.execute_command("CLIENT", "KILL", "TYPE", "normal"),
+                r.execute_command("ACL", "SETUSER", user, "on", "~*", "+@all"),  # type: ignore[no-untyped-call]
+                r.execute_command("CLIENT", "KILL", "TYPE", "normal"),  # type: ignore[no-untyped-call]
             ):
                 await refused(command)
     async with redis_client(folder, url, EXECUTOR) as r:
