@@ -80,6 +80,20 @@ class WorkerNotReady(A2AMeshError):
     was ready."""
 
 
+class RemoteError(A2AMeshError):
+    """A remote A2A agent (``remote:`` in an agent folder) cannot be used: unreachable, not A2A, or invalid.
+
+    Attributes:
+        url: the remote's URL as declared.
+        problem: what is wrong, in one line.
+    """
+
+    def __init__(self, url: str, problem: str) -> None:
+        self.url = url
+        self.problem = problem
+        super().__init__(f"remote agent {url}: {problem}")
+
+
 class UsageError(A2AMeshError):
     """A command-line mistake: a missing argument, an unknown run id (the CLI exits with 2)."""
 

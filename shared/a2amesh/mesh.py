@@ -22,6 +22,7 @@ from a2amesh.gateway.server import bind
 from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.logs import get_logger
 from a2amesh.registry import Registry
+from a2amesh.remote.spec import RemoteSpec, is_remote_file, load_remote_file
 from a2amesh.servers import NatsCluster, NatsServer, ValkeyCluster, ValkeyServer
 from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS
 
@@ -43,7 +44,9 @@ class Mesh:
 
     Args:
         settings: settings of the mesh; ``nats_url`` / ``redis_url`` None means embedded servers.
-        agents_dir: folder of agent YAML files (each started ``replicas`` times).
+        agents_dir: folder of agent YAML files (each started ``replicas`` times); a ``remote:`` file starts the
+            proxy of that remote agent (``a2amesh remote serve``), whose card the mesh does not wait for: a
+            remote that is down must not stop the mesh (docs/interop.md).
         workflows_dir: folder of workflow definitions for one executor process, if any.
         state_dir: where embedded servers keep their data (persistent across runs).
         log_file: children's output goes here (None: inherit the terminal).
@@ -63,6 +66,7 @@ class Mesh:
     nats: NatsServer | None = None
     valkey: ValkeyServer | None = None
     definitions: list[tuple[Path, AgentDefinition]] = field(default_factory=list)
+    remotes: list[tuple[Path, RemoteSpec]] = field(default_factory=list)
     gateway: GatewaySettings | None = None
     gateway_url: str = ""
     llm_host: bool = False
@@ -101,9 +105,7 @@ class Mesh:
         then start the gateway and wait until it listens."""
         gateway_argv = self._gateway_argv()  # a busy port or an unsafe bind fails before anything starts
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        if self.agents_dir is not None:
-            for path in sorted(self.agents_dir.glob("*.yaml")) + sorted(self.agents_dir.glob("*.yml")):
-                self.definitions.append((path, load_agent_file(path)))
+        self._load_agent_files()
         if not self.settings.nats_url and self.cluster:
             self.nats_cluster = NatsCluster(data_dir=self.state_dir / "nats-cluster")
             await self.nats_cluster.start()
@@ -134,11 +136,7 @@ class Mesh:
         bus = await Bus.connect(settings, name="a2amesh-up")
         try:
             await init_mesh(bus, settings)
-            for path, definition in self.definitions:
-                for i in range(definition.replicas):
-                    self.children.append(
-                        Child(f"{definition.name}#{i + 1}", [sys.executable, "-m", "a2amesh", "agent", str(path)])
-                    )
+            self._agent_children()
             if self.builtins:
                 self.children.append(Child("builtins", [sys.executable, "-m", "a2amesh", "builtins"]))
             if self.workflows_dir is not None:
@@ -157,6 +155,26 @@ class Mesh:
             self.children.append(child)
             await self._spawn(child)
             await self._wait_for_gateway(child)
+
+    def _load_agent_files(self) -> None:
+        if self.agents_dir is None:
+            return
+        for path in sorted(self.agents_dir.glob("*.yaml")) + sorted(self.agents_dir.glob("*.yml")):
+            if is_remote_file(path):
+                self.remotes.append((path, load_remote_file(path)))
+            else:
+                self.definitions.append((path, load_agent_file(path)))
+
+    def _agent_children(self) -> None:
+        """One child per agent replica, and per replica of a remote agent's proxy."""
+        for path, definition in self.definitions:
+            for i in range(definition.replicas):
+                argv = [sys.executable, "-m", "a2amesh", "agent", str(path)]
+                self.children.append(Child(f"{definition.name}#{i + 1}", argv))
+        for path, remote in self.remotes:
+            for i in range(remote.replicas):
+                argv = [sys.executable, "-m", "a2amesh", "remote", "serve", str(path)]
+                self.children.append(Child(f"remote:{remote.name or path.stem}#{i + 1}", argv))
 
     def _gateway_argv(self) -> list[str] | None:
         """The gateway's command line, its port checked free now (port 0: a free one chosen now)."""

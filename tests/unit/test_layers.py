@@ -43,7 +43,10 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("infrastructure", frozenset({"bus", "store", "servers"})),  # the only importers of nats and redis
     ("workflow", frozenset({"workflow"})),  # definitions and the pure engines (dag/, graph/ included)
     ("mesh client", frozenset({"client", "registry"})),  # calling agents, the card registry
-    ("workers", frozenset({"worker", "agent", "executor", "service", "builtins"})),  # processes that serve requests
+    (
+        "workers",
+        frozenset({"worker", "agent", "executor", "service", "builtins", "remote"}),
+    ),  # processes that serve requests
     ("management", frozenset({"manage"})),  # definitions, executions, reviews: what the API, CLI and MCP share
     ("deployment", frozenset({"access", "provision"})),  # least-privilege server configurations and their secrets
     ("mcp server", frozenset({"mcp_server"})),  # the mesh as MCP tools (stdio, and mounted by the gateway)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from a2amesh import eventloop, logs, tracing
-from a2amesh.cli import deploy, gateway, mcp, mesh, rag, runs, schedules, workflows
+from a2amesh.cli import deploy, gateway, mcp, mesh, rag, remote, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
 from a2amesh.cli.serve import METRICS_HELP
 
@@ -91,6 +91,8 @@ def _add_mesh_verbs(sub: Any) -> None:
     s.add_argument("--image-model", help="model of image nodes that name none (default: the endpoint's)")
     s.add_argument("--metrics-port", type=int, help=METRICS_HELP)
     s.set_defaults(func=mesh.cmd_builtins)
+
+    remote.add_remote_parser(sub)
 
     s = sub.add_parser("agents", help="list live agent and workflow cards")
     s.add_argument("--json", action="store_true")

@@ -93,7 +93,8 @@ async def cmd_agents(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows: list[tuple[str, ...]] = [("NAME", "TYPE", "VERSION", "SKILLS", "DESCRIPTION")]
     for c in cards:
-        rows.append((c.name, c.agent_type, c.version, ",".join(s.id for s in c.skills), c.description[:60]))
+        kind, about = ("remote", f"{c.remote_url} {c.description}") if c.remote_url else (c.agent_type, c.description)
+        rows.append((c.name, kind, c.version, ",".join(s.id for s in c.skills), about[:60]))
     print_table(rows)
     if not cards:
         print("(no live agents)")

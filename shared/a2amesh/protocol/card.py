@@ -7,7 +7,14 @@ from typing import Any
 from pydantic import Field
 
 from a2amesh.protocol.base import A2AModel
-from a2amesh.protocol.codes import A2A_VERSION, EXT_AGENT_TYPE, EXT_SCHEMAS, EXT_WORKFLOW, PROTOCOL_BINDING
+from a2amesh.protocol.codes import (
+    A2A_VERSION,
+    EXT_AGENT_TYPE,
+    EXT_REMOTE,
+    EXT_SCHEMAS,
+    EXT_WORKFLOW,
+    PROTOCOL_BINDING,
+)
 
 
 class AgentInterface(A2AModel):
@@ -106,6 +113,12 @@ class AgentCard(A2AModel):
         """``"agent"`` or ``"workflow"`` (from the agent-type extension; ``"agent"`` when absent)."""
         params = self.extension(EXT_AGENT_TYPE) or {}
         return str(params.get("type", "agent"))
+
+    @property
+    def remote_url(self) -> str | None:
+        """The URL of a remote agent served through a proxy (the remote extension), else None."""
+        url = (self.extension(EXT_REMOTE) or {}).get("url")
+        return url if isinstance(url, str) else None
 
     @property
     def input_schema(self) -> dict[str, Any] | None:

@@ -12,6 +12,8 @@ EXT_WORKFLOW = "urn:a2amesh:ext:workflow:v1"
 EXT_USAGE = "urn:a2amesh:ext:usage:v1"
 EXT_MCP = "urn:a2amesh:ext:mcp:v1"
 """Card extension whose ``params.export`` (default true) says whether MCP servers expose the card as a tool."""
+EXT_REMOTE = "urn:a2amesh:ext:remote:v1"
+"""Card extension of a remote agent served through a proxy: ``params.url`` (its card URL), ``binding``, ``version``."""
 
 # JSON-RPC 2.0
 PARSE_ERROR = -32700
