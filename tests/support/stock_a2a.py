@@ -10,7 +10,8 @@ What the executor does is chosen by the first word of the request's text (or ``o
   ``hello <answer>``;
 - ``slow``: a working status, then waits until cancelled (each cancel is recorded in ``cancels``);
 - ``file``: completes with a file part (raw bytes ``%PDF-1.4 test``, ``application/pdf``);
-- ``fail``: fails with the message ``it broke``.
+- ``fail``: fails with the message ``it broke``;
+- ``gate``: a working status, then waits for ``release`` and completes with ``{"released": true}``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class StockAgent(AgentExecutor):
     cancels: list[str] = field(default_factory=list)
     started: asyncio.Event = field(default_factory=asyncio.Event)
     task_ids: list[str] = field(default_factory=list)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
@@ -83,6 +85,11 @@ class StockAgent(AgentExecutor):
         elif op == "slow":
             self.started.set()
             await asyncio.Event().wait()
+        elif op == "gate":
+            self.started.set()
+            await self.release.wait()
+            await updater.add_artifact([new_data_part({"released": True})], name="result")
+            await updater.complete()
         elif op == "file":
             await updater.add_artifact(
                 [new_raw_part(b"%PDF-1.4 test", media_type="application/pdf", filename="report.pdf")], name="report"
