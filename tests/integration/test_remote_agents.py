@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -20,12 +22,17 @@ from a2amesh.bus.nats import Bus
 from a2amesh.client import Client, TokenDelta, make_message
 from a2amesh.config import Settings
 from a2amesh.errors import RemoteError
+from a2amesh.mcp_server.catalog import tools_of
+from a2amesh.mcp_server.settings import McpSettings
 from a2amesh.protocol import TaskState
 from a2amesh.remote.cards import fetch_card
 from a2amesh.remote.http import make_http_client
 from a2amesh.remote.service import RemoteWorker
 from a2amesh.remote.spec import parse_remote
 from a2amesh.store.redis import Redis
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, ToolCall
+from tests.integration.test_llm_agent import tool_messages
+from tests.support.nodes import llm_agent
 from tests.support.stock_a2a import StockServer, stock_server, stop_stock_server
 from tests.support.waiting import eventually, within
 
@@ -195,6 +202,7 @@ async def test_legacy_0_3_remote(stock_server: Any, remote: Any, client: Client)
         "endpoint": f"{stock.url}/rpc",
         "binding": "JSONRPC",
         "version": "0.3.0",
+        "reachable": True,
     }
     task = await within(client.send("legacy", {"x": 3}), 15, "the 0.3 answer")
     assert task.status.state == TaskState.COMPLETED, task.status.message and task.status.message.text()
@@ -380,3 +388,50 @@ async def test_missing_secret_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
     )
     with pytest.raises(ConfigError, match="NOT_SET_ANYWHERE is not set"):
         make_http_client(spec, source="f.yaml")
+
+
+async def test_remote_is_an_llm_agents_tool(
+    stock_server: Any, remote: Any, agent_host: Any, client: Client, settings: Settings, fake_llm: FakeOpenAIServer
+) -> None:
+    """An LLM agent whose peers: match the remote gets it as a tool (with the input schema declared for it); the
+    model's call reaches the remote."""
+    stock: StockServer = await stock_server()
+    schema = {"type": "object", "properties": {"q": {"type": "integer"}}, "required": ["q"]}
+    await remote(url=stock.url, name="stock", input_schema=schema)
+    await client.registry.wait_for("stock", 5)
+    fake_llm.script(Reply(tool_calls=[ToolCall("stock", {"q": 41})]), "done")
+    await agent_host("planner", runtime=llm_agent(settings, fake_llm.base_url, "planner", peers=["stock"]))
+    task = await within(client.send("planner", "ask the stock agent"), 20, "the LLM agent's answer")
+    assert task.output() == "done"
+    tools = {t["function"]["name"]: t["function"] for t in fake_llm.requests[0]["tools"]}
+    assert "q" in tools["stock"]["parameters"]["properties"]
+    answer = json.loads(tool_messages(fake_llm.requests[1])[0])
+    assert answer == {"status": "completed", "output": {"echo": {"q": 41}, "n": 2}}
+
+
+async def test_remote_as_mcp_tool_and_on_the_dashboard_with_health(
+    stock_server: Any, remote: Any, client: Client, gateway: Any
+) -> None:
+    """The remote is an MCP tool like any agent; the dashboard's agents page marks it remote with its URL, and
+    its health: once its card cannot be fetched, the card (and page) say unreachable and why."""
+    stock: StockServer = await stock_server()
+    await remote(url=stock.url, name="stock", refresh=0.3)
+    card = await client.registry.wait_for("stock", 5)
+    (tool,) = tools_of(card, McpSettings())
+    assert tool.tool.name == "stock"
+    assert tool.tool.description is not None
+    assert "A stock a2a-sdk agent" in tool.tool.description
+    url = await gateway()
+    async with httpx.AsyncClient(base_url=url) as http:
+        page = (await http.get("/agents", headers={"Accept": "text/html"})).text
+        assert f"remote agent at <code>{stock.url}</code> · reachable" in page
+        await stop_stock_server(stock)
+
+        async def unreachable() -> str | None:
+            c = client.registry.get("stock")
+            return None if c is None else (c.extension("urn:a2amesh:ext:remote:v1") or {}).get("problem")
+
+        problem = await eventually(unreachable, timeout=10, what="the card to say the remote is unreachable")
+        assert problem.startswith("unreachable"), problem
+        page = (await http.get("/agents", headers={"Accept": "text/html"})).text
+        assert "<strong>unreachable</strong>" in page

@@ -115,9 +115,12 @@ def mesh_name(spec: RemoteSpec, remote: RemoteCard) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", remote.card.name).strip("-") or "remote"
 
 
-def mesh_card(spec: RemoteSpec, remote: RemoteCard, namespace: str, name: str) -> AgentCard:
+def mesh_card(
+    spec: RemoteSpec, remote: RemoteCard, namespace: str, name: str, *, problem: str | None = None
+) -> AgentCard:
     """The card the proxy publishes: reachable on the mesh under ``name``, the remote's skills, schemas and
-    description carried over, marked remote with its URL (the remote extension)."""
+    description carried over, marked remote with its URL and health (the remote extension: ``reachable``, and
+    the ``problem`` of the last failed card fetch)."""
     data = to_json(remote.card)
     skills = [AgentSkill.model_validate(s) for s in data.get("skills", [])]
     theirs = _extension(data, codes.EXT_SCHEMAS)
@@ -128,7 +131,14 @@ def mesh_card(spec: RemoteSpec, remote: RemoteCard, namespace: str, name: str) -
         AgentExtension(uri=codes.EXT_SCHEMAS, params={"input_schema": input_schema, "output_schema": output_schema}),
         AgentExtension(
             uri=codes.EXT_REMOTE,
-            params={"url": spec.url, "endpoint": remote.url, "binding": remote.binding, "version": remote.version},
+            params={
+                "url": spec.url,
+                "endpoint": remote.url,
+                "binding": remote.binding,
+                "version": remote.version,
+                "reachable": problem is None,
+                **({"problem": problem} if problem is not None else {}),
+            },
         ),
     ]
     if not spec.mcp_export:

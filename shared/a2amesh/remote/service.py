@@ -69,9 +69,10 @@ class RemoteWorker(Worker):
             mcp_export=self.spec.mcp_export,
         )
 
-    def runtime(self, name: str, remote: RemoteCard) -> NodeHandler:
-        """The runtime for this card, wrapped in the node handler (schemas, node results) like any agent's."""
-        card = mesh_card(self.spec, remote, self.settings.namespace, name)
+    def runtime(self, name: str, remote: RemoteCard, *, problem: str | None = None) -> NodeHandler:
+        """The runtime for this card, wrapped in the node handler (schemas, node results) like any agent's;
+        ``problem``: why the remote's card cannot be fetched now (its card says so)."""
+        card = mesh_card(self.spec, remote, self.settings.namespace, name, problem=problem)
         forward = RemoteRuntime(
             self.definition(name, remote), self.spec, remote, card, self.http, on_failure=self._wake.set
         )
@@ -120,6 +121,7 @@ class RemoteWorker(Worker):
     async def _refresh(self, current: RemoteCard) -> None:
         assert self.host is not None
         assert self.name is not None
+        problem: str | None = None
         while True:
             try:
                 async with asyncio.timeout(self.spec.refresh):
@@ -132,10 +134,13 @@ class RemoteWorker(Worker):
                 fresh = await fetch_card(self.http, self.spec)
             except RemoteError as e:
                 self.log.warning("remote.card_refresh_failed", problem=e.problem, agent=self.name)
+                if problem != e.problem:  # the card shows the remote unreachable (the last card still serves)
+                    problem = e.problem
+                    await self.host.replace_runtime(self.runtime(self.name, current, problem=problem))
                 continue
-            if fresh.same_as(current):
+            if fresh.same_as(current) and problem is None:
                 continue
-            current = fresh
+            current, problem = fresh, None
             await self.host.replace_runtime(self.runtime(self.name, fresh))
             self.log.info("remote.card_changed", agent=self.name, endpoint=fresh.url, binding=fresh.binding)
 

@@ -395,6 +395,8 @@ class AgentView(BaseModel):
     description: str
     replicas: int
     card: dict[str, Any]
+    remote_url: str | None = Field(None, description="A remote agent's URL (served through a proxy).")
+    remote_problem: str | None = Field(None, description="Why the remote's card could not be fetched last time.")
 
 
 class WorkflowView(BaseModel):
@@ -452,6 +454,8 @@ def _agent(card: AgentCard, replicas: dict[str, int]) -> AgentView:
         description=card.description,
         replicas=replicas.get(card.name, 0),
         card=card.model_dump(mode="json", by_alias=True, exclude_none=True),
+        remote_url=card.remote_url,
+        remote_problem=(card.extension(codes.EXT_REMOTE) or {}).get("problem"),
     )
 
 
