@@ -1,0 +1,10 @@
+"""Remote agent proxy entry point: serve one remote A2A agent in the mesh (``REMOTE_FILE`` or the first argument)."""
+
+import os
+import sys
+
+from a2amesh.cli import main
+
+if __name__ == "__main__":
+    file = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("REMOTE_FILE", "")
+    raise SystemExit(main(["remote", "serve", file]))
