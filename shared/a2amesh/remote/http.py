@@ -5,14 +5,18 @@ request never left) and an answer of 5xx or 429 (before its body is read, so a s
 tried again after ``backoff × 2^n`` seconds (a ``Retry-After`` of up to 30 s is honoured); any other 4xx is
 the remote's answer and is returned as it is. An error after the request was sent (a connection reset while
 reading) is not retried: the remote may have acted on it.
+
+JSON and SSE answers pass through one leniency: a ``timestamp`` without a UTC offset is read as UTC (see
+:func:`_lenient`), so servers that write naive local times still parse.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator
 
 import httpx
 from pydantic import SecretStr
@@ -26,6 +30,8 @@ __all__ = ["OAuth2ClientCredentials", "RetryTransport", "StaticHeader", "make_ht
 log = get_logger("remote")
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+_NAIVE_TIMESTAMP = re.compile(rb'("timestamp"\s*:\s*"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)"')
+_TEXT_BODIES = ("application/json", "text/event-stream")
 _MAX_RETRY_AFTER = 30.0
 
 
@@ -50,7 +56,7 @@ class RetryTransport(httpx.AsyncBaseTransport):
                 log.warning("remote.retry", url=self.url, attempt=attempt + 1, error=type(e).__name__, delay=delay)
             else:
                 if response.status_code not in RETRY_STATUSES or attempt >= self.retries:
-                    return response
+                    return _lenient(request, response)
                 delay = _retry_after(response) or self.backoff * 2**attempt
                 await response.aclose()
                 log.warning("remote.retry", url=self.url, attempt=attempt + 1, status=response.status_code, delay=delay)
@@ -59,6 +65,47 @@ class RetryTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def _lenient(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """The answer with every ``timestamp`` that has no UTC offset read as UTC (``Z`` added).
+
+    ProtoJSON (and so the a2a-sdk's parser) requires RFC 3339 with an offset; some A2A servers (fasta2a 2.1) write
+    local ISO times without one, and every answer of theirs would fail to parse.
+    """
+    kind = response.headers.get("content-type", "")
+    if not kind.startswith(_TEXT_BODIES):
+        return response
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-length"]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        stream=_NaiveTimestamps(response.stream),
+        request=request,
+        extensions=response.extensions,
+    )
+
+
+class _NaiveTimestamps(httpx.AsyncByteStream):
+    """A body passed on line by line (an SSE event or a JSON document is never cut), naive timestamps fixed."""
+
+    def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
+        assert isinstance(inner, httpx.AsyncByteStream)
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pending = b""
+        async for chunk in self._inner:
+            pending += chunk
+            cut = pending.rfind(b"\n") + 1
+            if cut:
+                yield _NAIVE_TIMESTAMP.sub(rb'\1Z"', pending[:cut])
+                pending = pending[cut:]
+        if pending:
+            yield _NAIVE_TIMESTAMP.sub(rb'\1Z"', pending)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def _retry_after(response: httpx.Response) -> float | None:

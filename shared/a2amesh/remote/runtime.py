@@ -106,6 +106,10 @@ class RemoteRuntime:
                     await self._send(ctx, follow)
                 if not follow.final:
                     await self._poll(follow)
+                elif follow.missing_result and follow.task_id is not None:
+                    # a stream that ended COMPLETED without its artifacts (sent only to GetTask by some servers)
+                    task = await self.client.get_task(pb.GetTaskRequest(id=follow.task_id))
+                    await follow.take(pb.StreamResponse(task=task))
         except TimeoutError:
             if follow.task_id:
                 self._cancels.spawn(self._cancel(follow.task_id), name=f"cancel-{follow.task_id}")
@@ -216,6 +220,17 @@ class _Follow:
     @property
     def final(self) -> bool:
         return self.answer is not None or (self.status is not None and self.status.state.final)
+
+    @property
+    def missing_result(self) -> bool:
+        """Completed with neither an artifact nor a status message: the result is to be read with GetTask."""
+        return (
+            self.answer is None
+            and self.status is not None
+            and self.status.state is TaskState.COMPLETED
+            and not self.artifacts
+            and self.status.message is None
+        )
 
     async def take_all(self, events: AsyncIterator[pb.StreamResponse]) -> None:
         async for event in events:
