@@ -435,3 +435,47 @@ async def test_remote_as_mcp_tool_and_on_the_dashboard_with_health(
         assert problem.startswith("unreachable"), problem
         page = (await http.get("/agents", headers={"Accept": "text/html"})).text
         assert "<strong>unreachable</strong>" in page
+
+
+ASKING_FLOW = """
+name: asking_flow
+nodes:
+  - {id: q, type: agent, agent_name: stock, input: {op: "{{workflow.input.op}}"}}
+output_mapping: {answer: "{{q.output}}"}
+"""
+
+
+async def test_workflow_remote_node_input_required_and_resume(
+    stock_server: Any, remote: Any, client: Client, executor: Any
+) -> None:
+    """A remote node that asks pauses the workflow with its question; the caller's answer goes on to the same
+    remote task, whose answer finishes the workflow."""
+    stock: StockServer = await stock_server()
+    await remote(url=stock.url, name="stock")
+    await executor({"asking_flow": ASKING_FLOW})
+    await client.registry.wait_for("asking_flow", 5)
+    paused = await within(client.send("asking_flow", {"op": "ask"}), 20, "the workflow to pause")
+    assert paused.status.state == TaskState.INPUT_REQUIRED, paused.status
+    assert paused.status.message is not None
+    assert "what is your name?" in json.dumps(paused.status.model_dump(mode="json"))
+    answer = make_message("Ada", task_id=paused.id, context_id=paused.context_id)
+    done = await within(client.send("asking_flow", answer), 20, "the workflow to finish")
+    assert done.status.state == TaskState.COMPLETED, done.status.message and done.status.message.text()
+    assert "Ada" in json.dumps(done.output())
+    first, second = stock.agent.task_ids
+    assert first == second  # the answer continued the remote task that asked
+
+
+async def test_workflow_cancel_reaches_the_remote(
+    stock_server: Any, remote: Any, client: Client, executor: Any
+) -> None:
+    """Canceling a workflow whose remote node runs cancels the node's task, and the proxy cancels the remote's."""
+    stock: StockServer = await stock_server()
+    await remote(url=stock.url, name="stock")
+    await executor({"asking_flow": ASKING_FLOW})
+    await client.registry.wait_for("asking_flow", 5)
+    call = await client.dispatch("asking_flow", make_message(data={"op": "slow"}))
+    await within(stock.agent.started.wait(), 20, "the remote node to start")
+    canceled = await client.cancel_task("asking_flow", call.task_id)
+    assert canceled.status.state == TaskState.CANCELED
+    await eventually(lambda: stock.agent.cancels, timeout=15, what="the remote's CancelTask")
