@@ -1,0 +1,146 @@
+"""Interop with Strands Agents (strands-agents[a2a] 1.62, on the a2a-sdk 0.3 line, so in a virtualenv of its own run
+as subprocesses): its A2A server as a remote node of our DAG workflow, its model on our fake OpenAI server, and its
+A2A client (``A2AAgent``) calling our workflow through our gateway. Localhost only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from a2amesh.bus.nats import Bus
+from a2amesh.client import Client
+from a2amesh.config import Settings
+from a2amesh.protocol import TaskState
+from a2amesh.remote.service import RemoteWorker
+from a2amesh.remote.spec import parse_remote
+from a2amesh.store.redis import Redis
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.waiting import within
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = REPO / "tests" / "interop"
+STRANDS = "strands-agents[a2a,openai]==1.62.0"
+
+
+@pytest.fixture(scope="session")
+def strands_python() -> Iterator[str]:
+    """The Python of a virtualenv holding Strands: ``A2AMESH_STRANDS_PYTHON``, else ``.venv-strands`` in the
+    repository (made here with pip when missing: Strands needs a2a-sdk<0.4, which ours cannot share)."""
+    given = os.environ.get("A2AMESH_STRANDS_PYTHON")
+    if given:
+        yield given
+        return
+    venv = REPO / ".venv-strands"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", STRANDS], check=True, timeout=1200)
+    yield str(python)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def strands_server(strands_python: str, fake_llm: FakeOpenAIServer, tmp_path: Path) -> AsyncIterator[str]:
+    """A Strands agent served by Strands' A2AServer on a free port; yields its URL."""
+    port = _port()
+    log = (tmp_path / "strands.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        strands_python, str(HERE / "strands_server.py"), str(port), fake_llm.base_url, stdout=log, stderr=log
+    )
+    try:
+        for _ in range(300):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                assert proc.returncode is None, (tmp_path / "strands.log").read_text()
+                await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(
+                "the Strands server did not listen within 30 s:\n" + (tmp_path / "strands.log").read_text()
+            )
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 15)
+        log.close()
+
+
+@pytest.fixture
+async def strands_proxy(strands_server: str, bus: Bus, redis: Redis, settings: Settings) -> AsyncIterator[str]:
+    spec = parse_remote({"remote": {"url": strands_server, "name": "strands", "backoff": 0.05}}, "test")
+    worker = RemoteWorker(spec, source="test", bus=bus, redis=redis, settings=settings)
+    stop = asyncio.Event()
+    running = await worker.start(stop, limit=30)
+    yield strands_server
+    stop.set()
+    await asyncio.wait_for(running, 15)
+
+
+FLOW = """
+name: strands_flow
+nodes:
+  - {id: s, type: agent, agent_name: strands, input: {topic: "{{workflow.input.topic}}"}, instruction: "Say hello"}
+output_mapping: {said: "{{s.output}}"}
+"""
+
+
+async def test_strands_server_as_a_dag_node(
+    strands_proxy: str, client: Client, executor: Any, fake_llm: FakeOpenAIServer
+) -> None:
+    """A Strands agent (0.3 card and JSON-RPC) is a node of our DAG workflow; its model answer is the output."""
+    card = await client.registry.wait_for("strands", 10)
+    assert card.extension("urn:a2amesh:ext:remote:v1")["version"].startswith("0.3")  # type: ignore[index]
+    fake_llm.script("hello from strands")
+    await executor({"strands_flow": FLOW})
+    await client.registry.wait_for("strands_flow", 5)
+    task = await within(client.send("strands_flow", {"topic": "tests"}), 60, "the workflow's answer")
+    assert task.status.state == TaskState.COMPLETED, task.status.message and task.status.message.text()
+    output = task.output()
+    assert isinstance(output, dict)
+    assert output["said"].strip() == "hello from strands"  # Strands ends its text artifact with a newline
+    sent = json.dumps(fake_llm.requests[0]["messages"])
+    assert "Say hello" in sent  # the node's instruction reached the Strands agent's model
+    assert "tests" in sent
+
+
+async def test_strands_client_calls_our_workflow(
+    strands_python: str, strands_proxy: str, client: Client, executor: Any, gateway: Any, fake_llm: FakeOpenAIServer
+) -> None:
+    """Strands' A2AAgent (a2a-sdk 0.3 client) calls our workflow through the gateway; the workflow runs (its remote
+    Strands node answers) and the client gets the final.
+
+    Strands reads only the *text* parts of the last event of the stream, our final status update, whose message is
+    the workflow's summary; the output (a data artifact) is not shown to it (docs/interop.md)."""
+    fake_llm.script("hi via the gateway")
+    await executor({"strands_flow": FLOW})
+    await client.registry.wait_for("strands_flow", 5)
+    url = await gateway()
+    proc = await asyncio.create_subprocess_exec(
+        strands_python,
+        str(HERE / "strands_client.py"),
+        f"{url}/agents/strands_flow",
+        json.dumps({"topic": "gateway"}),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await within(proc.communicate(), 90, "Strands' client")
+    assert proc.returncode == 0, err.decode()[-3000:]
+    (line,) = out.decode().splitlines()
+    assert json.loads(line)["text"].strip() == "workflow strands_flow completed"
+    assert len(fake_llm.requests) == 1  # the workflow's Strands node ran once
