@@ -9,7 +9,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,13 +27,14 @@ from tests.support.waiting import within
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = REPO / "tests" / "interop"
-STRANDS = "strands-agents[a2a,openai]==1.62.0"
+pytestmark = pytest.mark.timeout(1500)  # a first install of the Strands virtualenv (see strands_python)
 
 
 @pytest.fixture(scope="session")
 def strands_python() -> Iterator[str]:
     """The Python of a virtualenv holding Strands: ``A2AMESH_STRANDS_PYTHON``, else ``.venv-strands`` in the
-    repository (made here with pip when missing: Strands needs a2a-sdk<0.4, which ours cannot share)."""
+    repository (``.ci/install-strands``, which CI runs; run here when missing: Strands needs a2a-sdk<0.4, which ours
+    cannot share). A first install takes minutes: the tests that use it have a longer timeout."""
     given = os.environ.get("A2AMESH_STRANDS_PYTHON")
     if given:
         yield given
@@ -42,8 +42,7 @@ def strands_python() -> Iterator[str]:
     venv = REPO / ".venv-strands"
     python = venv / "bin" / "python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", STRANDS], check=True, timeout=1200)
+        subprocess.run(["sh", str(REPO / ".ci" / "install-strands")], check=True, timeout=1200)
     yield str(python)
 
 
