@@ -17,7 +17,8 @@ from a2amesh.protocol import TaskState
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import TaskStore
-from tests.support.processes import ProcessFactory
+from tests.support.cli import run_cli
+from tests.support.processes import ProcessFactory, process_env
 from tests.support.stock_a2a import StockServer, stock_server
 from tests.support.waiting import eventually, within
 
@@ -66,3 +67,19 @@ async def test_remote_add_writes_only_usable_cards(
     assert await bad.wait(30) == 1
     assert f"remote agent {stock.url}/nothing/here.json: the card request to" in bad.output()
     assert sorted(p.name for p in agents.iterdir()) == ["Stock-Agent.yaml"]
+
+
+async def test_agents_lists_the_remote_with_its_url(
+    processes: ProcessFactory, stock_server: Any, client: Client, settings: Settings, tmp_path: Path
+) -> None:
+    """``a2amesh agents`` shows a remote agent's type as remote, with its URL."""
+    stock: StockServer = await stock_server()
+    declared = tmp_path / "stock.yaml"
+    declared.write_text(yaml.safe_dump({"remote": {"url": stock.url, "name": "stock"}}))
+    await processes.start("remote", "serve", str(declared))
+    await client.registry.wait_for("stock", 20)
+    code, out, err = await run_cli("agents", env=process_env(settings))
+    assert code == 0, err
+    (row,) = [line for line in out.splitlines() if line.startswith("stock ")]
+    assert row.split()[1] == "remote"
+    assert stock.url in row
