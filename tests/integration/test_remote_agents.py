@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +26,7 @@ from a2amesh.errors import RemoteError
 from a2amesh.mcp_server.catalog import tools_of
 from a2amesh.mcp_server.settings import McpSettings
 from a2amesh.protocol import TaskState
+from a2amesh.provision import make_certificates
 from a2amesh.remote.cards import fetch_card
 from a2amesh.remote.http import make_http_client
 from a2amesh.remote.service import RemoteWorker
@@ -479,3 +481,27 @@ async def test_workflow_cancel_reaches_the_remote(
     canceled = await client.cancel_task("asking_flow", call.task_id)
     assert canceled.status.state == TaskState.CANCELED
     await eventually(lambda: stock.agent.cancels, timeout=15, what="the remote's CancelTask")
+
+
+async def test_tls_verified_by_default_and_a_private_ca(
+    stock_server: Any, remote: Any, client: Client, tmp_path: Path
+) -> None:
+    """An HTTPS remote whose certificate no trusted CA signed is refused (one clear error); with its CA named in
+    ``ca_file`` it is served."""
+    pems = make_certificates(["127.0.0.1"])
+    files = {}
+    for name in ("ca", "nats-server", "nats-server-key"):
+        files[name] = tmp_path / f"{name}.pem"
+        files[name].write_bytes(pems[name])
+    stock: StockServer = await stock_server(tls=(str(files["nats-server"]), str(files["nats-server-key"])))
+    assert stock.url.startswith("https://")
+    spec = parse_remote({"remote": {"url": stock.url, "retries": 0}}, "test")
+    http = make_http_client(spec, source="test")
+    try:
+        with pytest.raises(RemoteError, match="unreachable: .*CERTIFICATE_VERIFY_FAILED"):
+            await fetch_card(http, spec)
+    finally:
+        await http.aclose()
+    await remote(url=stock.url, name="secure", ca_file=str(files["ca"]))
+    task = await within(client.send("secure", {"tls": True}), 15, "the HTTPS remote's answer")
+    assert task.output() == {"echo": {"tls": True}, "n": 2}

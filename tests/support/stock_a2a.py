@@ -180,10 +180,13 @@ def _free_socket() -> socket.socket:
     return sock
 
 
-async def start_stock_server(*, legacy: bool = False, extra_routes: list[Route] | None = None) -> StockServer:
-    """Start a stock server on a free port; ``stop_stock_server`` stops it."""
+async def start_stock_server(
+    *, legacy: bool = False, extra_routes: list[Route] | None = None, tls: tuple[str, str] | None = None
+) -> StockServer:
+    """Start a stock server on a free port (HTTPS with ``tls``: certificate and key files); ``stop_stock_server``
+    stops it."""
     sock = _free_socket()
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{sock.getsockname()[1]}"
     agent = StockAgent()
     card = stock_card(base)
     handler = DefaultRequestHandler(agent_executor=agent, task_store=InMemoryTaskStore(), agent_card=card)
@@ -209,7 +212,8 @@ async def start_stock_server(*, legacy: bool = False, extra_routes: list[Route] 
             requests.append({k.decode(): v.decode() for k, v in scope["headers"]} | {":path": scope["path"]})
         await app(scope, receive, send)
 
-    config = uvicorn.Config(recording, log_level="warning", lifespan="off")
+    certificate, key = tls if tls else (None, None)
+    config = uvicorn.Config(recording, log_level="warning", lifespan="off", ssl_certfile=certificate, ssl_keyfile=key)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     for _ in range(200):

@@ -106,3 +106,12 @@ def test_up_starts_a_proxy_per_remote_replica(tmp_path: Path) -> None:
     mesh._agent_children()
     assert [c.label for c in mesh.children] == ["echo#1", "remote:wx#1", "remote:wx#2"]
     assert mesh.children[1].argv[-3:] == ["remote", "serve", str(tmp_path / "wx.yaml")]
+
+
+def test_tls_is_verified_unless_told_and_a_bad_ca_file_is_named(tmp_path: Path) -> None:
+    from a2amesh.remote.http import make_http_client
+
+    with pytest.raises(ConfigError, match=r"remote.ca_file: cannot load .*missing.pem"):
+        make_http_client(spec(ca_file=str(tmp_path / "missing.pem")), source="r.yaml")
+    assert spec().verify_tls is True
+    assert spec(verify_tls=False).verify_tls is False
