@@ -505,3 +505,23 @@ async def test_tls_verified_by_default_and_a_private_ca(
     await remote(url=stock.url, name="secure", ca_file=str(files["ca"]))
     task = await within(client.send("secure", {"tls": True}), 15, "the HTTPS remote's answer")
     assert task.output() == {"echo": {"tls": True}, "n": 2}
+
+
+async def test_a_task_that_cannot_reach_the_remote_refreshes_the_card(
+    stock_server: Any, remote: Any, client: Client
+) -> None:
+    """With a refresh interval far away, a task failing to reach the remote has the card fetched again soon (one
+    refresh for a burst of failures), so the card says the remote is unreachable."""
+    stock: StockServer = await stock_server()
+    await remote(url=stock.url, name="stock", refresh=3600, retries=0)
+    await client.registry.wait_for("stock", 5)
+    await stop_stock_server(stock)
+    failed = await within(client.send("stock", {"x": 1}), 15, "the failed task")
+    assert failed.status.state == TaskState.FAILED
+
+    def problem() -> str | None:
+        card = client.registry.get("stock")
+        return None if card is None else (card.extension("urn:a2amesh:ext:remote:v1") or {}).get("problem")
+
+    said = await eventually(problem, timeout=15, what="the card refreshed after the failure")
+    assert said.startswith("unreachable"), said
