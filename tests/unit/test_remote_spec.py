@@ -115,3 +115,16 @@ def test_tls_is_verified_unless_told_and_a_bad_ca_file_is_named(tmp_path: Path) 
         make_http_client(spec(ca_file=str(tmp_path / "missing.pem")), source="r.yaml")
     assert spec().verify_tls is True
     assert spec(verify_tls=False).verify_tls is False
+
+
+def test_deploy_counts_a_named_remote_as_an_agent(tmp_path: Path) -> None:
+    from a2amesh.agent.definition import load_agent_file
+    from a2amesh.cli.deploy import _agent_names
+    from a2amesh.errors import UsageError
+
+    (tmp_path / "echo.yaml").write_text(yaml.safe_dump({"name": "echo", "handler": "m:f"}))
+    (tmp_path / "wx.yaml").write_text(yaml.safe_dump({"remote": {"url": "http://h", "name": "wx"}}))
+    assert _agent_names(tmp_path, load_agent_file) == ["echo", "wx"]
+    (tmp_path / "anon.yaml").write_text(yaml.safe_dump({"remote": {"url": "http://h"}}))
+    with pytest.raises(UsageError, match="anon.yaml: give the remote agent a name:"):
+        _agent_names(tmp_path, load_agent_file)

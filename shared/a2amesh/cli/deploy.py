@@ -106,7 +106,18 @@ def _agent_names(folder: Path, load: Callable[[Path], Any]) -> list[str]:
     files = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
     if not files:
         raise UsageError(f"{folder}: no agent YAML files (*.yaml, *.yml)")
-    return [str(load(path).name) for path in files]
+    from a2amesh.remote.spec import is_remote_file, load_remote_file
+
+    names = []
+    for path in files:
+        if not is_remote_file(path):
+            names.append(str(load(path).name))
+            continue
+        remote = load_remote_file(path)  # its proxy is served like an agent of that name
+        if remote.name is None:
+            raise UsageError(f"{path}: give the remote agent a name: (its card's name is known only to its proxy)")
+        names.append(remote.name)
+    return names
 
 
 async def cmd_valkey_acl(args: argparse.Namespace) -> int:
