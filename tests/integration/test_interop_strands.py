@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
-import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,61 +20,26 @@ from a2amesh.remote.service import RemoteWorker
 from a2amesh.remote.spec import parse_remote
 from a2amesh.store.redis import Redis
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.interop import SCRIPTS, framework_python, serve_script
 from tests.support.waiting import within
 
-REPO = Path(__file__).resolve().parents[2]
-HERE = REPO / "tests" / "interop"
 pytestmark = pytest.mark.timeout(1500)  # a first install of the Strands virtualenv (see strands_python)
 
 
 @pytest.fixture(scope="session")
-def strands_python() -> Iterator[str]:
-    """The Python of a virtualenv holding Strands: ``A2AMESH_STRANDS_PYTHON``, else ``.venv-strands`` in the
-    repository (``.ci/install-strands``, which CI runs; run here when missing: Strands needs a2a-sdk<0.4, which ours
-    cannot share). A first install takes minutes: the tests that use it have a longer timeout."""
-    given = os.environ.get("A2AMESH_STRANDS_PYTHON")
-    if given:
-        yield given
-        return
-    venv = REPO / ".venv-strands"
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run(["sh", str(REPO / ".ci" / "install-strands")], check=True, timeout=1200)
-    yield str(python)
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def strands_python() -> str:
+    """The Python of the Strands virtualenv (``A2AMESH_STRANDS_PYTHON``, else ``.venv-strands``: Strands needs
+    a2a-sdk<0.4, which ours cannot share). A first install takes minutes: these tests have a longer timeout."""
+    return framework_python("A2AMESH_STRANDS_PYTHON", ".venv-strands", "install-strands")
 
 
 @pytest.fixture
 async def strands_server(strands_python: str, fake_llm: FakeOpenAIServer, tmp_path: Path) -> AsyncIterator[str]:
     """A Strands agent served by Strands' A2AServer on a free port; yields its URL."""
-    port = _port()
-    log = (tmp_path / "strands.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        strands_python, str(HERE / "strands_server.py"), str(port), fake_llm.base_url, stdout=log, stderr=log
-    )
-    try:
-        for _ in range(300):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            except OSError:
-                assert proc.returncode is None, (tmp_path / "strands.log").read_text()
-                await asyncio.sleep(0.1)
-        else:
-            raise AssertionError(
-                "the Strands server did not listen within 30 s:\n" + (tmp_path / "strands.log").read_text()
-            )
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 15)
-        log.close()
+    async with serve_script(
+        strands_python, "strands_server.py", fake_llm.base_url, log=tmp_path / "strands.log"
+    ) as url:
+        yield url
 
 
 @pytest.fixture
@@ -132,7 +94,7 @@ async def test_strands_client_calls_our_workflow(
     url = await gateway()
     proc = await asyncio.create_subprocess_exec(
         strands_python,
-        str(HERE / "strands_client.py"),
+        str(SCRIPTS / "strands_client.py"),
         f"{url}/agents/strands_flow",
         json.dumps({"topic": "gateway"}),
         stdout=asyncio.subprocess.PIPE,

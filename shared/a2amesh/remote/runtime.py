@@ -182,8 +182,8 @@ def _stopped_by_caller(ctx: TaskContext) -> bool:
 
 
 def _outgoing_parts(ctx: TaskContext) -> list[Part]:
-    """What the remote gets: the message's own parts (a workflow's control part left out, an ``artifact://``
-    input sent as its value), after the node's instruction when there is one."""
+    """What the remote gets: the message's own parts (a workflow's control part left out, a string data part as
+    text, an ``artifact://`` input sent as its value), after the node's instruction when there is one."""
     parts: list[Part] = []
     node = control_part(ctx.message, NODE_REQUEST) or {}
     instruction = node.get("instruction")
@@ -191,6 +191,9 @@ def _outgoing_parts(ctx: TaskContext) -> list[Part]:
         parts.append(Part.of_text(instruction))
     for p in ctx.message.parts:
         if isinstance(p.data, dict) and p.data.get("type") in CONTROL_PART_TYPES:
+            continue
+        if isinstance(p.data, str):
+            parts.append(Part.of_text(p.data))  # a text input (a template that rendered a string) goes as text
             continue
         if p.url is not None and p.url.startswith("artifact://"):
             value = ctx.input
