@@ -24,7 +24,7 @@ __all__ = ["EXTRA_VERBS", "build_parser", "main"]
 EXTRA_VERBS: list[Callable[[Any], None]] = []
 """Functions that add more verbs to the subparsers (called last by :func:`build_parser`)."""
 
-_CONFIGURES_LOGS = frozenset({"agent", "builtins", "up", "demo", "executor", "gateway", "mcp", "llm-host"})
+_CONFIGURES_LOGS = frozenset({"agent", "builtins", "up", "demo", "executor", "gateway", "mcp", "llm-host", "remote"})
 """Verbs that set up logging themselves (from Settings); the others log warnings only."""
 
 

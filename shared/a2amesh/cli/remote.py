@@ -14,7 +14,7 @@ import yaml
 
 from a2amesh import logs
 from a2amesh.cli.exits import EXIT_OK
-from a2amesh.cli.serve import serve_until_signal
+from a2amesh.cli.serve import METRICS_HELP, serve_metrics, serve_until_signal
 from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import UsageError
 
@@ -27,6 +27,7 @@ def add_remote_parser(sub: Any) -> None:
     actions = s.add_subparsers(dest="remote_verb", required=True, metavar="ACTION")
     r = actions.add_parser("serve", help="run the proxy of one remote agent (its remote: YAML file)")
     r.add_argument("file")
+    r.add_argument("--metrics-port", type=int, help=METRICS_HELP)
     r.set_defaults(func=cmd_remote_serve)
     r = actions.add_parser("add", help="check a remote agent's card and write its remote: file beside the agent cards")
     r.add_argument("url", help="the agent's card URL or base URL")
@@ -46,6 +47,7 @@ async def cmd_remote_serve(args: argparse.Namespace) -> int:
 
     settings = verb_settings(args)
     logs.configure(settings.log_level if not args.verbose else "DEBUG", settings.log_format)
+    serve_metrics(settings)
     spec = load_remote_file(args.file)
     service = remote_service(spec, settings, source=args.file)
     await serve_until_signal(service.run, service.shutdown)
@@ -58,6 +60,7 @@ async def cmd_remote_add(args: argparse.Namespace) -> int:
     from a2amesh.remote.http import make_http_client
     from a2amesh.remote.spec import parse_remote
 
+    logs.configure("WARNING", "console")
     if args.bearer_env and args.api_key_env:
         raise UsageError("give one of --bearer-env and --api-key-env")
     declared: dict[str, Any] = {"url": args.url}
