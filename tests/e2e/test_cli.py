@@ -68,12 +68,12 @@ async def test_call_agents_and_errors(settings: Settings, processes: ProcessFact
     code, out, err = await cli(settings, "call", "cli_echo", "--data", '{"sleep": 0}', "--json")
     assert code == 0, err
     task = json.loads(out)
-    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert task["artifacts"][0]["parts"][0]["data"]["n"] == 1
+    assert (task["agent"], task["status"], task["error"]) == ("cli_echo", "completed", None)
+    assert task["output"]["n"] == 1
 
     code, out, err = await cli(settings, "call", "cli_echo", "--data", '{"sleep": 0}')
     assert code == 0
-    assert "TASK_STATE_COMPLETED" in err
+    assert "← completed" in err
     assert json.loads(out)["n"] == 1
 
     code, _, err = await cli(settings, "call", "nobody", "hi")

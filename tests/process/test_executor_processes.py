@@ -377,7 +377,7 @@ output_mapping: {y: "{{second.output.y}}"}
     code, out, err = await cli(settings, "run", "cli_wf", "--input", '{"x": "bad"}', "--json")
     assert code == 1
     result = json.loads(out)
-    assert result["status"] == "TASK_STATE_FAILED"
+    assert result["status"] == "failed"
     assert "$.x" in result["error"]
 
     code, out, _ = await cli(settings, "runs", "--workflow", "cli_wf", "--json")

@@ -106,7 +106,7 @@ async def test_cancel_of_a_paused_run_after_restart_runs_on_cancel(
 
     code, out, err = await cli(settings, "cancel", run_id)
     assert code == 0, err
-    assert out.strip() == f"{run_id}: TASK_STATE_CANCELED"
+    assert out.strip() == f"{run_id}: cancelled"
     assert await redis.hgetall(tkey(settings, "runs")) == {"first": "1", "cleanup": "1"}
     code, out, _ = await cli(settings, "show", run_id, "--json")
     assert json.loads(out)["status"] == "cancelled"

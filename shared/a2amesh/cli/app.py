@@ -105,7 +105,9 @@ def _add_mesh_verbs(sub: Any) -> None:
     s.add_argument("--context", help="contextId (continue a conversation)")
     s.add_argument("--task", help="taskId (answer a task waiting for input)")
     s.add_argument("--timeout", type=float, default=None, help="seconds to wait for the final result")
-    s.add_argument("--json", action="store_true", help="print the final Task as one JSON object")
+    s.add_argument(
+        "--json", action="store_true", help="print the outcome as one JSON object (status, output, error, question)"
+    )
     s.set_defaults(func=mesh.cmd_call)
 
 
@@ -154,7 +156,9 @@ def _add_run_verbs(sub: Any) -> None:
 
     s = sub.add_parser("runs", help="list executions")
     s.add_argument("--workflow", help="only this workflow")
-    s.add_argument("--status", choices=["running", "paused", "completed", "failed", "cancelled", "canceled"])
+    s.add_argument(
+        "--status", help="running, paused, completed, failed or cancelled (canceled and TASK_STATE_* spellings too)"
+    )
     s.add_argument("--parent", help="only the sub-workflow executions of this execution")
     s.add_argument("--limit", type=int, default=50)
     s.add_argument("--cursor", help="continue a listing where the previous one stopped (printed on stderr)")

@@ -15,13 +15,14 @@ import sys
 from pathlib import Path
 
 from a2amesh import logs
-from a2amesh.cli.exits import EXIT_FAILED, EXIT_OK
+from a2amesh.cli.exits import EXIT_FAILED, EXIT_OK, exit_of_state
 from a2amesh.cli.gateway import gateway_settings
-from a2amesh.cli.output import print_table
+from a2amesh.cli.output import print_table, task_summary
 from a2amesh.cli.serve import serve_metrics, serve_until_signal
 from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import UsageError
-from a2amesh.protocol import StreamResponse, Task, TaskState
+from a2amesh.protocol import StreamResponse, Task
+from a2amesh.protocol.states import state_word
 
 __all__ = ["cmd_agent", "cmd_agents", "cmd_builtins", "cmd_call", "cmd_demo", "cmd_init", "cmd_up"]
 
@@ -124,26 +125,26 @@ async def cmd_call(args: argparse.Namespace) -> int:
         task = call.task
     assert task is not None
     if args.json:
-        print(json.dumps(task.to_json_dict(), indent=2))
+        print(json.dumps({"agent": args.agent, **task_summary(task)}, indent=2, default=str))
     else:
         _print_result(task)
-    return EXIT_OK if task.status.state in (TaskState.COMPLETED, TaskState.INPUT_REQUIRED) else EXIT_FAILED
+    return exit_of_state(task.status.state)
 
 
 def _print_event(ev: StreamResponse) -> None:
     if ev.task is not None:
-        print(f"→ task {ev.task.id} {ev.task.status.state.value}", file=sys.stderr)
+        print(f"→ task {ev.task.id} {state_word(ev.task.status.state)}", file=sys.stderr)
     elif ev.status_update is not None:
         st = ev.status_update.status
         text = " ".join(
             p.text if p.text is not None else json.dumps(p.data) for p in (st.message.parts if st.message else [])
         )
-        print(f"  {st.state.value} {text}".rstrip(), file=sys.stderr)
+        print(f"  {state_word(st.state)} {text}".rstrip(), file=sys.stderr)
 
 
 def _print_result(task: Task) -> None:
     out = task.output()
-    state = task.status.state.value
+    state = state_word(task.status.state)
     msg = task.status.message.text() if task.status.message else ""
     print(f"← {state}" + (f": {msg}" if msg else ""), file=sys.stderr)
     if out is not None:

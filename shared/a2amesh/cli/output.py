@@ -4,8 +4,47 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["duration", "print_table", "seconds_of_ms", "when"]
+from a2amesh.protocol.states import state_word
+from a2amesh.protocol.vocabulary import REVIEW_REQUEST
+
+if TYPE_CHECKING:
+    from a2amesh.protocol import Task
+
+__all__ = ["duration", "print_table", "review_request", "seconds_of_ms", "task_summary", "when"]
+
+
+def review_request(task: Task) -> dict[str, Any] | None:
+    """The ``review_request`` DataPart of a task paused for a human, or None."""
+    message = task.status.message
+    for part in message.parts if message is not None else []:
+        if isinstance(part.data, dict) and part.data.get("type") == REVIEW_REQUEST:
+            return dict(part.data)
+    return None
+
+
+def task_summary(task: Task) -> dict[str, Any]:
+    """A finished (or paused) task as the CLI's ``--json`` shows it: the state in people's words, never A2A's.
+
+    ``question`` is what a task that waits for input asks, ``review`` the review a paused workflow waits for.
+    """
+    state = state_word(task.status.state)
+    text = task.status.message.text() if task.status.message else ""
+    review = review_request(task)
+    out: dict[str, Any] = {
+        "task_id": task.id,
+        "context_id": task.context_id,
+        "status": state,
+        "output": task.output() if state == "completed" else None,
+        "error": text or None if state in ("failed", "cancelled") else None,
+    }
+    if state == "paused":
+        if review is not None:
+            out["review"] = review
+        else:
+            out["question"] = text
+    return out
 
 
 def print_table(rows: Sequence[tuple[str, ...]]) -> None:

@@ -15,12 +15,13 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from a2amesh.cli.exits import EXIT_FAILED, EXIT_OK
-from a2amesh.cli.output import duration, print_table, when
+from a2amesh.cli.exits import EXIT_OK, exit_of_state
+from a2amesh.cli.output import duration, print_table, task_summary, when
 from a2amesh.cli.settings import verb_settings
 from a2amesh.errors import RpcError, UsageError
-from a2amesh.protocol import Message, Task, TaskState, codes
-from a2amesh.protocol.vocabulary import REVIEW_REQUEST, WORKFLOW_EVENT_KEY
+from a2amesh.protocol import Message, codes
+from a2amesh.protocol.states import parse_state, rfc3339, state_word
+from a2amesh.protocol.vocabulary import WORKFLOW_EVENT_KEY
 
 if TYPE_CHECKING:
     from a2amesh.manage.runs import Runs
@@ -64,46 +65,32 @@ async def _run(args: argparse.Namespace, workflow: str, message: Message, *, ver
                 print(line, file=sys.stderr)
         task = call.task
     assert task is not None
-    state = task.status.state
+    summary = task_summary(task)
+    status = summary["status"]
     text = task.status.message.text() if task.status.message else ""
-    review = _review_request(task)
-    ok = state == TaskState.COMPLETED
+    review = summary.get("review")
     if args.json:
-        result = {
-            "execution_id": task.id,
-            "workflow": workflow,
-            "status": state.value,
-            "output": task.output(),
-            "error": None if ok or review is not None else text,
-        }
-        if review is not None:
-            result["review"] = review
+        result = {"execution_id": task.id, "workflow": workflow, **{k: v for k, v in summary.items() if k != "task_id"}}
         print(json.dumps(result, indent=2, default=str))
-    elif state == TaskState.INPUT_REQUIRED and review is not None:
+    elif status == "paused":
         elapsed = time.monotonic() - started
-        print(f"⏸ paused for a review at {review.get('path')} after {elapsed:.2f}s: {text}", file=sys.stderr)
-        print(json.dumps(review.get("data"), indent=2, default=str))
-        print(
-            f"resume with: a2amesh resume {task.id} --approve | --reject [--reason TEXT] | --edit JSON",
-            file=sys.stderr,
-        )
-        return EXIT_OK
+        where = f" for a review at {review.get('path')}" if review else ""
+        print(f"⏸ paused{where} after {elapsed:.2f}s: {text}", file=sys.stderr)
+        print(json.dumps(review.get("data") if review else summary.get("question"), indent=2, default=str))
+        print(f"resume with: {resume_command(task.id, review)}", file=sys.stderr)
     else:
         elapsed = time.monotonic() - started
-        print(f"← {state.value} in {elapsed:.2f}s" + ("" if ok else f": {text}"), file=sys.stderr)
-        if ok:
+        print(f"← {status} in {elapsed:.2f}s" + ("" if status == "completed" else f": {text}"), file=sys.stderr)
+        if status == "completed":
             output = task.output()
             print(output if isinstance(output, str) else json.dumps(output, indent=2, default=str))
-    return EXIT_OK if ok else EXIT_FAILED
+    return exit_of_state(status)
 
 
-def _review_request(task: Task) -> dict[str, Any] | None:
-    """The ``review_request`` DataPart of a task paused for a human, or None."""
-    message = task.status.message
-    for part in message.parts if message is not None else []:
-        if isinstance(part.data, dict) and part.data.get("type") == REVIEW_REQUEST:
-            return dict(part.data)
-    return None
+def resume_command(execution_id: str, review: dict[str, Any] | None) -> str:
+    """The exact command that answers the review ``execution_id`` waits for."""
+    edit = " | --edit JSON" if review is None or review.get("edit_schema") or review.get("data") is not None else ""
+    return f"a2amesh resume {execution_id} --approve | --reject [--reason TEXT]{edit}"
 
 
 def _progress_line(metadata: dict[str, Any], started: float) -> str | None:
@@ -126,7 +113,7 @@ def _progress_line(metadata: dict[str, Any], started: float) -> str | None:
     if kind == "node.skipped":
         return f"{t} ↷ {path} skipped ({event.get('reason', '')})"
     if kind == "node.canceled":
-        return f"{t} ■ {path} canceled ({event.get('reason', '')})"
+        return f"{t} ■ {path} cancelled ({event.get('reason', '')})"
     if kind == "node.retrying":
         return f"{t} ↻ {path} failed ({event.get('error', '')}); retrying in {event.get('delay_s', 0):g}s"
     if kind == "map.progress":
@@ -190,7 +177,7 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
     async with _runs(args) as runs:
         execution_id = await runs.executions.resolve(args.run)
         task = await runs.cancel_task(execution_id)
-    print(f"{execution_id}: {task.status.state.value}")
+    print(f"{execution_id}: {state_word(task.status.state)}")
     return EXIT_OK
 
 
@@ -205,7 +192,10 @@ async def cmd_runs(args: argparse.Namespace) -> int:
     from a2amesh.manage.executions import ExecutionQuery, Executions
     from a2amesh.store.session import open_store
 
-    status = {"canceled": "cancelled"}.get(args.status, args.status)
+    try:
+        status = None if args.status is None else parse_state(args.status)
+    except ValueError as e:
+        raise UsageError(f"--status: {e}") from e
     query = ExecutionQuery(
         workflow=args.workflow, status=status, parent=args.parent, limit=args.limit, cursor=args.cursor
     )
@@ -216,8 +206,8 @@ async def cmd_runs(args: argparse.Namespace) -> int:
             "execution_id": e.id,
             "workflow": e.workflow,
             "status": e.status,
-            "started": _seconds(e.started_at),
-            "finished": _seconds(e.finished_at),
+            "started_at": rfc3339(e.started_at),
+            "finished_at": rfc3339(e.finished_at),
             "error": e.error,
         }
         for e in page.items
@@ -226,14 +216,14 @@ async def cmd_runs(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
     else:
         table = [("RUN", "WORKFLOW", "STATUS", "STARTED", "DURATION", "ERROR")]
-        for row in rows:
+        for item, row in zip(page.items, rows, strict=True):
             table.append(
                 (
                     row["execution_id"],
                     row["workflow"],
                     row["status"],
-                    when(row["started"]),
-                    duration(row["started"], row["finished"]),
+                    when(_seconds(item.started_at)),
+                    duration(_seconds(item.started_at), _seconds(item.finished_at)),
                     (row["error"] or "")[:60],
                 )
             )
@@ -257,7 +247,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
     created, finished = _seconds(detail.started_at), _seconds(detail.finished_at)
     if args.json:
         shown = detail.model_dump(mode="json", exclude={"trail", "id"})
-        body = {"execution_id": execution_id, **shown, "started": created, "finished": finished}
+        body = {"execution_id": execution_id, **shown}
         body["nodes"] = [n.model_dump(mode="json") for n in nodes]
         print(json.dumps(body, indent=2, default=str))
         return EXIT_OK
@@ -287,4 +277,21 @@ async def cmd_show(args: argparse.Namespace) -> int:
     if detail.output is not None:
         print("\noutput")
         print(json.dumps(detail.output, indent=2, default=str))
-    return EXIT_OK if detail.status != "failed" else EXIT_FAILED
+    if detail.status == "paused":
+        _print_review(execution_id, detail.review)
+    return EXIT_OK
+
+
+def _print_review(execution_id: str, review: dict[str, Any] | None) -> None:
+    """What a paused run waits for, and the command that answers it."""
+    print("\npaused for a review" + (f" at {review.get('path')}" if review and review.get("path") else ""))
+    if review:
+        if review.get("prompt"):
+            print(f"question  {review['prompt']}")
+        if review.get("data") is not None:
+            print("data")
+            print(json.dumps(review["data"], indent=2, default=str))
+        if review.get("edit_schema"):
+            print("edit schema")
+            print(json.dumps(review["edit_schema"], indent=2, default=str))
+    print(f"answer    {resume_command(execution_id, review)}")

@@ -371,6 +371,7 @@ def _final_fields(state: RunState) -> dict[str, Any]:
         "error": state.error or "",
         "output": json.dumps(state.output, default=str),
         "finished": int((state.finished_at or time.time()) * 1000),
+        "created": int(state.started_at * 1000),  # both ends on the engine's clock: never a negative duration
     }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from a2amesh.bus.nats import Bus, StoredMsg
 from a2amesh.bus.subjects import Subjects
 from a2amesh.manage.failures import InvalidRequest
+from a2amesh.protocol.states import state_word
 
 __all__ = ["EventQuery", "MeshEvent", "follow_events", "last_event_id", "parse_types"]
 
@@ -125,4 +126,6 @@ def _event(msg: StoredMsg, subjects: Subjects, query: EventQuery) -> MeshEvent |
         return None
     if not isinstance(data, dict) or (query.execution and data.get("execution_id") != query.execution):
         return None
+    if isinstance(data.get("status"), str):
+        data["status"] = state_word(data["status"])
     return MeshEvent(msg.seq, kind, data)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from a2amesh.manage.failures import InvalidRequest, NotFound
+from a2amesh.protocol.states import STATES, Instant, State, parse_state, rfc3339, state_word
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.listing import ExecutionListing, IndexName, Position
 from a2amesh.tracing import trace_id_of
@@ -36,12 +37,11 @@ __all__ = [
     "encode_cursor",
 ]
 
-Status = Literal["running", "paused", "completed", "failed", "cancelled"]
-STATUSES: tuple[str, ...] = ("running", "paused", "completed", "failed", "cancelled")
-"""Execution statuses as the API spells them (the store writes ``canceled``)."""
+Status = State
+STATUSES: tuple[str, ...] = STATES
+"""Execution statuses as the API spells them (:mod:`a2amesh.protocol.states`; the store writes ``canceled``)."""
 
 _STORED = {"cancelled": "canceled"}
-_SHOWN = {"canceled": "cancelled"}
 
 MAX_LIMIT = 500
 """The largest page a caller may ask for."""
@@ -67,8 +67,8 @@ class Execution(BaseModel):
     input: Any = Field(None, description="The execution's input.")
     output: Any = Field(None, description="Its output, once completed.")
     error: str | None = Field(None, description="Why it failed or was cancelled.")
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    started_at: Instant | None = None
+    finished_at: Instant | None = None
     usage: dict[str, Any] | None = Field(None, description="Token usage rolled up from every node and sub-workflow.")
     parent_id: str | None = Field(None, description="The execution whose workflow node started this one.")
 
@@ -92,8 +92,8 @@ class NodeAttempt(BaseModel):
 
     attempt: int
     status: str
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    started_at: Instant | None = None
+    finished_at: Instant | None = None
     error: str | None = None
 
 
@@ -113,8 +113,8 @@ class NodeRun(BaseModel):
     attempts: list[NodeAttempt] = Field(default_factory=list)
     task_id: str | None = Field(None, description="The callee's task id (current attempt).")
     sub_execution_id: str | None = Field(None, description="The execution of a called workflow.")
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    started_at: Instant | None = None
+    finished_at: Instant | None = None
     duration_ms: int | None = None
     usage: dict[str, Any] | None = None
 
@@ -204,8 +204,23 @@ def _instant_s(value: Any) -> datetime | None:
 
 def shown_status(stored: str) -> Status:
     """The API's spelling of a stored execution status."""
-    shown = _SHOWN.get(stored, stored)
+    shown = state_word(stored)
     return shown if shown in STATUSES else "running"  # type: ignore[return-value]
+
+
+def shown_event(event: dict[str, Any]) -> dict[str, Any]:
+    """A trail entry as the API shows it: ``at`` in RFC 3339, the status in :data:`STATUSES`' words, and an
+    execution event's nested ``data.data`` lifted into ``data``."""
+    out = dict(event)
+    data = out.get("data")
+    if isinstance(data, dict) and isinstance(data.get("data"), dict):
+        out["data"] = {**{k: v for k, v in data.items() if k != "data"}, **data["data"]}
+    if isinstance(out.get("status"), str):
+        out["status"] = state_word(out["status"])
+    at = out.get("at")
+    if isinstance(at, int | float):
+        out["at"] = rfc3339(at)
+    return out
 
 
 def stored_status(shown: str) -> str:
@@ -283,7 +298,7 @@ def node_run(record: dict[str, Any], trail: list[dict[str, Any]], children: set[
         path=path,
         node_id=str(record.get("node_id") or path),
         type=str(record.get("type", "")),
-        status=str(record.get("status", "")),
+        status=state_word(str(record.get("status", ""))),
         agent=record.get("agent") or None,
         input=record.get("input"),
         output=record.get("output"),
@@ -335,9 +350,11 @@ class Executions:
         Raises:
             InvalidRequest: a cursor this API did not issue, an unknown status, a limit out of range.
         """
-        if query.status is not None and query.status not in STATUSES:
-            message = f"{query.status!r} is not one of {', '.join(STATUSES)}"
-            raise InvalidRequest(f"status: {message}", [{"path": "query.status", "message": message}])
+        if query.status is not None:
+            try:
+                query = replace(query, status=parse_state(query.status))
+            except ValueError as e:
+                raise InvalidRequest(f"status: {e}", [{"path": "query.status", "message": str(e)}]) from e
         if not 1 <= query.limit <= MAX_LIMIT:
             message = f"must be between 1 and {MAX_LIMIT}"
             raise InvalidRequest(f"limit: {message}", [{"path": "query.limit", "message": message}])
@@ -414,7 +431,7 @@ class Executions:
             cancel_requested=record.get("cancel") == "1",
             review=review if isinstance(review, dict) else None,
             children=children,
-            trail=trail,
+            trail=[shown_event(e) for e in trail],
             trace_id=_trace_id(record.get("reply")),
         )
 

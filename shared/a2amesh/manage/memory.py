@@ -15,6 +15,7 @@ from a2amesh.builtins.memory import publish_memory_event
 from a2amesh.client import Client, make_message
 from a2amesh.manage.failures import InvalidRequest, NotFound, RunsError
 from a2amesh.protocol import TaskState
+from a2amesh.protocol.states import Instant
 from a2amesh.store.memory import MemoryEntry, MemoryStore
 from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS
 
@@ -33,8 +34,8 @@ class MemoryItem(BaseModel):
     key: str | None = Field(None, description="Its key in the scope (a write with the same key replaces it).")
     content: str
     metadata: dict[str, Any] = Field(default_factory=dict)
-    created_at: float = Field(description="Unix time, seconds.")
-    updated_at: float = Field(description="Unix time, seconds.")
+    created_at: Instant
+    updated_at: Instant
 
     @classmethod
     def of(cls, entry: MemoryEntry) -> MemoryItem:

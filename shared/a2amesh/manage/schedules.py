@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from a2amesh.manage.failures import ActionConflict, NotFound
+from a2amesh.protocol.states import Instant
 from a2amesh.registry import Registry
 from a2amesh.schedules import ScheduleState
 from a2amesh.store.schedules import ScheduleStore, split_schedule_id
@@ -32,10 +33,8 @@ class Schedule(BaseModel):
     timezone: str
     paused: bool
     running: bool = Field(description="A run it fired is in flight (continuous mode waits for it).")
-    last_fire: datetime | None = Field(None, description="The last fire that made a run (in the schedule's zone).")
-    next_fire: datetime | None = Field(
-        None, description="The next fire (in the schedule's zone); null while paused or a run is in flight."
-    )
+    last_fire: Instant | None = Field(None, description="The last fire that made a run (UTC).")
+    next_fire: Instant | None = Field(None, description="The next fire (UTC); null while paused or a run is in flight.")
 
 
 class SchedulePage(BaseModel):
@@ -57,8 +56,8 @@ def schedule_of(schedule: str, state: ScheduleState) -> Schedule:
         timezone=state.timezone,
         paused=state.paused,
         running=state.running,
-        last_fire=state.last_fire.astimezone(state.tz) if state.last_fire else None,
-        next_fire=state.next_fire.astimezone(state.tz) if state.next_fire else None,
+        last_fire=state.last_fire,
+        next_fire=state.next_fire,
     )
 
 

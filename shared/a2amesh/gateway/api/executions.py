@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from a2amesh.bus import headers as h
 from a2amesh.errors import RpcError, StoreUnavailable, TransportError
@@ -24,6 +24,7 @@ from a2amesh.manage.executions import MAX_LIMIT, ExecutionDetail, ExecutionPage,
 from a2amesh.manage.failures import RunsError
 from a2amesh.manage.runs import ExecuteRequest, ResumeRequest, RetryRequest, Runs, Started
 from a2amesh.protocol import codes
+from a2amesh.protocol.states import parse_state
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 
@@ -39,11 +40,17 @@ Reviewer = Annotated[Caller, Depends(require("review"))]
 Admin = Annotated[Caller, Depends(require("admin"))]
 
 NAME = r"^[A-Za-z0-9_-]+$"
-ExecutionId = Annotated[str, Path(min_length=1, max_length=200, description="The execution id.")]
+ExecutionId = Annotated[
+    str, Path(min_length=1, max_length=200, description="The execution id, or a prefix of it that names one.")
+]
 WorkflowId = Annotated[str, Path(min_length=1, max_length=200, pattern=NAME, description="The workflow's id.")]
 Wait = Annotated[
     bool, Query(description="Answer once the execution finished or paused (200), not once it started (202).")
 ]
+
+
+def _status_word(text: str | None) -> str | None:
+    return None if text is None else parse_state(text)
 
 
 class Accepted(BaseModel):
@@ -145,7 +152,13 @@ async def list_executions(
     who: Reader,
     workflow: Annotated[str | None, Query(max_length=200, pattern=NAME, description="Only this workflow's.")] = None,
     status: Annotated[
-        Literal["running", "paused", "completed", "failed", "cancelled"] | None, Query(description="Only this status.")
+        str | None,
+        AfterValidator(_status_word),
+        Query(
+            max_length=40,
+            description="Only this status: running, paused, completed, failed or cancelled (also spelled "
+            "canceled, or as an A2A state such as TASK_STATE_CANCELED).",
+        ),
     ] = None,
     since: Annotated[datetime | None, Query(description="Only those started at or after this instant.")] = None,
     until: Annotated[datetime | None, Query(description="Only those started at or before this instant.")] = None,
@@ -173,7 +186,8 @@ async def list_executions(
 )
 async def get_execution(request: Request, who: Reader, execution_id: ExecutionId) -> ExecutionDetail:
     """Status, input, output, error, timings, usage, definition, parent and children, and the event trail."""
-    return await _call(runs_of(mesh_of(request)).executions.get(execution_id))
+    executions = runs_of(mesh_of(request)).executions
+    return await _call(executions.get(await _call(executions.resolve(execution_id))))
 
 
 @router.get(
@@ -184,12 +198,15 @@ async def get_execution(request: Request, who: Reader, execution_id: ExecutionId
 )
 async def get_nodes(request: Request, who: Reader, execution_id: ExecutionId) -> NodePage:
     """Per node instance: status, input, output, error, attempts, callee task, sub-execution, times, usage."""
-    return await _call(runs_of(mesh_of(request)).executions.nodes(execution_id))
+    executions = runs_of(mesh_of(request)).executions
+    return await _call(executions.nodes(await _call(executions.resolve(execution_id))))
 
 
-async def _workflow_of(runs: Runs, execution_id: str) -> str:
+async def _resolved(runs: Runs, given: str) -> tuple[str, str]:
+    """The full execution id a path's id (or unique prefix of one, as the CLI takes) names, and its workflow."""
+    execution_id = await _call(runs.executions.resolve(given))
     record = await _call(runs.executions.record(execution_id))
-    return record.get("workflow", "")
+    return execution_id, record.get("workflow", "")
 
 
 @router.post(
@@ -201,7 +218,8 @@ async def _workflow_of(runs: Runs, execution_id: str) -> str:
 async def cancel(request: Request, who: Runner, execution_id: ExecutionId) -> ExecutionDetail:
     """CancelTask on the execution's task: every callee it has running is cancelled too, then ``on_cancel`` runs."""
     runs = runs_of(mesh_of(request))
-    _allowed(who, await _workflow_of(runs, execution_id))
+    execution_id, workflow = await _resolved(runs, execution_id)
+    _allowed(who, workflow)
     return await _call(runs.cancel(execution_id, headers=_headers(who, request)))
 
 
@@ -221,7 +239,8 @@ async def resume(
 ) -> JSONResponse:
     """Approve, edit (validated against the review's edit_schema: 422 and it stays paused) or reject."""
     runs = runs_of(mesh_of(request))
-    _allowed(who, await _workflow_of(runs, execution_id))
+    execution_id, workflow = await _resolved(runs, execution_id)
+    _allowed(who, workflow)
     return _answer(await _call(runs.resume(execution_id, body, wait=wait, headers=_headers(who, request))))
 
 
@@ -241,6 +260,7 @@ async def retry(
 ) -> JSONResponse:
     """A new execution with the same input that reuses the outputs of the nodes before ``from_node``."""
     runs = runs_of(mesh_of(request))
-    _allowed(who, await _workflow_of(runs, execution_id))
+    execution_id, workflow = await _resolved(runs, execution_id)
+    _allowed(who, workflow)
     started = await _call(runs.retry(execution_id, body or RetryRequest(), wait=wait, headers=_headers(who, request)))
     return _answer(started)

@@ -144,9 +144,9 @@ def definition_shape(data: Mapping[str, Any], name: str | None = None) -> Shape:
 _RANK = {
     "failed": 7,
     "running": 6,
-    "waiting_input": 5,
+    "paused": 5,
     "waiting": 4,
-    "canceled": 3,
+    "cancelled": 3,
     "completed": 2,
     "skipped": 1,
     "pending": 0,
@@ -187,7 +187,7 @@ def graph_view(shape: Shape, states: Mapping[str, tuple[str, int, int]] | None, 
     live = states is not None
     states = states or {}
     # the second line reads "{state} · {detail}": room for the longest state word
-    widths = {n: node_width(max(n, "waiting_input · " + shape.details.get(n, ""), key=len)) for n in shape.nodes}
+    widths = {n: node_width(max(n, "cancelled · " + shape.details.get(n, ""), key=len)) for n in shape.nodes}
     drawn: Layout = layout(shape.nodes, shape.edges, widths)
     nodes: list[GraphNode] = []
     for node_id in shape.nodes:
