@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from a2amesh.client import Call, Client, make_message
+from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import RpcError, TaskNotCancelable, TaskNotFound, TransportError
 from a2amesh.manage.executions import ExecutionDetail, Executions
 from a2amesh.manage.failures import ActionConflict, InvalidRequest, NotFound
-from a2amesh.protocol import Message, Part, Task, codes
+from a2amesh.protocol import AgentCard, Message, Part, Task, codes
+from a2amesh.protocol.states import state_word
 from a2amesh.protocol.vocabulary import BRANCH_KEY, RETRY_REQUEST
 
 __all__ = ["ExecuteRequest", "Started", "ResumeRequest", "RetryRequest", "Runs"]
@@ -29,9 +31,13 @@ Decision = Literal["approve", "edit", "reject"]
 
 
 class ExecuteRequest(BaseModel):
-    """The body of an execute request."""
+    """The body of an execute request: ``{"input": …}`` (an unknown field, or an input not wrapped, is refused)."""
 
-    input: Any = Field(None, description="The workflow's input (JSON).")
+    model_config = ConfigDict(extra="forbid")
+
+    input: Any = Field(
+        description="The workflow's input (JSON), checked against its input_schema before anything runs."
+    )
     branch: str | None = Field(
         None, description="A branch of a graph workflow to run on its own (seed 003); null: the whole workflow."
     )
@@ -39,6 +45,8 @@ class ExecuteRequest(BaseModel):
 
 class ResumeRequest(BaseModel):
     """A reviewer's answer to a paused execution."""
+
+    model_config = ConfigDict(extra="forbid")
 
     decision: Decision
     data: Any = Field(None, description="With ``edit``: the edited data, validated against the review's edit_schema.")
@@ -50,6 +58,8 @@ class ResumeRequest(BaseModel):
 
 class RetryRequest(BaseModel):
     """A retry of a finished execution."""
+
+    model_config = ConfigDict(extra="forbid")
 
     from_node: str | None = Field(
         None, description="Run again from this node; the outputs of the nodes before it are reused."
@@ -82,7 +92,7 @@ class Runs:
         self.executions = executions
         self.call_timeout = call_timeout or client.settings.call_timeout
 
-    async def _workflow(self, workflow: str) -> None:
+    async def _workflow(self, workflow: str) -> AgentCard:
         card = self.client.registry.get(workflow)
         if card is None:
             try:
@@ -93,6 +103,7 @@ class Runs:
                 raise
         if card.agent_type != "workflow":
             raise NotFound("workflow", workflow)
+        return card
 
     async def _send(
         self, workflow: str, message: Message, *, wait: bool, field: str, headers: Mapping[str, str] | None
@@ -141,7 +152,9 @@ class Runs:
             NotFound: no live workflow of that name.
             InvalidRequest: the workflow refused the request.
         """
-        await self._workflow(workflow)
+        card = await self._workflow(workflow)
+        if request.branch is None:
+            _check_input(card, request.input)
         metadata = None if request.branch is None else {BRANCH_KEY: request.branch}
         message = make_message(data=request.input if request.input is not None else {}, metadata=metadata)
         field = "body" if request.branch is None else "body.branch"
@@ -262,5 +275,18 @@ class Runs:
         return await self._send(workflow, message, wait=wait, field="body.from_node", headers=headers)
 
 
+def _check_input(card: AgentCard, value: Any) -> None:
+    """Refuse an input the workflow's ``input_schema`` (from its card) refuses, before anything runs; the
+    executor would fail the execution with the same errors (:func:`~a2amesh.diagnostics.schema_errors`)."""
+    errors = schema_errors(card.input_schema, value if value is not None else {}, limit=20)
+    if errors:
+        entries = []
+        for error in errors:
+            where, _, message = error.partition(": ")
+            entries.append({"path": "body.input" + where.removeprefix("$"), "message": message})
+        listed = "; ".join(f"{e['path']}: {e['message']}" for e in entries[:5])
+        raise InvalidRequest(f"the input does not match workflow {card.name!r}'s input_schema: {listed}", entries)
+
+
 def _shown(status: str) -> str:
-    return {"canceled": "cancelled", "": "unknown"}.get(status, status)
+    return state_word(status) if status else "unknown"
