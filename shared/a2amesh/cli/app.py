@@ -207,14 +207,16 @@ def _add_run_verbs(sub: Any) -> None:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=rag.cmd_memory)
 
-    s = sub.add_parser("validate", help="check workflow definition files; print errors and warnings")
-    s.add_argument("files", nargs="+", metavar="FILE")
+    s = sub.add_parser(
+        "validate", help="check workflow definition files (a folder: its *.yaml, *.yml, *.json); errors and warnings"
+    )
+    s.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=workflows.cmd_validate)
 
     workflows.add_workflows_parser(sub)
 
-    s = sub.add_parser("graph", help="print a workflow definition as a Mermaid flowchart")
+    s = sub.add_parser("graph", help="print a workflow definition (DAG or graph format) as a Mermaid flowchart")
     s.add_argument("file")
     s.add_argument("--name", help="the workflow to draw when the file holds several")
     s.add_argument("--direction", default="TD", choices=["TD", "LR", "BT", "RL"])

@@ -78,12 +78,22 @@ async def _apply_folder(settings: Settings, folder: Path) -> None:
 
 
 async def cmd_validate(args: argparse.Namespace) -> int:
-    """``a2amesh validate FILE…``: check definition files; 1 when any has an error."""
-    from a2amesh.workflow.loader import check_file
+    """``a2amesh validate FILE|FOLDER…``: check definition files (a folder: its YAML and JSON files); 1 when any
+    has an error."""
+    from a2amesh.workflow.loader import check_file, definition_files
 
     results: list[dict[str, Any]] = []
     errors = 0
-    for file in args.files:
+    files: list[str] = []
+    for given in args.files:
+        try:
+            found_files = definition_files(given)
+        except ConfigError as e:
+            raise UsageError(str(e)) from e
+        if not found_files:
+            raise UsageError(f"{given}: no workflow definitions (*.yaml, *.yml, *.json) in this folder")
+        files.extend(str(f) for f in found_files)
+    for file in files:
         try:
             found = check_file(file)
         except ConfigError as e:
@@ -114,13 +124,13 @@ async def cmd_validate(args: argparse.Namespace) -> int:
 
 
 async def cmd_graph(args: argparse.Namespace) -> int:
-    """``a2amesh graph FILE``: print a DAG workflow as a Mermaid flowchart."""
-    from a2amesh.workflow.loader import LoadedWorkflow, load_file
+    """``a2amesh graph FILE``: print a workflow (DAG or graph format) as a Mermaid flowchart."""
+    from a2amesh.workflow.loader import load_file
     from a2amesh.workflow.mermaid import to_mermaid
 
-    loaded = [w for w in load_file(args.file, name=args.name) if isinstance(w, LoadedWorkflow)]
+    loaded = load_file(args.file, name=args.name)
     if not loaded:
-        raise UsageError(f"{args.file}: no DAG workflow to draw")
+        raise UsageError(f"{args.file}: no workflow to draw")
     if len(loaded) > 1:
         names = ", ".join(w.name for w in loaded)
         raise UsageError(f"{args.file} holds {len(loaded)} workflows ({names}); pick one with --name")

@@ -41,12 +41,14 @@ from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.graph.validation import check_graph, is_graph_document
 
 __all__ = [
+    "DEFINITION_SUFFIXES",
     "CheckedWorkflow",
     "LoadedGraph",
     "LoadedWorkflow",
     "check_file",
     "check_source",
     "declared_agents",
+    "definition_files",
     "load_data",
     "load_file",
     "load_workflow",
@@ -398,6 +400,24 @@ def check_source(
         report = ValidationReport(report.issues + file_warnings)
         checked.append(CheckedWorkflow(workflow_name, definition, report, path, export))
     return checked
+
+
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+"""The files of a folder of definitions (what the executor and ``workflows apply`` read)."""
+
+
+def definition_files(path: str | Path) -> list[Path]:
+    """``path`` itself, or the definition files directly in a folder, by name (a folder without any: none).
+
+    Raises:
+        ConfigError: ``path`` does not exist.
+    """
+    where = Path(path)
+    if where.is_dir():
+        return sorted(p for p in where.iterdir() if p.is_file() and p.suffix.lower() in DEFINITION_SUFFIXES)
+    if not where.exists():
+        raise ConfigError(str(where), "", "no such file or folder")
+    return [where]
 
 
 def check_file(
