@@ -74,25 +74,59 @@ class BufferedLogStream:
 
 
 def configure(level: str = "INFO", fmt: str = "auto") -> None:
-    """Configure structlog: JSON when not on a TTY (or ``fmt="json"``), coloured console otherwise."""
+    """Configure structlog: JSON when not on a TTY (or ``fmt="json"``), coloured console otherwise; the standard
+    library's loggers (the a2a-sdk's, uvicorn's, mcp's, httpx's) go through the same renderer and stream."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
-    processors: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        _add_timestamp,
-        _add_trace_ids,
-    ]
+    shared: list[Any] = [structlog.processors.add_log_level, _add_timestamp, _add_trace_ids]
+    renderer: Any
     if use_json:
-        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer(serializer=_json_line)]
+        renderer = [structlog.processors.format_exc_info, structlog.processors.JSONRenderer(serializer=_json_line)]
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+        renderer = [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
+    stream = BufferedLogStream(sys.stderr, LOG_FLUSH_INTERVAL)
     structlog.configure(
-        processors=processors,
+        processors=[structlog.contextvars.merge_contextvars, *shared, *renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping().get(level.upper(), 20)),
-        logger_factory=structlog.PrintLoggerFactory(file=BufferedLogStream(sys.stderr, LOG_FLUSH_INTERVAL)),  # type: ignore[arg-type]
+        logger_factory=structlog.PrintLoggerFactory(file=stream),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    _route_stdlib(stream, [structlog.stdlib.add_logger_name, *shared], renderer)
+
+
+class ClientInputFilter(logging.Filter):
+    """The a2a-sdk logs a client's malformed request at ERROR with the protobuf parser's traceback; it is the
+    client's mistake, answered with a precise JSON-RPC error: one WARNING line with the reason instead."""
+
+    MESSAGES = frozenset({"Failed to parse request params", "Failed to validate base JSON-RPC request"})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("a2a.") and record.msg in self.MESSAGES and record.exc_info:
+            error = record.exc_info[1]
+            reason = str(error).strip().splitlines()[0] if error is not None and str(error).strip() else ""
+            record.msg = f"{record.msg} (the client's request): {type(error).__name__}: {reason}"
+            record.args = None
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _route_stdlib(stream: BufferedLogStream, pre_chain: list[Any], renderer: list[Any]) -> None:
+    """Render every standard-library log record (WARNING and above) like our own lines, on ``stream``."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=pre_chain,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer],
+        )
+    )
+    handler.addFilter(ClientInputFilter())
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(logging.WARNING)
+    for name in ("a2a", "uvicorn", "uvicorn.error", "uvicorn.access", "mcp", "httpx"):
+        sdk = logging.getLogger(name)
+        sdk.handlers = []
+        sdk.propagate = True
 
 
 _second_text: list[Any] = [None, ""]  # the last whole second formatted, and its text
