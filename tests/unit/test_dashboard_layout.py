@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,7 +161,7 @@ def test_graph_workflow_shape_has_start_end_and_its_cycle() -> None:
         ("agent", "END"): "done",
     }
     view = graph_view(shape, {})
-    assert any(back for _, _, _, back, _, _ in view.edges)
+    assert any(back for _, _, _, back, _ in view.edges)
 
 
 @pytest.mark.parametrize(
@@ -180,9 +182,63 @@ def test_node_state_of_many_instances_shows_what_needs_attention(statuses: list[
 def test_graph_view_marks_nodes_without_a_record_as_not_run() -> None:
     """Nodes not started yet are drawn with the state ``not run``; the others with their record's state."""
     shape = definition_shape(yaml.safe_load(REFUND))
-    view = graph_view(shape, {"propose": ("completed", 1, 1), "review": ("waiting_input", 0, 1)})
+    view = graph_view(shape, {"propose": ("completed", 1, 1), "review": ("paused", 0, 1)})
     states = {n.id: n.state for n in view.nodes}
     assert states["propose"] == "completed"
-    assert states["review"] == "waiting_input"
+    assert states["review"] == "paused"
     assert states["done"] == "not run"
     assert all(n.width > 0 and n.x >= 0 for n in view.nodes)
+
+
+SHIPPED = sorted((Path(__file__).parents[2] / "workflows").glob("*.*"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_edge_labels_overlap_no_label_and_no_node_and_fit_the_picture(path: Path) -> None:
+    """Every shipped workflow: no two label boxes intersect, no label covers a node, all inside the picture."""
+    data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
+    view = graph_view(definition_shape(data), None)
+    labels = [label for _, label, _, _, _ in view.edges if label is not None]
+    for i, a in enumerate(labels):
+        for b in labels[i + 1 :]:
+            assert not a.hits((b.x, b.y, b.width, b.height)), (path.name, a, b)
+        for n in view.nodes:
+            assert not a.hits((n.x, n.y, n.width, n.height)), (path.name, a, n.id)
+        assert min(a.x, a.y) >= 0, (path.name, a)
+        assert a.x + a.width <= view.width, (path.name, a)
+        assert a.y + a.height <= view.height, (path.name, a)
+
+
+def test_a_switch_with_three_labelled_edges_keeps_its_labels_apart() -> None:
+    """The labels of a switch's three edges (each long) do not sit on top of each other."""
+    switch = {
+        "name": "sw",
+        "nodes": [
+            {"id": "pick", "type": "switch", "cases": [
+                {"condition": "{{workflow.input.kind}} == 'refund request of a customer'", "node": "a"},
+                {"condition": "{{workflow.input.kind}} == 'exchange request of a customer'", "node": "b"},
+            ], "default": "c"},
+            {"id": "a", "type": "agent", "agent_name": "x", "depends_on": ["pick"]},
+            {"id": "b", "type": "agent", "agent_name": "x", "depends_on": ["pick"]},
+            {"id": "c", "type": "agent", "agent_name": "x", "depends_on": ["pick"]},
+        ],
+    }  # fmt: skip
+    view = graph_view(definition_shape(switch), None)
+    labels = [label for _, label, _, _, _ in view.edges if label is not None]
+    assert len(labels) == 3
+    for i, a in enumerate(labels):
+        for b in labels[i + 1 :]:
+            assert not a.hits((b.x, b.y, b.width, b.height)), (a, b)
+
+
+def test_graph_nodes_show_their_names_and_edges_to_a_missing_node_dangle() -> None:
+    """2nChat: nodes named Router, RC2…; the undefined node-uuid-6 is drawn, marked, with its three edges."""
+    data = json.loads((Path(__file__).parents[2] / "workflows" / "2nchat.json").read_text())
+    view = graph_view(definition_shape(data), None)
+    names = {n.id: n.name for n in view.nodes}
+    assert names["node-uuid-1"] == "Router"
+    assert names["node-uuid-2"] == "RC2"
+    missing = [n for n in view.nodes if n.state == "missing"]
+    assert [n.id for n in missing] == ["node-uuid-6"]
+    dangling = [label.text for _, label, dashed, _, dangling in view.edges if dangling and label and dashed]
+    assert sorted(dangling) == ["externalSearchCaller", "external_research", "tool_executor"]

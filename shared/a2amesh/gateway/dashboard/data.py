@@ -494,7 +494,7 @@ async def list_workflows(mesh: ApiMesh) -> list[WorkflowView]:
             name=head.id,
             version=str(head.version),
             description=head.description or "",
-            digest=head.digest,
+            digest=live.digest if live else head.digest,  # what its executions record, when served
             replicas=live.replicas if live else 0,
             definition={},
             stored=True,
@@ -530,7 +530,7 @@ async def get_workflow(mesh: ApiMesh, name: str) -> WorkflowView:
         name=name,
         version=str(stored.head.version),
         description=stored.head.description or "",
-        digest=stored.head.digest,
+        digest=live.digest if live else stored.head.digest,  # what its executions record, when served
         replicas=live.replicas if live else 0,
         definition=document,
         input_schema=schema if isinstance(schema, dict) else None,

@@ -9,7 +9,7 @@ data and the node records, and gives what the template draws.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from a2amesh.gateway.dashboard.layout import Edge, Layout, layout, node_width
@@ -18,28 +18,35 @@ from a2amesh.workflow.dag.nodes import ConditionalNode, HumanReviewNode, LoopNod
 from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.loader import load_data
 
-__all__ = ["GraphNode", "GraphView", "Shape", "definition_shape", "graph_view", "node_states"]
+__all__ = ["EdgeLabel", "GraphNode", "GraphView", "Shape", "definition_shape", "graph_view", "node_states"]
 
 START = "START"
 END = "END"
+MISSING = "missing"
+"""The kind of a node an edge names that the definition does not have."""
 _LABEL = 40
+LABEL_CHAR = 7.0
+"""Width of a character of an edge label (11 px): generous, so a box never comes out narrower than the text."""
 
 
 @dataclass(frozen=True)
 class Shape:
-    """A definition as a graph: node ids in order, their kind and detail line, and the edges."""
+    """A definition as a graph: node ids in order, their kind, detail line and name, and the edges."""
 
     nodes: list[str]
     kinds: dict[str, str]
     details: dict[str, str]
     edges: list[Edge]
+    names: dict[str, str] = field(default_factory=dict)
+    """What a node is called where that is not its id (a graph node's ``nodeName``)."""
 
 
 @dataclass(frozen=True)
 class GraphNode:
-    """A drawn node: where, its id, kind and detail, and its live state (``not run`` before it starts)."""
+    """A drawn node: where, its id, name, kind and detail, and its live state (``not run`` before it starts)."""
 
     id: str
+    name: str
     x: float
     y: float
     width: float
@@ -52,14 +59,31 @@ class GraphNode:
 
 
 @dataclass(frozen=True)
+class EdgeLabel:
+    """Where an edge's label is drawn: its box (the text starts at ``x`` and its baseline is ``y + 11``)."""
+
+    text: str
+    x: float
+    y: float
+    width: float
+    height: float = 15.0
+
+    def hits(self, other: tuple[float, float, float, float]) -> bool:
+        """Whether this box overlaps ``(x, y, width, height)`` (with a pixel to spare)."""
+        x, y, w, h = other
+        across = self.x < x + w + 1 and x < self.x + self.width + 1
+        return across and self.y < y + h + 1 and y < self.y + self.height + 1
+
+
+@dataclass(frozen=True)
 class GraphView:
     """What the template draws: the size, the nodes and the edges (SVG path data)."""
 
     width: float
     height: float
     nodes: list[GraphNode]
-    edges: list[tuple[str, str, bool, bool, float, float]]
-    """(path data, label, dashed, back, label x, label y)"""
+    edges: list[tuple[str, EdgeLabel | None, bool, bool, bool]]
+    """(path data, label, dashed, back, dangling: to or from a node the definition does not have)"""
     live: bool = True
     """The nodes carry an execution's states (False: the definition alone)."""
 
@@ -109,23 +133,45 @@ def _dag_shape(d: WorkflowDefinition) -> Shape:
         depended = {dep for node_id in dag for dep in d.node(node_id).dependencies}
         edges.extend(Edge(n, END, dashed=True) for n in dag if n not in depended)
         edges.extend(Edge(END, target, name, dashed=True) for name, target in handlers)
-    return Shape(nodes, kinds, details, edges)
+    return _with_missing(Shape(nodes, kinds, details, edges))
 
 
 def _graph_shape(d: GraphDefinition) -> Shape:
     nodes = [START]
     kinds = {START: "start", END: "end"}
     details = {START: "start", END: "END"}
+    names: dict[str, str] = {}
     for node in d.nodes:
         nodes.append(node.id)
         kinds[node.id] = node.node_type.lower()
         details[node.id] = _short(f"agent → {node.agent}" if node.agent else node.node_type.lower().replace("_", " "))
+        if node.name and node.name != node.id:
+            names[node.id] = node.name
     nodes.append(END)
     edges = [Edge(START, d.entry)] if d.entry else []
     for e in d.edges:
         label = "always" if e.condition_type == "ALWAYS" else (e.condition_value or "")
         edges.append(Edge(e.source_node_id, e.target_node_id or END, _short(label)))
-    return Shape(nodes, kinds, details, edges)
+    return _with_missing(Shape(nodes, kinds, details, edges, names))
+
+
+def _with_missing(shape: Shape) -> Shape:
+    """``shape`` with a marked node for each id an edge names that the definition does not have, so such an
+    edge is drawn (dangling, dashed) instead of left out."""
+    known = set(shape.nodes)
+    missing = [n for e in shape.edges for n in (e.source, e.target) if n not in known]
+    if not missing:
+        return shape
+    nodes, kinds, details = list(shape.nodes), dict(shape.kinds), dict(shape.details)
+    for node_id in dict.fromkeys(missing):
+        nodes.append(node_id)
+        kinds[node_id] = MISSING
+        details[node_id] = "not defined"
+    edges = [
+        Edge(e.source, e.target, e.label, dashed=True) if e.source not in known or e.target not in known else e
+        for e in shape.edges
+    ]
+    return Shape(nodes, kinds, details, edges, shape.names)
 
 
 def definition_shape(data: Mapping[str, Any], name: str | None = None) -> Shape:
@@ -182,41 +228,72 @@ def graph_view(shape: Shape, states: Mapping[str, tuple[str, int, int]] | None, 
     """Lay out ``shape`` and colour it by ``states`` (a node with no record is ``not run``).
 
     ``states`` None: the definition alone, no execution. ``finished``: END of a completed graph workflow reads
-    ``completed``.
+    ``completed``. Edge labels are placed where they overlap no other label and no node; the picture is as
+    large as everything drawn (a loop's hook, a label past the last node).
     """
     live = states is not None
     states = states or {}
-    # the second line reads "{state} · {detail}": room for the longest state word
-    widths = {n: node_width(max(n, "cancelled · " + shape.details.get(n, ""), key=len)) for n in shape.nodes}
+    # the first line is the name; the second reads "{state} · {detail}": room for the longest state word
+    widths = {
+        n: node_width(max(shape.names.get(n, n), "cancelled · " + shape.details.get(n, ""), key=len))
+        for n in shape.nodes
+    }
     drawn: Layout = layout(shape.nodes, shape.edges, widths)
     nodes: list[GraphNode] = []
     for node_id in shape.nodes:
         box = drawn.boxes[node_id]
+        kind = shape.kinds.get(node_id, "")
         state, attempts, count = states.get(node_id, ("", 0, 0))
-        if not state:
-            kind = shape.kinds.get(node_id, "")
-            state = (
-                "completed"
-                if kind == "start" and states
-                else ("completed" if kind == "end" and finished else "not run")
-            )
+        if kind == MISSING:
+            state = MISSING
+        elif not state:
+            state = "completed" if (kind == "start" and states) or (kind == "end" and finished) else "not run"
+        name = shape.names.get(node_id, node_id)
         nodes.append(
             GraphNode(
-                node_id,
-                box.x,
-                box.y,
-                box.width,
-                box.height,
-                shape.kinds.get(node_id, ""),
-                shape.details.get(node_id, ""),
-                state,
-                attempts,
-                count,
+                node_id, name, box.x, box.y, box.width, box.height, kind, shape.details.get(node_id, ""), state,
+                attempts, count,
             )
-        )
-    edges = []
+        )  # fmt: skip
+    missing = {n for n in shape.nodes if shape.kinds.get(n) == MISSING}
+    taken: list[tuple[float, float, float, float]] = [(b.x, b.y, b.width, b.height) for b in drawn.boxes.values()]
+    edges: list[tuple[str, EdgeLabel | None, bool, bool, bool]] = []
     for route in drawn.routes:
-        pts = route.points
-        mid = pts[len(pts) // 2] if len(pts) > 2 else ((pts[0][0] + pts[-1][0]) / 2, (pts[0][1] + pts[-1][1]) / 2)
-        edges.append((_path(pts), route.edge.label, route.edge.dashed, route.back, mid[0], mid[1]))
-    return GraphView(drawn.width, drawn.height, nodes, edges, live)
+        label = _place_label(route.edge.label, route.points, taken) if route.edge.label else None
+        if label is not None:
+            taken.append((label.x, label.y, label.width, label.height))
+        dangling = route.edge.source in missing or route.edge.target in missing
+        edges.append((_path(route.points), label, route.edge.dashed, route.back, dangling))
+    right = max([drawn.width, *(x + w for x, _, w, _ in taken), *(x for r in drawn.routes for x, _ in r.points)])
+    bottom = max([drawn.height, *(y + h for _, y, _, h in taken), *(y for r in drawn.routes for _, y in r.points)])
+    return GraphView(right + 16, bottom + 16, nodes, edges, live)
+
+
+def _along(points: tuple[tuple[float, float], ...], fraction: float) -> tuple[float, float]:
+    """The point ``fraction`` of the way along a polyline."""
+    lengths = [((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5 for (x1, y1), (x2, y2) in zip(points, points[1:], strict=False)]
+    goal = sum(lengths) * fraction
+    for (x1, y1), (x2, y2), length in zip(points, points[1:], lengths, strict=False):
+        if goal <= length and length > 0:
+            t = goal / length
+            return x1 + (x2 - x1) * t, y1 + (y2 - y1) * t
+        goal -= length
+    return points[-1]
+
+
+def _place_label(
+    text: str, points: tuple[tuple[float, float], ...], taken: list[tuple[float, float, float, float]]
+) -> EdgeLabel:
+    """A box for an edge's label beside its line that overlaps nothing in ``taken``: the middle of the line
+    first, then other points along it, then further out to either side; failing all, below everything."""
+    width = len(text) * LABEL_CHAR + 6
+    for fraction in (0.5, 0.35, 0.65, 0.2, 0.8, 0.42, 0.58, 0.28, 0.72):
+        x, y = _along(points, fraction)
+        for dx in (4.0, -width - 4, 24.0, -width - 24, 48.0, -width - 48):
+            for dy in (-8.0, -22.0, 6.0):
+                label = EdgeLabel(text, x + dx, y + dy, width)
+                if label.x >= 0 and label.y >= 0 and not any(label.hits(box) for box in taken):
+                    return label
+    x, y = _along(points, 0.5)
+    lowest = max((by + bh for _, by, _, bh in taken), default=0.0)
+    return EdgeLabel(text, max(x, 0.0), lowest + 4, width)

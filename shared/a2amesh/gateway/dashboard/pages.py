@@ -364,7 +364,13 @@ class Dashboard:
         path = str(form.get("path") or "") or None
         reason = str(form.get("reason") or "").strip() or None
         await data.resume_execution(self.mesh, execution_id, decision=chosen, data=edited, reason=reason, path=path)
-        return self.done(request, f"{chosen} sent: execution {execution_id} resumes", f"/executions/{execution_id}")
+        said = {"approve": "Approved", "reject": "Rejected", "edit": "Edit sent"}[chosen]
+        done = self.done(request, f"{said}: execution {execution_id} resumes", f"/executions/{execution_id}")
+        if request.headers.get("hx-request"):
+            # the review's card leaves with the next live refresh: the confirmation goes where it stays
+            done.headers["HX-Retarget"] = "#notices"
+            done.headers["HX-Reswap"] = "afterbegin"
+        return done
 
     # --- live updates ------------------------------------------------------------------------------------
 
