@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from a2amesh.agent.definition import AgentDefinition, load_agent_file
+from a2amesh.agent.definition import AgentDefinition, llm_settings_missing, load_agent_file
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.config import Settings
@@ -67,6 +67,8 @@ class Mesh:
     valkey: ValkeyServer | None = None
     definitions: list[tuple[Path, AgentDefinition]] = field(default_factory=list)
     remotes: list[tuple[Path, RemoteSpec]] = field(default_factory=list)
+    not_started: list[tuple[str, str]] = field(default_factory=list)
+    """LLM agents of ``agents_dir`` left out because no model is configured: (name, what to set)."""
     gateway: GatewaySettings | None = None
     gateway_url: str = ""
     llm_host: bool = False
@@ -162,8 +164,13 @@ class Mesh:
         for path in sorted(self.agents_dir.glob("*.yaml")) + sorted(self.agents_dir.glob("*.yml")):
             if is_remote_file(path):
                 self.remotes.append((path, load_remote_file(path)))
-            else:
-                self.definitions.append((path, load_agent_file(path)))
+                continue
+            definition = load_agent_file(path)
+            missing = llm_settings_missing(definition, self.settings)
+            if missing:  # an LLM agent without a model to call would exit at once: say what to set instead
+                self.not_started.append((definition.name, missing))
+                continue
+            self.definitions.append((path, definition))
 
     def _agent_children(self) -> None:
         """One child per agent replica, and per replica of a remote agent's proxy."""

@@ -174,6 +174,9 @@ def test_2nchat_visits_router_workers_and_both_tool_routes_then_ends() -> None:
     assert control["type"] == "graph_node_request"
     assert control["execute_tools"] is False
     assert control["allowed_next"] == ["RC2", "DM2", "2N", "tool_executor", "END", "externalSearchCaller"]
+    assert control["route_kinds"]["tool_executor"] == "TOOL_EXECUTOR"
+    assert control["route_kinds"]["END"] == "END"
+    assert control["route_kinds"]["externalSearchCaller"] == "AGENT"
     assert [t["name"] for t in control["tools"]] == ["end"]  # conversational: the end tool
 
 

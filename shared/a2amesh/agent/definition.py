@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from a2amesh.config import Settings
 from a2amesh.diagnostics import did_you_mean, field_path
 from a2amesh.errors import ConfigError
 from a2amesh.ids import NAME_RE
@@ -162,3 +163,17 @@ def load_agent_file(path: str | Path) -> AgentDefinition:
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         raise ConfigError(str(p), "", f"not valid YAML{where}: {getattr(e, 'problem', e)}") from e
     return parse_agent(data, str(p))
+
+
+def llm_settings_missing(definition: AgentDefinition, settings: Settings) -> str:
+    """What to set before an LLM agent can start (``""`` when nothing is missing, or it is no LLM agent): the
+    endpoint and the model come from its ``llm:`` block, else from ``OPENAI_BASE_URL`` / ``A2AMESH_LLM_MODEL``."""
+    spec = definition.llm
+    if spec is None:
+        return ""
+    missing = []
+    if not (spec.base_url or settings.llm_base_url):
+        missing.append("OPENAI_BASE_URL (an OpenAI-compatible endpoint, e.g. http://localhost:11434/v1)")
+    if not (spec.model or settings.llm_model):
+        missing.append("A2AMESH_LLM_MODEL (the model's name at that endpoint)")
+    return " and ".join(missing)

@@ -139,6 +139,12 @@ class LlmAgent:
 
         return await NodeHandler(self).run(ctx)
 
+    async def graph_node(self, ctx: TaskContext, request: dict[str, Any]) -> TaskOutcome:
+        """Answer as an AGENT node of a graph workflow, in one model call (:mod:`a2amesh.agent.graph_node`)."""
+        from a2amesh.agent.graph_node import graph_turn
+
+        return await graph_turn(self, ctx, request)
+
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop."""
         await self.model.aclose()

@@ -54,7 +54,7 @@ from a2amesh.errors import (
 )
 from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard, Part, TaskState, codes
-from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES, NODE_REQUEST, NODE_RESULT
+from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES, GRAPH_NODE_REQUEST, NODE_REQUEST, NODE_RESULT
 from a2amesh.store.artifacts import ARTIFACT_NAME_RE, ArtifactMeta, StoredArtifact
 from a2amesh.worker.decode import control_part
 from a2amesh.worker.results import RESULT_ARTIFACT, encoded_size, spill_large_file, url_part
@@ -174,7 +174,16 @@ class NodeHandler:
             await close()
 
     async def run(self, ctx: TaskContext) -> TaskOutcome:
-        """Do one task's work: a node call when the message holds ``workflow_node_request``, else a plain call."""
+        """Do one task's work: a node call when the message holds ``workflow_node_request``, else a plain call.
+        A graph workflow's ``graph_node_request`` goes to a runtime that answers those itself (an LLM agent)."""
+        graph_node = getattr(self.runtime, "graph_node", None)
+        graph = control_part(ctx.message, GRAPH_NODE_REQUEST) if graph_node is not None else None
+        if graph is not None:
+            assert graph_node is not None
+            answered: TaskOutcome = await graph_node(ctx, graph)
+            if ctx.usage:
+                answered.metadata = {**(answered.metadata or {}), codes.EXT_USAGE: ctx.usage.to_json()}
+            return answered
         raw = control_part(ctx.message, NODE_REQUEST)
         node: NodeRequest | None = None
         if raw is not None:

@@ -183,6 +183,10 @@ async def cmd_up(args: argparse.Namespace) -> int:
                 f"Valkey Cluster of {len(vc.nodes)} nodes (each primary has {vc.replicas} replica): {' '.join(vc.urls)}"
             )
             print("  other processes: REDIS_URL=<any node> A2AMESH_REDIS_CLUSTER=1")
+        if mesh.not_started:
+            names = ", ".join(name for name, _ in mesh.not_started)
+            wanted = dict.fromkeys(what for _, what in mesh.not_started)
+            print(f"not started (LLM agents, no model configured): {names}; set {' and '.join(wanted)}")
         if mesh.gateway_url:
             print(f"HTTP gateway: {mesh.gateway_url}/agents (A2A JSON-RPC, HTTP+JSON, SSE)")
             print(f"dashboard:    {mesh.gateway_url}/ (open it in a browser)")

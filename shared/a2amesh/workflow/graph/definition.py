@@ -221,9 +221,24 @@ class GraphDefinition(_GraphModel):
         return tuple(self._out.get(node_id, ()))
 
     def allowed_next(self, node_id: str) -> list[str]:
-        """The ``conditionValue`` of every CONDITIONAL edge leaving a node (what its agent may choose)."""
-        values = (e.condition_value for e in self.edges_from(node_id) if e.condition_type == "CONDITIONAL")
+        """The ``conditionValue`` of every CONDITIONAL edge leaving a node (what its agent may choose), but for
+        edges to a node the workflow does not have (taking one could only fail the run)."""
+        values = (
+            e.condition_value
+            for e in self.edges_from(node_id)
+            if e.condition_type == "CONDITIONAL" and (e.target_node_id is None or self.has_node(e.target_node_id))
+        )
         return list(dict.fromkeys(v for v in values if v is not None))
+
+    def route_kinds(self, node_id: str) -> dict[str, str]:
+        """What each of :meth:`allowed_next` leads to: a node type (``AGENT``, ``TOOL_EXECUTOR``,
+        ``HUMAN_HANDOFF``) or ``END``."""
+        kinds: dict[str, str] = {}
+        for value in self.allowed_next(node_id):
+            edge = self.conditional_edge(node_id, value)
+            target = None if edge is None else edge.target_node_id
+            kinds[value] = "END" if target is None else self.node(target).node_type
+        return kinds
 
     def conditional_edge(self, node_id: str, value: str) -> GraphEdge | None:
         """The CONDITIONAL edge leaving a node on a value, if any."""

@@ -265,6 +265,7 @@ class GraphStep:
             "node_id": node.id,
             "node_name": node.name,
             "allowed_next": list(self.graph.allowed_next(node.id)),
+            "route_kinds": dict(self.graph.route_kinds(node.id)),
             "tools": list(self.graph.tool_descriptors(node.id)),
             "execute_tools": False,
             "conversational": self.graph.is_conversational,

@@ -430,26 +430,12 @@ class _Checker:
         taken: dict[tuple[str, str], str] = {}
         always: dict[str, str] = {}
         dropped = self.reader.dropped
+        undefined: dict[str, list[str]] = {}  # a node id no node has → the edges that name it
         for edge in d.edges:
             where = f"edges[{edge.id}]"
-            if not d.has_node(edge.source_node_id) and edge.source_node_id not in dropped:
-                self.reader.warn(
-                    "",
-                    f"{where}.sourceNodeId",
-                    f"{edge.describe()}: source {edge.source_node_id!r} is not among the nodes; the edge is never "
-                    "taken",
-                )
-            if (
-                edge.target_node_id is not None
-                and not d.has_node(edge.target_node_id)
-                and edge.target_node_id not in dropped
-            ):
-                self.reader.warn(
-                    "",
-                    f"{where}.targetNodeId",
-                    f"{edge.describe()}: target {edge.target_node_id!r} is not among the nodes; taking the edge "
-                    "fails the run",
-                )
+            for end in (edge.source_node_id, edge.target_node_id):
+                if end is not None and not d.has_node(end) and end not in dropped:
+                    undefined.setdefault(end, []).append(edge.id)
             if edge.condition_type == "ALWAYS":
                 if edge.source_node_id in always:
                     self.reader.error(
@@ -467,6 +453,14 @@ class _Checker:
                         f"node {edge.source_node_id!r} already has an edge on {edge.condition_value!r} ({taken[key]})",
                     )
                 taken.setdefault(key, edge.id)
+        for node_id, edge_ids in undefined.items():
+            # one line per missing node, not per edge: agents are never offered a way to it (allowed_next)
+            self.reader.warn(
+                "",
+                f"edges[{edge_ids[0]}]",
+                f"node {node_id!r} is not among the nodes; edges {', '.join(edge_ids)} name it: agents are not "
+                "offered them, and taking one anyway (a tool of that edge's name, an ALWAYS edge) fails the run",
+            )
 
     def _entry(self) -> None:
         d = self.definition
