@@ -1,9 +1,9 @@
 """The ``a2amesh`` command line: parse, build Settings, call the client or a service, print.
 
-Exit codes: 0 ok, 1 the task or run failed, 2 a usage or input error (one line on stderr, no traceback
-unless ``--debug``). The verbs live in :mod:`~a2amesh.cli.mesh`, :mod:`~a2amesh.cli.runs`,
-:mod:`~a2amesh.cli.schedules` and :mod:`~a2amesh.cli.workflows`; every verb's parser is here, in the
-order ``--help`` lists them.
+Exit codes (:mod:`a2amesh.cli.exits`, docs/operations.md): 0 done (a run that paused too), 1 the task or run
+failed, 2 a usage or input error (one line on stderr, no traceback unless ``--debug``). The verbs live in
+:mod:`~a2amesh.cli.mesh`, :mod:`~a2amesh.cli.runs`, :mod:`~a2amesh.cli.chat`, :mod:`~a2amesh.cli.schedules` and
+:mod:`~a2amesh.cli.workflows`; every verb's parser is here, in the order ``--help`` lists them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from a2amesh import eventloop, logs, tracing
-from a2amesh.cli import deploy, gateway, mcp, mesh, rag, remote, runs, schedules, workflows
+from a2amesh.cli import chat, deploy, gateway, mcp, mesh, rag, remote, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
 from a2amesh.cli.serve import METRICS_HELP
 
@@ -109,6 +109,15 @@ def _add_mesh_verbs(sub: Any) -> None:
         "--json", action="store_true", help="print the outcome as one JSON object (status, output, error, question)"
     )
     s.set_defaults(func=mesh.cmd_call)
+
+    s = sub.add_parser(
+        "chat",
+        help="talk with a conversational workflow or an agent at the prompt (/new: a new conversation; Ctrl-D leaves)",
+    )
+    s.add_argument("target", metavar="WORKFLOW_OR_AGENT")
+    s.add_argument("--context", help="continue this conversation (contextId) instead of starting one")
+    s.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each answer")
+    s.set_defaults(func=chat.cmd_chat)
 
 
 def _add_run_verbs(sub: Any) -> None:
