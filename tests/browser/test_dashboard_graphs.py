@@ -23,7 +23,7 @@ BOXES = """() => [...document.querySelectorAll('svg .elabel')].map(g => {
 })"""
 
 
-def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
     return (
         a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"] and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]
     )

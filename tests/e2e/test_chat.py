@@ -45,7 +45,8 @@ class Up:
     """``a2amesh up`` over a folder of agents and one of workflows, as a user runs it in a fresh folder."""
 
     def __init__(self, tmp: Path, env: dict[str, str]) -> None:
-        self.tmp, self.env, self.lines = tmp, env, []
+        self.tmp, self.env = tmp, env
+        self.lines: list[str] = []
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> str:

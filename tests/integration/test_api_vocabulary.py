@@ -16,7 +16,7 @@ from tests.support.waiting import eventually
 
 def _api_paths() -> set[tuple[str, str]]:
     """Every (method, path template) of the management API, from its OpenAPI document."""
-    app = create_api(type("Mesh", (), {"http": type("Http", (), {"max_body_bytes": 1000})()})())  # type: ignore[arg-type]
+    app = create_api(type("Mesh", (), {"http": type("Http", (), {"max_body_bytes": 1000})()})())
     return {(m.upper(), p) for p, ops in app.openapi()["paths"].items() for m in ops}
 
 
