@@ -131,6 +131,10 @@ async def test_the_cli_hashes_passwords_from_the_environment(tmp_path: Path) -> 
         "order_validator",
         "pricing",
         "text_stats",
+        "agent-uuid-router",  # 2nChat's agents
+        "agent-uuid-rc2",
+        "agent-uuid-dm2",
+        "agent-uuid-2n",
     ):
         env[redis_password_variable(user)] = password(user)
     out = tmp_path / "users.acl"

@@ -132,7 +132,10 @@ async def test_the_cli_prints_what_it_did_and_no_secret(tmp_path: Path) -> None:
     code, out, err = await run_cli(*args)
     assert code == 0, err
     assert "created: nats-admin.password" in out
-    assert "users admin, executor, gateway, echo, job_status" in out
+    assert (
+        "users admin, executor, gateway, agent-uuid-2n, agent-uuid-dm2, agent-uuid-rc2, agent-uuid-router, echo, "
+        in out
+    )
     for path in folder.iterdir():
         if path.name.endswith((".password", ".key")):
             assert path.read_text().strip() not in out + err
