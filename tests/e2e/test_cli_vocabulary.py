@@ -160,6 +160,7 @@ async def test_every_verb_speaks_one_vocabulary_and_one_exit_table(settings: Set
     assert "← completed" in err
     assert "TASK_STATE" not in err
 
-    code, out, err = await cli(settings, "schedules", "--json")
-    assert code == 0, err
-    check_vocabulary(json.loads(out), "schedules --json")
+    for verb in (("schedules",), ("workflows", "list"), ("llm-agents", "list"), ("agents",)):
+        code, out, err = await cli(settings, *verb, "--json")
+        assert code == 0, (verb, err)
+        check_vocabulary(json.loads(out), " ".join(verb) + " --json")
