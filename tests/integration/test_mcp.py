@@ -311,13 +311,13 @@ async def test_run_tools_get_agent_and_cancel_run(url: str, sleeper: Sleeper, cl
         assert text_of(missing).startswith("no live agent or workflow named 'nobody'")
         running = await mcp.call_tool("get_run", {"run_id": run.task_id})
         assert running.structured_content is not None
-        assert running.structured_content["status"] == "working"
+        assert running.structured_content["status"] == "running"
         canceled = await within(mcp.call_tool("cancel_run", {"run_id": run.task_id}), 20, "cancel_run")
         assert canceled.structured_content is not None
         assert {k: canceled.structured_content[k] for k in ("run_id", "agent", "status")} == {
             "run_id": run.task_id,
             "agent": "slow_flow",
-            "status": "canceled",
+            "status": "cancelled",
         }
         await within(sleeper.cancelled.wait(), 20, "the sleeper to be cancelled")
         unknown = await mcp.call_tool("get_run", {"run_id": "no-such-run"})

@@ -123,7 +123,7 @@ async def test_list_runs_filters(url: str, client: Client) -> None:
         assert "status: 'sleeping' is not one of" in text_of(bad)
         canceled = await mcp.call_tool("cancel_run", {"run_id": slow_id})
         assert canceled.structured_content is not None
-        assert canceled.structured_content["status"] == "canceled"
+        assert canceled.structured_content["status"] == "cancelled"
 
 
 async def test_invalid_definition_and_unknown_ids_are_tool_errors(url: str) -> None:

@@ -24,6 +24,7 @@ from a2amesh.mcp_server.providers import ProvidedTool, ToolOutcome, ToolRequest
 from a2amesh.mcp_server.review import DECISIONS, review_request
 from a2amesh.mcp_server.settings import McpSettings
 from a2amesh.protocol import Task, TaskState
+from a2amesh.protocol.states import state_word
 from a2amesh.store.executions import ExecutionStore
 
 _RUN_ID = {"type": "string", "minLength": 1, "description": "The run's id (a tool result's a2amesh/run_id)."}
@@ -39,7 +40,7 @@ RUN_SCHEMA: dict[str, Any] = {
     "properties": {
         "run_id": {"type": "string"},
         "agent": {"type": "string"},
-        "status": {"type": "string", "description": "completed, failed, canceled, rejected, paused, working…"},
+        "status": {"type": "string", "description": "running, paused, completed, failed or cancelled"},
         "output": {"description": "The output, once completed."},
         "error": {"type": ["string", "null"]},
         "review": {"type": ["object", "null"], "description": "The review waited for, when paused for one."},
@@ -49,26 +50,12 @@ RUN_SCHEMA: dict[str, Any] = {
     "required": ["run_id", "agent", "status"],
 }
 
-_STATUS = {
-    TaskState.COMPLETED: "completed",
-    TaskState.FAILED: "failed",
-    TaskState.CANCELED: "canceled",
-    TaskState.REJECTED: "rejected",
-    TaskState.INPUT_REQUIRED: "paused",
-    TaskState.AUTH_REQUIRED: "auth_required",
-    TaskState.WORKING: "working",
-    TaskState.SUBMITTED: "submitted",
-}
-
-
-_SHOWN = {"running": "working", "cancelled": "canceled"}
-
 
 def summary(agent: str, task: Task) -> dict[str, Any]:
     """A run as ``get_run`` shows it."""
     state = task.status.state
     text = task.status.message.text() if task.status.message else ""
-    out: dict[str, Any] = {"run_id": task.id, "agent": agent, "status": _STATUS.get(state, state.value)}
+    out: dict[str, Any] = {"run_id": task.id, "agent": agent, "status": state_word(state)}
     if state == TaskState.COMPLETED:
         out["output"] = task.output()
     elif state in (TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED):
@@ -258,7 +245,7 @@ class RunTools:
             if detail is None:
                 return error_result(str(e))
             # the workflow's executor is gone: the record still tells how the run went
-            out = {"run_id": run_id, "agent": agent, "status": _SHOWN.get(detail.status, detail.status)}
+            out = {"run_id": run_id, "agent": agent, "status": detail.status}
         if detail is not None:
             if detail.status == "completed":
                 out.setdefault("output", detail.output)
@@ -289,7 +276,7 @@ class RunTools:
             agent = await self._agent_of(args, request)
             current = await self.client.get_task(agent, run_id, history_length=0, headers=request.headers)
             if current.status.state != TaskState.INPUT_REQUIRED:
-                status = _STATUS.get(current.status.state, current.status.state.value)
+                status = state_word(current.status.state)
                 return error_result(f"run {run_id} of {agent} is {status}, not paused")
             if decision is not None:
                 body = {k: args[k] for k in ("decision", "data", "reason", "path") if k in args}
