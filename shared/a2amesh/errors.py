@@ -114,6 +114,16 @@ class StateConflict(A2AMeshError):
     """A guarded write lost (lease epoch, version check): another writer owns the state."""
 
 
+class TaskFenced(StateConflict):
+    """This replica no longer holds the task: another replica claimed it since (this one's claim lapsed while
+    its process was paused or starved). Raised by ``ctx.fence()`` and by a fenced ``ctx.save_checkpoint``;
+    the worker stops, and nothing more of its run is stored or answered."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id} was taken over by another replica; this run's work stops here")
+
+
 class TransportError(A2AMeshError):
     """A call failed below A2A: the agent is unknown, the deadline passed, the payload is too big.
 

@@ -53,6 +53,16 @@ def task_id_for(agent: str, message_id: str) -> str:
     return uuid5_text(f"{agent}:{message_id}")
 
 
+def idempotency_key_for(namespace: str, agent: str, task_id: str, message_id: str, handler_try: int = 1) -> str:
+    """A handler invocation's idempotency key (``ctx.idempotency_key``, docs/agents.md): a UUID fixed by the
+    task and the message that started this turn of it, so every redelivery and every re-dispatch of the
+    same node attempt (same messageId) gets the same key; a new node attempt (a new messageId), another turn
+    of the task, or the node handler calling the handler again after ``RetryWithFeedback``
+    (``handler_try``) gets another."""
+    suffix = f"#{handler_try}" if handler_try > 1 else ""
+    return uuid5_text(f"idempotency:{namespace}/{agent}/{task_id}/{message_id}{suffix}")
+
+
 def node_message_id(execution_id: str, node_path: str, iteration: int, attempt: int) -> str:
     """The deterministic messageId of one attempt of one workflow node."""
     return uuid5_text(f"{execution_id}/{node_path}#{iteration}@{attempt}")

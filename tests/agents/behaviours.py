@@ -85,9 +85,28 @@ async def side_effect(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
 
     Each completion is pushed as ``pid:run`` with ``run`` unique to this call of the handler, so a push
     redis-py re-sent across a Valkey restart shows as a repeated value, not as a second completion.
+    The completion is an effect outside the mesh: the handler makes sure it still holds the task right
+    before it (``ctx.fence()``), so a replica paused past its claim and taken over does not complete it too.
     """
     r = _r()
     await r.hincrby(_key("started"), ctx.task_id, 1)
     await asyncio.sleep(float(input.get("seconds", 0.5)))
+    await ctx.fence()
     await r.rpush(_key("completed", ctx.task_id), f"{os.getpid()}:{uuid.uuid4().hex}")
     return {"task": ctx.task_id, "pid": os.getpid()}
+
+
+async def paid_effect(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Charge a payment on the test's HTTP service (A2AMESH_TEST_EFFECTS_URL) with this invocation's
+    idempotency key, then take ``seconds_after`` more: a replica paused then is past its outside effect."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        answer = await http.post(
+            os.environ["A2AMESH_TEST_EFFECTS_URL"],
+            json={"amount": input.get("amount", 1), "pid": os.getpid()},
+            headers={"Idempotency-Key": ctx.idempotency_key},
+        )
+        answer.raise_for_status()
+    await asyncio.sleep(float(input.get("seconds_after", 1.0)))
+    return {"payment": answer.json()["payment"], "pid": os.getpid()}

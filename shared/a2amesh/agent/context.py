@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from a2amesh.agent.usage import Usage
 from a2amesh.bus import headers as h
-from a2amesh.errors import ArtifactError
+from a2amesh.errors import ArtifactError, TaskFenced
+from a2amesh.ids import idempotency_key_for
 from a2amesh.jsontext import dumps_text, loads
 from a2amesh.protocol import Message, Part, TaskState
 from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from a2amesh.store.tasks import TaskStore
 
 Emitter = Callable[[list[Part], dict[str, Any] | None], Awaitable[None]]
+Fencer = Callable[[], Awaitable[bool]]
+"""Whether this replica's claim still holds the task (renewing it if so): ``ctx.fence()``'s check."""
 
 _UNSET: Any = object()
 
@@ -79,6 +82,12 @@ class TaskContext:
     usage: Usage = field(default_factory=Usage)
     feedback: str | None = None
     """Set by the node handler when a Python agent is called again after raising ``RetryWithFeedback``."""
+    namespace: str = ""
+    handler_try: int = 1
+    """Which call of the handler this is within the invocation (the node handler's ``RetryWithFeedback``)."""
+    fence_token: str = ""
+    """The fencing token of this replica's claim on the task: its checkpoints carry it."""
+    fencer: Fencer | None = None
     _input: Any = field(default=_UNSET, repr=False)
     _saved: dict[str, StoredArtifact] = field(default_factory=dict, repr=False)
     """The latest version of each artifact this invocation saved (its scope is this task's alone)."""
@@ -91,6 +100,28 @@ class TaskContext:
     def set_input(self, value: Any) -> None:
         """Replace the input (the node handler sets the loaded value of an artifact URL input)."""
         self._input = value
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key for this invocation's effects outside the mesh (send it as an ``Idempotency-Key``): the same on
+        every redelivery of the task and every re-dispatch of the same workflow node attempt, so an outside
+        service that de-duplicates by it applies the effect once; another for a new node attempt, another
+        turn of the task, or another call of the handler after ``RetryWithFeedback`` (docs/agents.md)."""
+        return idempotency_key_for(self.namespace, self.agent, self.task_id, self.message.message_id, self.handler_try)
+
+    async def fence(self) -> None:
+        """Make sure this replica still holds the task; call it right before an effect outside the mesh.
+
+        A process paused or starved past its claim's TTL may find that another replica took the task over
+        (and runs the handler again): then this raises, and the rest of this run is neither stored nor
+        answered. Otherwise the claim is renewed, so no other replica can take the task for a claim TTL
+        (docs/agents.md, "Effects outside the mesh"). One Redis round trip.
+
+        Raises:
+            TaskFenced: another replica took the task over.
+        """
+        if self.fencer is not None and not await self.fencer():
+            raise TaskFenced(self.task_id)
 
     @property
     def user(self) -> str | None:
@@ -116,7 +147,9 @@ class TaskContext:
 
         Raises:
             ArtifactError: a bad name, content that cannot be stored, or content too large.
+            TaskFenced: another replica took the task over (the artifact is not saved).
         """
+        await self.fence()  # the artifact's keys are not in the task's slot: checked before, not with, the write
         saved = await self._artifact_store().put(
             self.scope, name, content, media_type=media_type, metadata=metadata, user=self.user
         )
@@ -147,9 +180,15 @@ class TaskContext:
             await self.delta(text)
 
     async def save_checkpoint(self, data: dict[str, Any]) -> None:
-        """Store this task's resumable progress in its task record (SPEC §3.6)."""
-        if self.task_store is not None:
-            await self.task_store.save_checkpoint(self.task_id, dumps_text(data))
+        """Store this task's resumable progress in its task record (SPEC §3.6).
+
+        Raises:
+            TaskFenced: another replica took the task over (nothing is stored).
+        """
+        if self.task_store is not None and not await self.task_store.save_checkpoint(
+            self.task_id, dumps_text(data), fence=self.fence_token
+        ):
+            raise TaskFenced(self.task_id)
 
     async def load_checkpoint(self) -> dict[str, Any] | None:
         """The last checkpoint of this task, if any."""

@@ -159,6 +159,8 @@ class _Run:
     call_depth: int = 0  # A2A-Call-Depth
     continues: bool = False  # the request continues an interrupted task (it named the task id)
     working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
+    fence: str = ""  # the claim's fencing token: every write of this run carries it
+    fenced: bool = False  # another replica took the task over: nothing more of this run is stored or answered
     encoded: tuple[Task, bytes] | None = None  # the final task and its ProtoJSON, encoded once for its record
 
     def task_result(self, request_id: JsonRpcId, history_length: int | None = None) -> bytes:
@@ -233,6 +235,8 @@ class AgentHost(Worker):
         # final writes bounded by ack_wait/3 (then retried), checked a few times per bound
         self._final_writes = _Bounded(settings.ack_wait / 12)
         self._claiming: set[WorkMsg] = set()  # deliveries waiting for their claim: the heartbeat keeps them alive
+        self.fenced = 0
+        """Runs stopped because another replica took their task over (each logged once, ``task.fenced``)."""
         self._publisher: CardPublisher | None = None
 
     @property
@@ -433,6 +437,14 @@ class AgentHost(Worker):
         else:
             task_id = task_id_for(self.name, message.message_id)
             context_id = message.context_id or nuid()
+        current = self._running.get(task_id)
+        if current is not None and current.msg is not None and not current.final_stored and not current.fenced:
+            # redelivered to the replica still working on it (its in-progress acks came late: a starved loop):
+            # the run goes on, with the newest delivery kept alive and acked
+            current.msg = msg
+            if current.add_target(request.reply_to):
+                self.log.info("task.follow_redelivery", task_id=task_id)
+            return
         message.task_id, message.context_id = task_id, context_id  # the request's own copy, decoded for this run
         initial = Task.built(  # of validated parts: the request's message, the stored history, ids of ours
             id=task_id,
@@ -478,6 +490,7 @@ class AgentHost(Worker):
             self._claiming.discard(msg)
         for s in view.subscribers:
             run.add_target(s)
+        run.fence = view.fence
         if view.outcome == "done":
             # a redelivered or re-sent request for a finished task: its caller gets the stored final again,
             # answering this request (its id); subscribers get it with their own
@@ -516,7 +529,11 @@ class AgentHost(Worker):
                 f"(max_deliver {self.settings.max_deliver}); it is failed and will not be delivered again",
             )
             run.task = self._final_task(run.task, TaskOutcome(TaskState.FAILED, message=str(err)))
-            await self.tasks.write(run.task, self.name, self.instance, release=True)
+            if (await self.tasks.write(run.task, self.name, self.instance, release=True, fence=run.fence)).outcome == (
+                "fenced"
+            ):
+                self._fence_off(run, "max_deliveries")
+                return
             await self._send_error(run.targets[0].subject, run.request_id, err, run.attempt)
             for t in run.targets[1:]:
                 await self._send_error(t.subject, t.answer_id, err, run.attempt)
@@ -542,6 +559,13 @@ class AgentHost(Worker):
         last = run.task.history[-1] if run.task.history else None
         assert last is not None
         node_req = control_part(last, NODE_REQUEST) or {}
+        task_id, fence = run.task.id, run.fence
+
+        async def fencer() -> bool:
+            if run.fenced:
+                return False
+            return await self.tasks.still_owner(task_id, self.instance, self._claim_ttl, fence)
+
         ctx = TaskContext(
             agent=self.name,
             task_id=run.task.id,
@@ -570,6 +594,9 @@ class AgentHost(Worker):
             if run.streaming or node_req.get("stream_deltas") is True  # a workflow relays them to its caller
             else None,
             inline_threshold=self.inline_threshold,
+            namespace=self.settings.namespace,
+            fence_token=fence,
+            fencer=fencer,
         )
         runtime = self._runtimes.acquire()  # the task finishes on it even if the agent is replaced meanwhile
         span = tracing.handler_span(self.name, run.task.id) if tracing.enabled else None
@@ -602,6 +629,8 @@ class AgentHost(Worker):
             if why == "cancel":
                 ctx.cancelled.set()
             await self._stop_handler(run, work)
+            if run.fenced:
+                return None  # taken over by another replica (the heartbeat found the claim lost): not ours to end
             if why == "cancel":
                 return TaskOutcome(TaskState.CANCELED, message="canceled by request")
             return TaskOutcome(TaskState.FAILED, message=f"{codes.DEADLINE_EXCEEDED}: the task ran past its deadline")
@@ -628,7 +657,10 @@ class AgentHost(Worker):
 
     async def _hand_back(self, run: _Run) -> None:
         assert run.msg is not None
-        await self.tasks.write(run.task, self.name, self.instance, release=True)
+        view = await self.tasks.write(run.task, self.name, self.instance, release=True, fence=run.fence)
+        if view.outcome == "fenced":
+            self._fence_off(run, "hand_back")
+            return
         await run.msg.nak()
         self.log.info("task.handed_back", task_id=run.task.id)
 
@@ -653,7 +685,9 @@ class AgentHost(Worker):
             try:
                 # bounded, so a paused Redis never delays the next in-progress ack past ack_wait
                 async with asyncio.timeout(self.settings.ack_wait / 3):
-                    lost, canceled = await self.tasks.renew([r.task.id for r in runs], self.instance, self._claim_ttl)
+                    lost, canceled = await self.tasks.renew(
+                        [r.task.id for r in runs], self.instance, self._claim_ttl, {r.task.id: r.fence for r in runs}
+                    )
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -661,9 +695,19 @@ class AgentHost(Worker):
                 continue
             for run in runs:
                 if run.task.id in lost:
-                    self.log.warning("task.claim_lost", task_id=run.task.id)
-                if run.task.id in canceled:
+                    self._fence_off(run, "claim_renew")
+                    run.request_cancel()  # its handler is stopped; nothing of it is stored or answered
+                elif run.task.id in canceled:
                     run.request_cancel()
+
+    def _fence_off(self, run: _Run, where: str) -> None:
+        """Another replica took ``run``'s task over: stop storing and answering anything of it (counted and
+        logged once). Its delivery is left alone: the new owner holds the task's newer delivery."""
+        if run.fenced:
+            return
+        run.fenced = True
+        self.fenced += 1
+        self.log.warning("task.fenced", task_id=run.task.id, fence=run.fence, at=where, fenced_total=self.fenced)
 
     async def _emit_progress(self, run: _Run, parts: list[Part], metadata: dict[str, Any] | None) -> None:
         if not run.has_progress_readers:
@@ -719,6 +763,9 @@ class AgentHost(Worker):
         assert run.msg is not None
         record = run.task.to_json_bytes()  # the stored record and the answers' task: one encoding
         view = await self._write_final(run, record)
+        if view.outcome == "fenced":
+            self._fence_off(run, "final_write")
+            return  # the task is another replica's now: its final is that replica's to store and answer
         run.final_stored = True
         if view.outcome == "terminal" and view.task is not None:
             run.task = view.task  # an earlier final stands: answer with it
@@ -749,7 +796,9 @@ class AgentHost(Worker):
         while True:
             try:
                 async with self._final_writes.bounded(self.settings.ack_wait / 3):
-                    return await self.tasks.write(run.task, self.name, self.instance, release=True, record=record)
+                    return await self.tasks.write(
+                        run.task, self.name, self.instance, release=True, record=record, fence=run.fence
+                    )
             except (StoreUnavailable, TimeoutError) as e:
                 self.log.warning("task.final_write_retry", task_id=run.task.id, error=str(e) or type(e).__name__)
                 with contextlib.suppress(Exception):

@@ -247,6 +247,7 @@ class NodeHandler:
         ctx = inv.ctx
         while True:
             inv.attempts += 1
+            ctx.handler_try = inv.attempts
             try:
                 output = await runtime.call(ctx)
             except RetryWithFeedback as e:

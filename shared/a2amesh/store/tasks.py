@@ -11,7 +11,7 @@ from a2amesh.protocol import Message, Part, Role, Task, TaskState, TaskStatus
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis, Scripts, auto_pipeline, dedicated_client, load_script, now_ms
+from a2amesh.store.redis import Redis, Scripts, dedicated_client, load_script, now_ms
 from a2amesh.store.shards import newest
 
 CANCELED_TEXT = "canceled by request"
@@ -61,6 +61,8 @@ class TaskRecordView:
     task: Task | None
     subscribers: list[Subscriber] = field(default_factory=list)
     owner: str = ""
+    fence: str = ""
+    """A claim's fencing token (``claimed`` only): the writes of the claim's worker carry it."""
 
 
 def task_record_json(task: Task) -> str:
@@ -68,19 +70,23 @@ def task_record_json(task: Task) -> str:
     return task.model_dump_json(by_alias=True, exclude_none=True)
 
 
-def record_view(raw: list[Any], *, owner_index: int | None = None) -> TaskRecordView:
-    """What a task script returned (``task_record.lua``), read."""
+def record_view(raw: list[Any], *, owner_index: int | None = None, fence_index: int | None = None) -> TaskRecordView:
+    """What a task script returned (``task_record.lua``), read; ``owner_index``/``fence_index``: the position
+    of the owner (``task_cancel.lua``) or the fencing token (``task_claim.lua``) before the subscribers."""
     outcome, state, record = str(raw[0]), str(raw[1] or ""), str(raw[2] or "")
     rest = [str(x) for x in raw[3:]]
-    owner = ""
+    owner = fence = ""
     if owner_index is not None:
         owner, rest = (rest[0] if rest else ""), rest[1:]
+    if fence_index is not None:
+        fence, rest = (rest[0] if rest else ""), rest[1:]
     return TaskRecordView(
         outcome=outcome,
         state=TaskState(state) if state else None,
         task=Task.model_validate_json(record) if record else None,
         subscribers=[Subscriber.parse(s) for s in rest],
         owner=owner,
+        fence=fence,
     )
 
 
@@ -115,12 +121,14 @@ class TaskStore:
         # connections of their own: renewals must not wait behind thousands of final writes
         self._renew_redis = dedicated_client(redis)
         self._renew_scripts = Scripts(self._renew_redis, "claim_renew")
+        self._checkpoints = Scripts(redis, "task_checkpoint")
         self._cancel = redis.register_script(load_script("task_cancel"))
         self._cancel_final = redis.register_script(load_script("task_cancel_final"))
         self._subscribe = redis.register_script(load_script("task_subscribe"))
 
     async def claim(self, task: Task, agent: str, instance: str, claim_ttl: float) -> TaskRecordView:
-        """Claim ``task`` for ``instance``: ``claimed``, ``done`` (already final), ``canceled`` or ``busy``."""
+        """Claim ``task`` for ``instance``: ``claimed`` (with its fencing token, ``view.fence``), ``done``
+        (already final), ``canceled`` or ``busy``."""
         args = [
             instance,
             int(claim_ttl * 1000),
@@ -136,21 +144,31 @@ class TaskStore:
             pipe.execute_command("ZADD", self._k.agent_tasks(agent, self._k.shard(task.id)), now_ms(), task.id)
 
         raw, _ = await self._scripts.run(build)
-        return record_view(raw)
+        return record_view(raw, fence_index=3)
 
-    async def renew(self, task_ids: list[str], instance: str, claim_ttl: float) -> tuple[set[str], set[str]]:
+    async def renew(
+        self, task_ids: list[str], instance: str, claim_ttl: float, fences: dict[str, str] | None = None
+    ) -> tuple[set[str], set[str]]:
         """Extend the claims of running tasks in one round trip.
 
+        ``fences``: the claims' fencing tokens by task id; a task given one is renewed only while no later
+        claim took it over, and its claim is taken back if it lapsed meanwhile with nobody taking over.
         Returns the tasks whose claim another instance took over, and the tasks that carry a cancel mark.
         """
         if not task_ids:
             return set(), set()
         ttl = int(claim_ttl * 1000)
         scripts = self._renew_scripts
+        fences = fences or {}
 
         def build(pipe: Any) -> None:
             for task_id in task_ids:
-                scripts.queue(pipe, "claim_renew", [self._k.claim(task_id)], [instance, ttl])
+                fence = fences.get(task_id, "")
+                if fence:
+                    keys = [self._k.claim(task_id), self._k.task(task_id)]
+                    scripts.queue(pipe, "claim_renew", keys, [instance, ttl, fence])
+                else:
+                    scripts.queue(pipe, "claim_renew", [self._k.claim(task_id)], [instance, ttl])
                 pipe.hget(self._k.task(task_id), "cancel")
 
         raw = await scripts.run(build)
@@ -162,14 +180,28 @@ class TaskStore:
         """Close the connections kept for claim renewals."""
         await self._renew_redis.aclose()
 
+    async def still_owner(self, task_id: str, instance: str, claim_ttl: float, fence: str) -> bool:
+        """Whether the claim with token ``fence`` still holds the task; if so it is renewed (and taken back if
+        it lapsed with nobody taking over), so its holder has ``claim_ttl`` before anyone else can claim it."""
+        lost, _ = await self.renew([task_id], instance, claim_ttl, {task_id: fence})
+        return task_id not in lost
+
     async def write(
-        self, task: Task, agent: str, instance: str, *, release: bool, record: bytes | None = None
+        self,
+        task: Task,
+        agent: str,
+        instance: str,
+        *,
+        release: bool,
+        record: bytes | None = None,
+        fence: str = "",
     ) -> TaskRecordView:
         """Store the task's current record; with ``release`` the claim is dropped (a final write).
 
         ``record``: the task's record already encoded (:func:`task_record_json`'s text as UTF-8 bytes), for
-        a caller that sends the same JSON elsewhere. Returns ``written`` or ``terminal`` (an earlier final
-        stands and is returned instead).
+        a caller that sends the same JSON elsewhere. ``fence``: the writer's claim token. Returns ``written``,
+        ``terminal`` (an earlier final stands and is returned instead) or ``fenced`` (a later claim took the
+        task over: nothing written).
         """
         args = [
             instance,
@@ -178,6 +210,7 @@ class TaskStore:
             now_ms(),
             self._retention,
             "1" if release else "0",
+            fence,
         ]
 
         def build(pipe: Any) -> None:
@@ -265,9 +298,10 @@ class TaskStore:
         value = await self._r.get(self._k.claim(task_id))
         return str(value) if value else None
 
-    async def save_checkpoint(self, task_id: str, data: str) -> None:
-        """Store a task's resumable progress (e.g. LLM tool-loop rounds)."""
-        await auto_pipeline(self._r).run(lambda pipe: pipe.hset(self._k.task(task_id), "checkpoint", data))
+    async def save_checkpoint(self, task_id: str, data: str, *, fence: str = "") -> bool:
+        """Store a task's resumable progress (e.g. LLM tool-loop rounds); False when ``fence`` (the writer's
+        claim token) was fenced off by a later claim, and nothing was stored."""
+        return bool(await self._checkpoints.call("task_checkpoint", [self._k.task(task_id)], [data, fence]))
 
     async def checkpoint(self, task_id: str) -> str | None:
         """The task's last checkpoint."""
