@@ -22,11 +22,17 @@ class ChaosSummary:
     lost: int
     duplicated: int
     max_recovery_s: float
+    fenced: int | None = None
+    """Writes and replies of woken processes refused (starvation scenarios)."""
+    limit: int = 0
+    """Of ``duplicated``: the documented limit case, a handler already past its outside effect when its
+    process was paused (docs/agents.md, "Effects outside the mesh")."""
 
     def line(self) -> str:
+        extra = "" if self.fenced is None else f" fenced={self.fenced} limit_case={self.limit}"
         return (
             f"chaos {self.scenario}: runs={self.runs} completed={self.completed} lost={self.lost} "
-            f"duplicated_side_effects={self.duplicated} max_recovery={self.max_recovery_s:.2f}s"
+            f"duplicated_side_effects={self.duplicated}{extra} max_recovery={self.max_recovery_s:.2f}s"
         )
 
 

@@ -263,3 +263,41 @@ async def test_sigkill_valkey_primary_of_inflight_executions(
         assert roles.get(killed[0]) == "replica", f"the killed primary did not rejoin as a replica: {roles}"
     finally:
         await store.aclose()
+
+
+async def test_sigstop_valkey_primary_of_inflight_executions(
+    valkey_cluster_mesh: Mesh, both_clusters: ClusterServers, tmp_path: Path, report: Report
+) -> None:
+    """Starvation of a store node: the Valkey primary holding an in-flight execution's slot is SIGSTOPped for
+    longer than the claim, lease and presence TTLs (its replica is promoted meanwhile), then continued: it
+    finds itself demoted and rejoins as a replica; what was written to it while it was stopped and never
+    reached a replica is refused (durable writes wait for a replica), and nothing is lost or done twice."""
+    m = valkey_cluster_mesh
+    valkey = both_clusters.valkey
+    assert isinstance(valkey, ValkeyCluster)
+    store = await connect_redis(m.settings)
+    assert isinstance(store, ClusterRedis)
+    paused: list[int] = []
+    pause = 2 * max(m.settings.lease_ttl, m.settings.ack_wait) + 1
+
+    async def stop_primary(first_runs: list[Call]) -> None:
+        key = Keys(m.settings.namespace).execution(first_runs[0].task_id)
+        port = int(store.nodes_manager.get_node_from_slot(store.keyslot(key)).port)
+        node = valkey.node_at(port)
+        node.pause()
+        paused.append(port)
+        try:
+            await asyncio.sleep(pause)  # the starvation's length, not a wait for an event
+        finally:
+            node.resume()
+
+    try:
+        await run_with_fault(m, tmp_path, "valkey-cluster-sigstop-primary", stop_primary, report)
+
+        async def demoted() -> bool:
+            await store.nodes_manager.initialize()
+            return {n.port: n.server_type for n in store.get_nodes()}.get(paused[0]) == "replica"
+
+        await eventually(demoted, timeout=30, what="the stopped primary to rejoin as a replica")
+    finally:
+        await store.aclose()
