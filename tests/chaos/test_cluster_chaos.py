@@ -45,6 +45,7 @@ from tests.chaos.test_executor_chaos import (
     summarise,
     write_folder,
 )
+from tests.chaos.test_starvation import FENCE_EVENTS, log_count
 from tests.support.processes import Proc, ProcessFactory
 from tests.support.servers import ClusterServers
 from tests.support.waiting import eventually, within
@@ -132,9 +133,19 @@ def on_leader(m: Mesh, cluster: ClusterServers, fault: Callable[[NatsServer], Aw
     return strike
 
 
-async def run_with_fault(m: Mesh, tmp_path: Path, scenario: str, fault: Fault, report: Report) -> ChaosSummary:
+async def run_with_fault(
+    m: Mesh,
+    tmp_path: Path,
+    scenario: str,
+    fault: Fault,
+    report: Report,
+    *,
+    count_fenced: bool = False,
+    diagnose: Callable[[list[Call]], Awaitable[str]] | None = None,
+) -> ChaosSummary:
     """40 five-step runs: ``fault`` strikes once a quarter of the steps of the first 20 are done (it is given
-    their calls), and the other 20 are dispatched while it is on."""
+    their calls), and the other 20 are dispatched while it is on. ``count_fenced``: the summary counts the
+    runs the agents and executors stopped because another replica took them over (their logs)."""
     folder = write_folder(tmp_path / "wf", {"chain5": chain("chain5", STEPS, 0.2)})
     agents = await start_agents(m, tmp_path)
     executors = [await start_executor(m, folder, "chain5") for _ in range(2)]
@@ -165,11 +176,18 @@ async def run_with_fault(m: Mesh, tmp_path: Path, scenario: str, fault: Fault, r
     recovery = time.monotonic() - started
     await within(hit, 30, "the fault to end")
     await watcher.unsubscribe()
-    tasks, effects = await finish(m, calls, timeout=80)  # within pytest-timeout: a stuck run fails clearly
+    try:
+        tasks, effects = await finish(m, calls, timeout=80)  # within pytest-timeout: a stuck run fails clearly
+    except AssertionError as e:
+        if diagnose is None:
+            raise
+        raise AssertionError(f"{e}\n{await diagnose(calls)}") from None
     failed = [t.status for t in tasks if t.status.state != TaskState.COMPLETED]
     assert not failed, [s.message.text() if s.message else s.state for s in failed[:3]]
     assert len(effects) == RUNS * STEPS, f"{len(effects)} distinct side effects, expected {RUNS * STEPS}"
     summary = summarise(scenario, calls, tasks, effects, recovery)
+    if count_fenced:
+        summary.fenced = sum(log_count(p, *FENCE_EVENTS) for p in agents + executors)
     report(summary)
     check(summary, tasks)
     alive(agents + executors)
@@ -291,8 +309,24 @@ async def test_sigstop_valkey_primary_of_inflight_executions(
         finally:
             node.resume()
 
+    async def diagnose(calls: list[Call]) -> str:
+        """Where each unfinished run stands in the store."""
+        keys = Keys(m.settings.namespace)
+        lines = []
+        for call in calls:
+            record = await store.hgetall(keys.execution(call.task_id))
+            if record.get("status") == "completed" and record.get("final_published") == "1":
+                continue
+            entries = [await store.zscore(keys.leases_index(s), call.task_id) for s in keys.shards]
+            lease = await store.get(keys.lease(call.task_id))
+            fields = {k: record.get(k) for k in ("status", "epoch", "final_published")}
+            lines.append(f"{call.task_id}: {fields} lease={lease!r} lease_index={[e for e in entries if e]}")
+        return "\n".join(lines)
+
     try:
-        await run_with_fault(m, tmp_path, "valkey-cluster-sigstop-primary", stop_primary, report)
+        await run_with_fault(
+            m, tmp_path, "valkey-cluster-sigstop-primary", stop_primary, report, count_fenced=True, diagnose=diagnose
+        )
 
         async def demoted() -> bool:
             await store.nodes_manager.initialize()

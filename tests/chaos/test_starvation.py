@@ -45,6 +45,9 @@ from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually, within
 
 Report = Callable[[ChaosSummary], None]
+FENCE_EVENTS = ("task.fenced", "execution.lease_lost", "execution.presence_lapsed", "executor.presence_lapsed")
+"""Log events of a run stopped because another replica took it over: an agent's fenced run; an executor's
+runners stopped when its presence lapsed (a ``stopped`` count), its lease renewal or a step's commit refused."""
 ROUNDS = int(os.environ.get("A2AMESH_CHAOS_ROUNDS", "2"))
 
 
@@ -193,9 +196,7 @@ async def test_executor_sigstop_past_its_lease(mesh: Mesh, tmp_path: Path, repor
         executors = [await start_executor(m, folder, "chain4") for _ in range(2)]
         runs = lost = duplicated = fenced = 0
         recovery = 0.0
-        # a runner stopped on waking: its replica's presence lapsed (all its runners at once), its lease renewal
-        # was refused, or its step's commit was (the lease epoch)
-        fence_events = ("execution.lease_lost", "execution.presence_lapsed", "executor.presence_lapsed")
+        fence_events = FENCE_EVENTS[1:]
         for round_ in range(ROUNDS):
             victim = executors[round_ % 2]
             instance = instance_of(victim)
