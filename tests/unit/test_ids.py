@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2amesh.ids import TASK_NAMESPACE, node_message_id, nuid, task_id_for, uuid5_text
+from a2amesh.ids import TASK_NAMESPACE, idempotency_key_for, node_message_id, nuid, task_id_for, uuid5_text
 
 
 @given(st.text(max_size=80))
@@ -32,3 +32,25 @@ def test_nuids_are_22_alphanumerics_spread_over_all_62() -> None:
     assert len(counts) == 62
     expected = 22 * len(ids) / 62  # 7,097 each (σ ≈ 84); byte % 62 over all 256 bytes would favour 8 by 25 %
     assert all(abs(n - expected) < 0.06 * expected for n in counts.values()), counts
+
+
+def test_idempotency_keys_follow_the_node_attempt() -> None:
+    """``ctx.idempotency_key``: the same for a redelivery and for an executor's re-dispatch of the same node
+    attempt (same messageId, so the same task id); another for the node's next attempt, another turn of the
+    task, the node handler's next call of the handler, another agent or namespace."""
+    first = node_message_id("exec-1", "charge", 0, 1)
+    task = task_id_for("payer", first)
+    key = idempotency_key_for("ns", "payer", task, first)
+    assert key == idempotency_key_for("ns", "payer", task_id_for("payer", first), first)
+    assert str(uuid.UUID(key)) == key
+    retry = node_message_id("exec-1", "charge", 0, 2)
+    others = {
+        idempotency_key_for("ns", "payer", task_id_for("payer", retry), retry),
+        idempotency_key_for("ns", "payer", task, "a-continuing-message"),
+        idempotency_key_for("ns", "payer", task, first, handler_try=2),
+        idempotency_key_for("ns", "payee", task, first),
+        idempotency_key_for("other", "payer", task, first),
+    }
+    assert key not in others
+    assert len(others) == 5
+    assert idempotency_key_for("ns", "payer", task, first, handler_try=1) == key

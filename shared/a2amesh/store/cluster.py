@@ -9,10 +9,10 @@ pool per node, follows ``MOVED`` / ``ASK`` and re-reads the map after a failover
   commands of one caller are grouped by the node owning their slot (redis-py's slot map) and each group
   is appended to that node's :class:`~a2amesh.store.wire.SharedConnection`, as on one server: the groups
   of every concurrent caller leave in one write per node and event-loop turn. A ``WAIT`` appended to a
-  group covers exactly the writes before it on that connection (redis-py's cluster pipeline may re-send a
-  redirected command on another connection, after which a ``WAIT`` proves nothing). Redirected commands
-  and a node that cannot be reached are retried after the slot map is read again, until
-  :data:`RETRY_FOR` has passed.
+  durable pipeline's group that writes covers exactly the writes before it on that connection (redis-py's
+  cluster pipeline may re-send a redirected command on another connection, after which a ``WAIT`` proves
+  nothing). Redirected commands and a node that cannot be reached are retried after the slot map is read
+  again, until :data:`RETRY_FOR` has passed.
 
 Every key a multi-key command or script touches shares one hash tag (:mod:`a2amesh.store.keys`), so each
 runs in one slot.
@@ -46,6 +46,12 @@ _REDIRECTED: tuple[type[Exception], ...] = (MovedError, AskError, TryAgainError,
 _RETRIED: tuple[type[Exception], ...] = (*_REDIRECTED, *CLUSTER_UNREACHABLE)
 _NOT_CALLBACK_OPTIONS = frozenset({"keys", EMPTY_RESPONSE, NEVER_DECODE})
 _SCRIPT_COMMANDS = frozenset({"EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO", "FCALL"})
+_READ_COMMANDS = frozenset(
+    {"GET", "MGET", "HGET", "HMGET", "HGETALL", "HEXISTS", "EXISTS", "PTTL", "TTL", "SMEMBERS", "SISMEMBER", "SCARD"}
+    | {"ZSCORE", "ZCARD", "ZRANGE", "ZRANGEBYSCORE", "ZREVRANGE", "LRANGE", "LLEN", "XRANGE", "XREVRANGE"}
+    | {"EVALSHA_RO", "EVAL_RO"}
+)
+"""Commands that write nothing: a durable pipeline's group of only these needs no ``WAIT``."""
 
 Recorded = tuple[tuple[Any, ...], dict[str, Any]]
 """One queued command: its arguments and redis-py's options (response callback options, ``EMPTY_RESPONSE``)."""
@@ -110,7 +116,7 @@ class ClusterRedis(RedisCluster):
     async def run_commands(self, commands: Sequence[Recorded], *, durable: bool = False) -> list[Any]:
         """Run ``commands`` as one pipeline per node; their replies in order (error replies as exceptions).
 
-        ``durable``: each node's group that holds a script ends with ``WAIT wait_replicas wait_timeout_ms``;
+        ``durable``: each node's group that writes ends with ``WAIT wait_replicas wait_timeout_ms``;
         fewer replicas than asked for raises :class:`StoreUnavailable` (the write happened on the primary
         but may not survive its loss: the caller hands its work back, and the scripts are safe to repeat).
 
@@ -155,7 +161,10 @@ class ClusterRedis(RedisCluster):
         batches: list[tuple[ClusterNode, list[PipelineCommand]]] = []
         for node, positions in groups.values():
             batch = [PipelineCommand(i, *commands[i][0], **commands[i][1]) for i in positions]
-            if wait and any(str(commands[i][0][0]).upper() in _SCRIPT_COMMANDS for i in positions):
+            # every group that writes, not only the scripts': an index entry a takeover depends on (an
+            # execution's lease entry, written beside its create) acknowledged by a primary that then loses
+            # its slot (paused past a failover, its queued writes run before it learns it was replaced) is lost
+            if wait and any(str(commands[i][0][0]).upper() not in _READ_COMMANDS for i in positions):
                 batch.append(PipelineCommand(-1, "WAIT", wait, self.wait_timeout_ms))
             batches.append((node, batch))
         outcomes = await asyncio.gather(*(self._send(node, b) for node, b in batches), return_exceptions=True)
