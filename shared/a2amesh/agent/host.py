@@ -551,7 +551,7 @@ class AgentHost(Worker):
                     self.log.warning("reply.subscriber_failed", subject=target.subject)
         outcome = await self._work(run, history)
         if outcome is None:
-            return  # shutdown: handed back
+            return  # shutdown (handed back), or fenced: another replica holds the task now
         await self._finish(run, outcome)
 
     async def _work(self, run: _Run, history: list[Message]) -> TaskOutcome | None:
