@@ -351,7 +351,8 @@ class ExecutionRunner(Generic[StateT]):
         if sending is not None:
             await sending
         if result.outcome == "stale":
-            self.log.warning("execution.lease_lost", holder=result.detail)
+            if not self.lost:  # logged once: the renewal that found the lease lost may have logged it
+                self.log.warning("execution.lease_lost", holder=result.detail)
             self.lost = True
             return False
         if result.outcome == "duplicate":
