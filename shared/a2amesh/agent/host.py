@@ -529,10 +529,7 @@ class AgentHost(Worker):
                 f"(max_deliver {self.settings.max_deliver}); it is failed and will not be delivered again",
             )
             run.task = self._final_task(run.task, TaskOutcome(TaskState.FAILED, message=str(err)))
-            if (await self.tasks.write(run.task, self.name, self.instance, release=True, fence=run.fence)).outcome == (
-                "fenced"
-            ):
-                self._fence_off(run, "max_deliveries")
+            if not await self._store_fenced(run, "max_deliveries"):
                 return
             await self._send_error(run.targets[0].subject, run.request_id, err, run.attempt)
             for t in run.targets[1:]:
@@ -699,6 +696,14 @@ class AgentHost(Worker):
                     run.request_cancel()  # its handler is stopped; nothing of it is stored or answered
                 elif run.task.id in canceled:
                     run.request_cancel()
+
+    async def _store_fenced(self, run: _Run, where: str) -> bool:
+        """Store ``run.task`` as its final with the claim's token; False when fenced (counted, logged once)."""
+        view = await self.tasks.write(run.task, self.name, self.instance, release=True, fence=run.fence)
+        if view.outcome == "fenced":
+            self._fence_off(run, where)
+            return False
+        return True
 
     def _fence_off(self, run: _Run, where: str) -> None:
         """Another replica took ``run``'s task over: stop storing and answering anything of it (counted and
