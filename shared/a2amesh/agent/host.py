@@ -521,20 +521,9 @@ class AgentHost(Worker):
             run.task = run.task.model_copy(update={"history": [*(view.task.history or []), *latest]})
             # WORKING from now on: GetTask says so, and a resend of this message follows the run instead of being
             # answered the interrupted task it continues
-            await self.tasks.write(run.task, self.name, self.instance, release=False)
+            await self.tasks.write(run.task, self.name, self.instance, release=False, fence=run.fence)
         if msg.num_delivered >= self.settings.max_deliver:
-            err = transport_rpc_error(
-                codes.MAX_DELIVERIES,
-                f"task {run.task.id} was delivered {msg.num_delivered} times without finishing "
-                f"(max_deliver {self.settings.max_deliver}); it is failed and will not be delivered again",
-            )
-            run.task = self._final_task(run.task, TaskOutcome(TaskState.FAILED, message=str(err)))
-            if not await self._store_fenced(run, "max_deliveries"):
-                return
-            await self._send_error(run.targets[0].subject, run.request_id, err, run.attempt)
-            for t in run.targets[1:]:
-                await self._send_error(t.subject, t.answer_id, err, run.attempt)
-            await msg.term()
+            await self._fail_max_deliveries(run, msg)
             return
         faults.crash_point("after_claim")
         if run.streaming:
@@ -696,6 +685,21 @@ class AgentHost(Worker):
                     run.request_cancel()  # its handler is stopped; nothing of it is stored or answered
                 elif run.task.id in canceled:
                     run.request_cancel()
+
+    async def _fail_max_deliveries(self, run: _Run, msg: WorkMsg) -> None:
+        """A task delivered ``max_deliver`` times: failed, stored (fenced), answered with the error, terminated."""
+        err = transport_rpc_error(
+            codes.MAX_DELIVERIES,
+            f"task {run.task.id} was delivered {msg.num_delivered} times without finishing "
+            f"(max_deliver {self.settings.max_deliver}); it is failed and will not be delivered again",
+        )
+        run.task = self._final_task(run.task, TaskOutcome(TaskState.FAILED, message=str(err)))
+        if not await self._store_fenced(run, "max_deliveries"):
+            return
+        await self._send_error(run.targets[0].subject, run.request_id, err, run.attempt)
+        for t in run.targets[1:]:
+            await self._send_error(t.subject, t.answer_id, err, run.attempt)
+        await msg.term()
 
     async def _store_fenced(self, run: _Run, where: str) -> bool:
         """Store ``run.task`` as its final with the claim's token; False when fenced (counted, logged once)."""
