@@ -442,7 +442,7 @@ class AgentHost(Worker):
             # redelivered to the replica still working on it (its in-progress acks came late: a starved loop):
             # the run goes on, with the newest delivery kept alive and acked
             current.msg = msg
-            if current.add_target(request.reply_to):
+            if current.add_target(Subscriber(request.reply_to, request.request_id)):
                 self.log.info("task.follow_redelivery", task_id=task_id)
             return
         message.task_id, message.context_id = task_id, context_id  # the request's own copy, decoded for this run
