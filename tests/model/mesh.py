@@ -306,6 +306,11 @@ class Mesh:
                         return
                     answer.states.extend(_states_of(reply["result"]))
                     if final:
+                        if "task" not in reply["result"]:
+                            form = next(iter(reply["result"]), "nothing")
+                            answer.note = (
+                                answer.note + f" its final is a {form}, not the task SendMessage answers"
+                            ).strip()
                         return
             finally:
                 with contextlib.suppress(Exception):

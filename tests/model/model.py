@@ -10,8 +10,8 @@ and refuses any later answer that contradicts it (docs/protocol.md, A2A 1.0, iss
 - CancelTask answers a task in ``TASK_STATE_CANCELED`` or ``-32002`` (the task is final: no later call sees it
   live); once the task is final, a cancel is ``-32002`` and a message continuing it ``-32004``;
 - an interrupted task (``INPUT_REQUIRED``) moves on only when a message continues it;
-- every answer is about the task asked for (a resend answers the first copy's task), and carries the
-  caller's own JSON-RPC id;
+- every answer is about the task asked for (a resend answers the first copy's task), carries the caller's
+  own JSON-RPC id, and a SendMessage's final is a task;
 - ListTasks agrees with GetTask;
 - unraced, a call ends as its agent or workflow says (``predicted``).
 
@@ -76,6 +76,10 @@ class WrongTask(LifecycleViolation):
 
 class WrongRequestId(LifecycleViolation):
     """An answer that does not carry the caller's own JSON-RPC id."""
+
+
+class WrongReplyForm(LifecycleViolation):
+    """A SendMessage answered with something else than a task (A2A: a Task or a Message; protocol.md §6)."""
 
 
 class UnexpectedAnswer(LifecycleViolation):
@@ -150,6 +154,8 @@ class Model:
             return
         if "JSON-RPC id" in answer.note:
             self.violate(WrongRequestId, t, f"{what}: {answer.note}")
+        if "not the task SendMessage answers" in answer.note:
+            self.violate(WrongReplyForm, t, f"{what}: {answer.note}")
         for task_id, state in answer.states:
             if task_id != t.task_id:
                 self.violate(WrongTask, t, f"{what} answered task {task_id}")
@@ -197,7 +203,7 @@ class Model:
         return t.terminal if t.terminal is not None and t.terminal.at < start else None
 
     # per method
-    def sent(self, t: Tracked, what: str, answer: Answer, predicted: frozenset[str]) -> None:
+    def sent(self, t: Tracked, what: str, answer: Answer, predicted: frozenset[str] | None) -> None:
         """A send or stream that started the task, or an exact resend of it."""
         if answer.error is not None and not answer.timed_out:
             t.log.append(f"[{answer.start:9.3f}–{answer.end:9.3f}] {what}: {answer.shown()}")
@@ -244,8 +250,6 @@ class Model:
             t.log.append(f"[{answer.start:9.3f}–{answer.end:9.3f}] {what}: {answer.shown()}")
             if t.refused is None or answer.end < t.refused.at:
                 t.refused = Fact("final", answer.end, what)
-            if t.current is not None and t.current not in TERMINAL and t.current_at > answer.end:
-                self.violate(RefusedButLive, t, f"{what} refused as final, but the task was seen {t.current} after")
             return
         if answer.error == codes.TASK_NOT_FOUND and (t.seen_at is None or t.seen_at > answer.start):
             t.log.append(f"[{answer.start:9.3f}–{answer.end:9.3f}] {what}: {answer.shown()} (not yet known)")
@@ -269,8 +273,6 @@ class Model:
             t.log.append(f"[{answer.start:9.3f}–{answer.end:9.3f}] {what}: {answer.shown()}")
             if t.refused is None or answer.end < t.refused.at:
                 t.refused = Fact("final", answer.end, what)
-            if t.current is not None and t.current not in TERMINAL and t.current_at > answer.end:
-                self.violate(RefusedButLive, t, f"{what} refused as final, but the task was seen {t.current} after")
             return
         if answer.error is not None and not answer.timed_out:
             t.log.append(f"[{answer.start:9.3f}–{answer.end:9.3f}] {what}: {answer.shown()}")
