@@ -374,6 +374,7 @@ class Mesh:
             if "error" in reply:
                 answer.error = int(reply["error"]["code"])
                 answer.note = (answer.note + " " + str(reply["error"].get("message", ""))[:200]).strip()
+                answer.timed_out = answer.error == codes.TRANSPORT_ERROR  # the gateway got no answer in time
                 return True
             result = reply["result"]
             if method == codes.LIST_TASKS:
