@@ -9,7 +9,7 @@ resend, GetTask, ListTasks, SubscribeToTask, SIGKILL and restart of an agent or 
 flight, and races run at once (``asyncio.gather``): cancel vs continue, cancel vs the first call and its pause,
 resend vs the first call. Every answer is checked against ``tests/model/model.py``.
 
-CI runs a fixed seed with few examples. A longer soak, with any seed::
+CI runs a fixed seed with few examples (docs/lifecycle.md "Tests"). A longer soak, with any seed::
 
     LIFECYCLE_SOAK_EXAMPLES=500 LIFECYCLE_SEED=7 LIFECYCLE_STEPS=25 \\
         pytest tests/model/test_lifecycle_model.py -x -q
