@@ -405,17 +405,20 @@ def test_lifecycle_model(mesh: tuple[LoopThread, Mesh]) -> None:
     """The lifecycle holds in every interleaving the machine tries (seeded; see the module docstring)."""
     Lifecycle.loop, Lifecycle.mesh = mesh
     phases = [Phase.explicit, Phase.reuse, Phase.generate, *([Phase.shrink] if SHRINK else [])]
-    run_state_machine_as_test(
-        seed(SEED)(Lifecycle),
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=STEPS,
-            deadline=None,
-            database=None,
-            phases=phases,
-            suppress_health_check=list(HealthCheck),
-            print_blob=False,
-        ),
-    )
-    tasks, calls, kills = (sum(column) for column in zip(*TOTALS, strict=True)) if TOTALS else (0, 0, 0)
-    print(f"lifecycle model: seed {SEED}, {len(TOTALS)} examples, {tasks} tasks, {calls} calls, {kills} kills")
+    try:
+        run_state_machine_as_test(
+            seed(SEED)(Lifecycle),
+            settings=settings(
+                max_examples=EXAMPLES,
+                stateful_step_count=STEPS,
+                deadline=None,
+                database=None,
+                phases=phases,
+                suppress_health_check=list(HealthCheck),
+                print_blob=False,
+            ),
+        )
+    finally:
+        tasks, calls, kills = (sum(column) for column in zip(*TOTALS, strict=True)) if TOTALS else (0, 0, 0)
+        runs = f"{len(TOTALS)} examples run (shrinking included)"
+        print(f"lifecycle model: seed {SEED}, {runs}, {tasks} tasks, {calls} calls, {kills} kills")
