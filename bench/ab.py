@@ -19,7 +19,9 @@ executions/s and executor and agent CPU per node (the agents' summed), the media
 
 ``--trace-after`` turns OpenTelemetry tracing on in the "after" side's processes, every trace sampled,
 exporting over OTLP/HTTP to a sink in the bench (``bench/otlp_sink.py``): with ``--before`` this tree's own
-``shared/``, the pairs measure what tracing costs (docs/observability.md).
+``shared/``, the pairs measure what tracing costs (docs/observability.md). The endpoint variable asks for
+metrics too, so that side sets ``OTEL_METRICS_EXPORTER=none``: ``--metrics-after`` measures metrics (recorded,
+exported over OTLP to the sink) alone, and both flags together measure both.
 
 ``--llm ROUNDS`` adds an LLM phase: each side also runs the LLM benchmark agent (``bench/llm_node.py``'s
 ``llmnode``, its own process) on one shared fake model, and the sides alternate runs of a 10-LLM-node
@@ -246,7 +248,11 @@ def section(
         return figures
 
     ratio = AFTER_ENV.get("OTEL_TRACES_SAMPLER_ARG")
-    traced = f" traced (OTLP, {'every call' if ratio is None else f'{float(ratio):.0%} of calls'})" if AFTER_ENV else ""
+    traced = ""
+    if AFTER_ENV.get("OTEL_TRACES_EXPORTER") != "none" and AFTER_ENV:
+        traced = f" traced (OTLP, {'every call' if ratio is None else f'{float(ratio):.0%} of calls'})"
+    if AFTER_ENV.get("OTEL_METRICS_EXPORTER") != "none" and AFTER_ENV:
+        traced += " with metrics (OTLP)"
     return Section("ab", f"A/B: {before} (before) against this tree{traced} (after)", run, latency=True)
 
 
@@ -268,12 +274,20 @@ if __name__ == "__main__":
     )
     pre.add_argument("--trace-after", action="store_true", help="the after side traces every call (OTLP to a sink)")
     pre.add_argument("--trace-ratio", type=float, default=1.0, help="with --trace-after: the share of new traces kept")
+    pre.add_argument(
+        "--metrics-after", action="store_true", help="the after side records metrics and exports them (OTLP to a sink)"
+    )
     known, rest = pre.parse_known_args()
-    if known.trace_after:
+    if known.trace_after or known.metrics_after:
         from bench.otlp_sink import OtlpSink
 
         sink = OtlpSink()
-        AFTER_ENV.update({"OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint, "OTEL_TRACES_SAMPLER": "always_on"})
+        AFTER_ENV["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.endpoint  # asks for both signals: each measured alone
+        AFTER_ENV["OTEL_TRACES_EXPORTER" if not known.trace_after else "OTEL_METRICS_EXPORTER"] = "none"
+    if known.metrics_after and known.trace_after:
+        del AFTER_ENV["OTEL_METRICS_EXPORTER"]  # both
+    if known.trace_after:
+        AFTER_ENV["OTEL_TRACES_SAMPLER"] = "always_on"
         if known.trace_ratio < 1:
             AFTER_ENV["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
             AFTER_ENV["OTEL_TRACES_SAMPLER_ARG"] = str(known.trace_ratio)

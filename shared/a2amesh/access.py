@@ -1,8 +1,9 @@
 """Least-privilege NATS server configuration, generated from the agent definitions (``a2amesh deploy nats-config``).
 
-One user per agent (named after it), one for the executor, one for the gateway and one ``admin`` (``a2amesh
-init``, operators). Secrets are never written: the file names environment variables the server reads at
-start (``$A2AMESH_NATS_PASSWORD_<USER>`` or ``$A2AMESH_NATS_NKEY_<USER>``). docs/scaling.md explains the model.
+One user per agent (named after it), one for the executor, one for the gateway, one for the proxies of the
+remotes declared through the API (``remotes``) and one ``admin`` (``a2amesh init``, operators). Secrets are never
+written: the file names environment variables the server reads at start (``$A2AMESH_NATS_PASSWORD_<USER>`` or
+``$A2AMESH_NATS_NKEY_<USER>``). docs/scaling.md explains the model.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from a2amesh.store.keys import Keys
 ADMIN = "admin"
 EXECUTOR = "executor"
 GATEWAY = "gateway"
-ROLES = (ADMIN, EXECUTOR, GATEWAY)
+REMOTES = "remotes"
+"""The process serving the remotes declared through the management API (``a2amesh remote serve --stored``)."""
+ROLES = (ADMIN, EXECUTOR, GATEWAY, REMOTES)
 """Users that are not agents; an agent may not take one of these names."""
 
 
@@ -148,17 +151,19 @@ def own_subjects(s: Subjects, name: str) -> list[str]:
 
 
 DEFINITION_EVENTS = ("created", "updated", "deleted")
+REMOTE_EVENTS = ("created", "deleted")
 
 
 def management(s: Subjects) -> Permissions:
-    """What the management API adds to the gateway: announcing definition and memory changes, and following the
-    events stream (``/api/events``) through ordered consumers of its own."""
+    """What the management API adds to the gateway: announcing definition, memory and remote-agent changes, and
+    following the events stream (``/api/events``) through ordered consumers of its own."""
     api = "$JS.API"
     events = s.events_stream
     return Permissions(
         publish=[
             *s.events_all,
             *[s.agent_events_of(e) for e in DEFINITION_EVENTS],
+            *[s.remote_events_of(e) for e in REMOTE_EVENTS],
             f"{api}.CONSUMER.CREATE.{events}",
             f"{api}.CONSUMER.CREATE.{events}.>",
             f"{api}.CONSUMER.DELETE.{events}.*",
@@ -166,6 +171,38 @@ def management(s: Subjects) -> Permissions:
             f"$JS.FC.{events}.>",
         ]
     )
+
+
+def stored_remotes(s: Subjects, agents: Iterable[str]) -> Permissions:
+    """The proxies of the remotes declared through the management API (``remote/stored.py``), whose names are
+    known only at run time: serving any agent name that is not a file-declared agent's (as the executor serves
+    any workflow name), hearing remote declarations change, and the JetStream basics (its own inbox, the card and
+    presence buckets) a host needs. It calls no agent: no request subject, no other agent's control subject."""
+    api = "$JS.API"
+    kv = [s.cards_bucket, s.presence_bucket]
+    base = Permissions(
+        publish=[
+            f"{api}.INFO",
+            f"{api}.STREAM.INFO.*",
+            *[f"{api}.DIRECT.GET.KV_{b}.>" for b in kv],
+            *[f"{api}.CONSUMER.CREATE.KV_{b}" for b in kv],
+            *[f"{api}.CONSUMER.CREATE.KV_{b}.>" for b in kv],
+            *[f"{api}.CONSUMER.INFO.KV_{b}.*" for b in kv],
+            *[f"{api}.CONSUMER.DELETE.KV_{b}.*" for b in kv],
+            *[f"$JS.FC.KV_{b}.>" for b in kv],
+        ],
+        # each host's client opens its reply inbox at start; without a request subject it never calls
+        subscribe=[
+            *(s.remote_events_of(e) for e in REMOTE_EVENTS),
+            f"_INBOX.{REMOTES}.>",
+            f"{s.reply_prefix()}{REMOTES}.>",
+        ],
+    )
+    perms = base.add(worker(s, "*"))
+    for agent in agents:  # a file-declared agent's subjects stay its own
+        perms.publish_deny += [*own_subjects(s, agent), *s.replies_from(agent)]
+        perms.subscribe_deny.append(s.control(agent))
+    return perms
 
 
 def permissions(access: NatsAccess) -> dict[str, Permissions | None]:
@@ -185,6 +222,7 @@ def permissions(access: NatsAccess) -> dict[str, Permissions | None]:
             executor = executor.add(worker(s, workflow))
     users[EXECUTOR] = executor
     users[GATEWAY] = caller(s, GATEWAY).add(management(s))
+    users[REMOTES] = stored_remotes(s, access.agents)
     for agent in access.agents:
         users[agent] = caller(s, agent).add(worker(s, agent))
     return users
@@ -275,27 +313,43 @@ def redis_password_variable(user: str) -> str:
 
 
 def redis_key_patterns(namespace: str, role: str) -> list[str]:
-    """The key patterns of a role (``admin``, ``executor``, ``gateway`` or an agent name), from store/keys.py's layout.
+    """The key patterns a role (``admin``, ``executor``, ``gateway``, ``remotes`` or an agent name) reads and
+    writes, from store/keys.py's layout.
 
     An agent gets the task records, claims and subscriber sets (keyed by task id), artifacts, its own task
-    index (each of its shards, by exact name), conversation locks and histories, and ``{ns}:app:{agent}:*``
-    for its handler's own data. The executor and the gateway get the namespace: they read and write
-    executions, schedules and task records of every workflow.
+    index (each of its shards, by exact name), conversation locks and histories, its remote proxy's slots
+    (``mesh_concurrency``) and ``{ns}:app:{agent}:*`` for its handler's own data. The executor and the gateway
+    get the namespace: they read and write executions, schedules and task records of every workflow. The stored
+    remotes' proxies (``remotes``) serve names known at run time: the task records, claims, subscriber sets and
+    artifacts as an agent, every agent's task index and every remote's slots; they only read the declarations
+    (:func:`redis_read_patterns`) and reach no execution, schedule, definition, history or handler data.
     """
     ns = namespace
     if role in (ADMIN, EXECUTOR, GATEWAY):
         return [f"{ns}:*"]
+    shared = [f"{ns}:task:*", f"{ns}:claim:*", f"{ns}:subs:*"]
+    artifacts = [f"{ns}:artifact:*", f"{ns}:artifacts:*"]
+    if role == REMOTES:
+        return [
+            *shared,
+            *(Keys(ns).agent_tasks("*", shard) for shard in Keys(ns).shards),
+            *artifacts,
+            Keys(ns).remote_slots("*"),
+        ]
     return [
-        f"{ns}:task:*",
-        f"{ns}:claim:*",
-        f"{ns}:subs:*",
+        *shared,
         *(Keys(ns).agent_tasks(role, shard) for shard in Keys(ns).shards),
         f"{ns}:ctxlock:{role}:*",
         f"{ns}:history:{role}:*",
-        f"{ns}:artifact:*",
-        f"{ns}:artifacts:*",
+        *artifacts,
+        Keys(ns).remote_slots(role),
         f"{ns}:app:{role}:*",
     ]
+
+
+def redis_read_patterns(namespace: str, role: str) -> list[str]:
+    """The key patterns a role may only read: the stored remote declarations, for ``remotes``."""
+    return [Keys(namespace).remotes()] if role == REMOTES else []
 
 
 def valkey_acl(namespace: str, agents: Iterable[str], password_hashes: dict[str, str]) -> str:
@@ -304,11 +358,13 @@ def valkey_acl(namespace: str, agents: Iterable[str], password_hashes: dict[str,
     ``password_hashes`` maps each user to the SHA-256 hex digest of its password (the file holds no password).
     """
     lines = ["user default off resetpass"]  # an ACL file has no comments; no "nopass" left for protected mode
-    for user in (ADMIN, EXECUTOR, GATEWAY, *agents):
+    for user in (ADMIN, EXECUTOR, GATEWAY, REMOTES, *agents):
         digest = password_hashes[user]
         if user == ADMIN:
             lines.append(f"user {user} on #{digest} ~* &* +@all")
             continue
-        keys = " ".join(f"~{p}" for p in redis_key_patterns(namespace, user))
+        patterns = [f"~{p}" for p in redis_key_patterns(namespace, user)]
+        patterns += [f"%R~{p}" for p in redis_read_patterns(namespace, user)]
+        keys = " ".join(patterns)
         lines.append(f"user {user} on #{digest} resetchannels {keys} {REDIS_COMMANDS}")
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.ids import nuid
 from a2amesh.mesh import Mesh
 from a2amesh.protocol import Task, TaskState
+from a2amesh.protocol.states import state_word
 
 # Example inputs for the agents shipped in agent_cards/ (agents not present are skipped).
 AGENT_CALLS: list[tuple[str, Any]] = [
@@ -115,7 +116,7 @@ async def _call(client: Any, label: str, name: str, data: Any, *, timeout: float
     started = time.monotonic()
     task = await client.send(name, make_message(data=data), timeout=timeout)
     ms = (time.monotonic() - started) * 1000
-    print(f"- {label} ({ms:.0f} ms, {task.status.state.value})")
+    print(f"- {label} ({ms:.0f} ms, {state_word(task.status.state)})")
     _line("input", data)
     _line("output", task.output())
     return bool(task.status.state == TaskState.COMPLETED)
@@ -138,7 +139,7 @@ async def _http_call(base_url: str, name: str, data: Any, *, timeout: float) -> 
         print(f"- POST {url} ({ms:.0f} ms): error {reply['error'].get('code')} {reply['error'].get('message')}")
         return False
     task = Task.model_validate(reply["result"]["task"])
-    print(f"- POST {url} ({ms:.0f} ms, {task.status.state.value})")
+    print(f"- POST {url} ({ms:.0f} ms, {state_word(task.status.state)})")
     _line("output", task.output())
     return bool(task.status.state == TaskState.COMPLETED)
 

@@ -10,12 +10,20 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import orjson
 from pydantic import BaseModel
 
-__all__ = ["content_digest", "dumps_bytes", "dumps_text", "fields_json", "loads"]
+__all__ = ["JsonValue", "content_digest", "dumps_bytes", "dumps_text", "fields_json", "loads"]
+
+if TYPE_CHECKING:
+    JsonValue: TypeAlias = dict[str, "JsonValue"] | list["JsonValue"] | str | int | float | bool | None
+    """A JSON value: None, bool, int, float, str, or a list or string-keyed dict of JSON values."""
+else:
+    # pydantic sees Any: these values come from JSON or YAML already parsed, and checking every nested value
+    # again would cost on the hot path for nothing; mypy checks the recursive type above
+    JsonValue = Any
 
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 """Dates and dataclasses go to ``default`` as they do with the standard encoder."""

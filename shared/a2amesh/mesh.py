@@ -52,6 +52,8 @@ class Mesh:
         log_file: children's output goes here (None: inherit the terminal).
         gateway: settings of the HTTP gateway process to start (None: no gateway); port 0 takes a free one.
         llm_host: start ``a2amesh llm-host`` (the LLM agents defined through the API).
+        stored_remotes: start ``a2amesh remote serve --stored`` (the proxies of the remote agents declared
+            through the API, started and stopped as they are added and removed; not waited for either).
         builtins: start the built-in agents (``a2amesh builtins``: the llm, tools and tool_loop nodes).
         cluster: embedded NATS as a 3-node JetStream cluster, streams and buckets with 3 replicas, and embedded
             Valkey as a Valkey Cluster of 3 primaries and 3 replicas.
@@ -72,6 +74,7 @@ class Mesh:
     gateway: GatewaySettings | None = None
     gateway_url: str = ""
     llm_host: bool = False
+    stored_remotes: bool = False
     builtins: bool = True
     cluster: bool = False
     nats_cluster: NatsCluster | None = None
@@ -147,6 +150,9 @@ class Mesh:
                 )
             if self.llm_host:
                 self.children.append(Child("llm-host", [sys.executable, "-m", "a2amesh", "llm-host"]))
+            if self.stored_remotes:
+                argv = [sys.executable, "-m", "a2amesh", "remote", "serve", "--stored"]
+                self.children.append(Child("remotes", argv))
             for child in self.children:
                 await self._spawn(child)
             await self._wait_for_cards(bus, settings)

@@ -17,6 +17,9 @@ from a2amesh.protocol import AgentCard, codes
 
 log = get_logger("registry")
 
+WITHDRAW_LIMIT = 5.0
+"""Seconds a stopping process spends withdrawing a card before leaving it to age out (NATS away)."""
+
 
 def _age(entry_created: dt.datetime | None) -> float:
     if entry_created is None:
@@ -194,10 +197,24 @@ class CardPublisher:
                 # nats-py swallows a CancelledError that lands inside a request; honour the cancel anyway
                 raise asyncio.CancelledError
 
-    async def withdraw(self) -> None:
-        """Delete the presence key, and the card when no other replica of this agent is present."""
+    async def withdraw(self, within: float = WITHDRAW_LIMIT) -> None:
+        """Delete the presence key, and the card when no other replica of this agent is present.
+
+        Bounded by ``within`` seconds: a stopping process whose NATS went away (each KV request would be ridden
+        out for ``ELECTION_WAIT``) leaves the presence key and the card to age out (``card_ttl``), logged once
+        (``card.withdraw_gave_up``), and goes on stopping.
+        """
         if self._presence is None or self._cards is None:
             return
+        try:
+            async with asyncio.timeout(within):
+                await self._withdraw()
+        except TimeoutError:
+            log.warning("card.withdraw_gave_up", card=self.card.name, within=within, left="to age out (card_ttl)")
+
+    async def _withdraw(self) -> None:
+        assert self._presence is not None
+        assert self._cards is not None
         await self._presence.delete(self.presence_key)
         prefix = f"{self.card.name}."
         others = [k for k in await self._presence.keys() if k.startswith(prefix) and k != self.presence_key]

@@ -11,19 +11,24 @@ the request's ``traceparent``. Span and attribute names are listed in docs/obser
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import contextvars
 import os
 import sys
-from collections.abc import Mapping, MutableMapping, Sequence
+import time
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from a2amesh.errors import ConfigError
 
 if TYPE_CHECKING:
-    from opentelemetry.context import Context
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.sampling import Sampler
+    from opentelemetry.trace import Span, SpanContext
 
 __all__ = [
     "configure",
@@ -51,21 +56,28 @@ __all__ = [
 enabled = False
 """Whether this process records spans (set once by :func:`configure`)."""
 
-_tracer: Tracer | None = None
+_tracer: _Recorder | None = None
 _NOOP: AbstractContextManager[None] = contextlib.nullcontext(None)
 _EXPORTERS = ("otlp", "console")
 TRACEPARENT = "traceparent"  # the same header name as bus/headers.py (the foundation layer cannot import bus/)
 
 
-def wanted(environ: Mapping[str, str]) -> bool:
-    """Whether the standard variables ask for traces: an OTLP endpoint, or ``OTEL_TRACES_EXPORTER`` other than
-    ``none``; never with ``OTEL_SDK_DISABLED=true``."""
+def signal_wanted(environ: Mapping[str, str], signal: Literal["traces", "metrics"]) -> bool:
+    """Whether the standard variables ask for a signal to be exported: an OTLP endpoint (general or the signal's
+    own), or ``OTEL_{SIGNAL}_EXPORTER`` other than ``none``; never with ``OTEL_SDK_DISABLED=true``."""
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    exporter = environ.get(f"OTEL_{signal.upper()}_EXPORTER", "").strip().lower()
     if exporter:
         return exporter != "none"
-    return bool(environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    return bool(
+        environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
+    )
+
+
+def wanted(environ: Mapping[str, str]) -> bool:
+    """Whether the standard variables ask for traces (:func:`signal_wanted`)."""
+    return signal_wanted(environ, "traces")
 
 
 def configure(service: str, environ: MutableMapping[str, str] | None = None) -> bool:
@@ -97,21 +109,41 @@ def configure(service: str, environ: MutableMapping[str, str] | None = None) -> 
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
     named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
-    provider = TracerProvider(resource=Resource.create({} if named else {"service.name": service}))
+    resource = Resource.create({} if named else {"service.name": service})
+    provider = TracerProvider(resource=resource)
+    processors: list[tuple[BatchSpanProcessor, bool]] = []
     for name in names:
         exporter: SpanExporter
         if name == "otlp":
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            exporter = OTLPSpanExporter()
+            from a2amesh.otlp_spans import otlp_exporter
+
+            exporter = otlp_exporter(OTLPSpanExporter(), resource)
         else:
             exporter = ConsoleSpanExporter(out=sys.stderr)  # stdout may be a protocol (`a2amesh mcp`)
-        provider.add_span_processor(BatchSpanProcessor(exporter))  # exported off the event loop, in its thread
+        queue, batch = _batch_sizes(env)
+        processor = BatchSpanProcessor(exporter, max_queue_size=queue, max_export_batch_size=batch)  # in its thread
+        provider.add_span_processor(processor)  # the a2a-sdk's spans, and the flush at interpreter exit
+        processors.append((processor, name != "otlp"))
     trace.set_tracer_provider(provider)  # the SDK flushes it at interpreter exit
     _bind_api()
-    _tracer = provider.get_tracer("a2amesh")
+    _tracer = _Recorder(provider.sampler, resource, processors)
     enabled = True
     return True
+
+
+_BATCH = 2048
+"""Spans per export unless ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` says (the SDK's default is 512): an HTTP post
+through the SDK's client costs about a millisecond of CPU, as much as encoding 300 spans."""
+
+
+def _batch_sizes(env: Mapping[str, str]) -> tuple[int | None, int | None]:
+    """The batch processor's queue and batch sizes where the standard variables leave them (None: the SDK reads
+    them): :data:`_BATCH` spans per export, a queue of four batches (the SDK's default ratio: 512 of 2048)."""
+    if env.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") or env.get("OTEL_BSP_MAX_QUEUE_SIZE"):
+        return None, None
+    return 4 * _BATCH, _BATCH
 
 
 class _Api:
@@ -121,8 +153,40 @@ class _Api:
         from opentelemetry import context, trace
 
         self.kinds = {kind.name.lower(): kind for kind in trace.SpanKind}
-        self.attach, self.detach = context.attach, context.detach
         self.set_span_in_context, self.get_current_span = trace.set_span_in_context, trace.get_current_span
+        self.detach: Callable[[Any], None] = context.detach
+        self.current_context: Callable[[], SpanContext] = lambda: trace.get_current_span().get_span_context()
+        self.current_span: Callable[[], object] = trace.get_current_span
+        self.attach_span: Callable[[Span], object] = lambda span: context.attach(trace.set_span_in_context(span))
+        self.invalid = trace.INVALID_SPAN_CONTEXT
+        self.flags = (trace.TraceFlags(0), trace.TraceFlags(1))
+        self.trace_state = trace.DEFAULT_TRACE_STATE
+        self._bind_context_var(context, trace)
+
+    def _bind_context_var(self, context: Any, trace: Any) -> None:
+        """With the API's default runtime context (a ``ContextVar``), make a span current and read the current one
+        on that variable directly: the public functions are three to four calls deep each, and a span is made
+        current twice and read at least twice per task."""
+        from opentelemetry.trace.propagation import _SPAN_KEY
+
+        var = getattr(getattr(context, "_RUNTIME_CONTEXT", None), "_current_context", None)
+        if not isinstance(var, contextvars.ContextVar):
+            return  # another runtime context: the public functions
+        get, make, invalid, invalid_span = var.get, context.Context, self.invalid, trace.INVALID_SPAN
+
+        def current_context() -> SpanContext:
+            span = get().get(_SPAN_KEY)
+            return invalid if span is None else span.get_span_context()
+
+        self.attach_span = lambda span: var.set(make({**get(), _SPAN_KEY: span}))
+        self.detach = var.reset
+
+        def current_span() -> object:
+            span: object = get().get(_SPAN_KEY)
+            return invalid_span if span is None else span
+
+        self.current_context = current_context
+        self.current_span = current_span
         self.NonRecordingSpan, self.SpanContext, self.TraceFlags = (
             trace.NonRecordingSpan,
             trace.SpanContext,
@@ -142,24 +206,237 @@ def _bind_api() -> None:
 # --- the general hooks --------------------------------------------------------------------------
 
 
-def _parent(traceparent: str | None, parent_span: Span | None) -> Context | None:
-    """The context a new span starts in: ``parent_span``, else the remote ``traceparent`` (read here: the SDK's
-    propagator costs several times more), else the current one (None)."""
+def _parent(traceparent: str | None, parent_span: Span | None) -> SpanContext | None:
+    """The parent of a new span: ``parent_span``, else the remote ``traceparent`` (read here: the SDK's
+    propagator costs several times more), else the current span (None: a root)."""
     assert _api is not None
     if parent_span is not None:
-        return _api.set_span_in_context(parent_span)
+        ctx = parent_span.get_span_context()
+        return ctx if ctx.is_valid else None
     if not traceparent:
-        return None
+        ctx = _api.current_context()
+        return ctx if ctx.is_valid else None
     parts = traceparent.split("-")
     if len(parts) != 4 or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16 or parts[0] == "ff":
         return None
     try:
-        remote = _api.SpanContext(
-            int(parts[1], 16), int(parts[2], 16), is_remote=True, trace_flags=_api.TraceFlags(int(parts[3][:2], 16) & 1)
-        )
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3][:2], 16)
     except ValueError:
         return None
-    return _api.set_span_in_context(_api.NonRecordingSpan(remote)) if remote.is_valid else None
+    if not trace_id or not span_id:
+        return None  # all zeros: invalid
+    # a SpanContext of ids known valid, without its constructor's checks (a tuple of its six fields)
+    remote: SpanContext = tuple.__new__(
+        _api.SpanContext, (trace_id, span_id, True, _api.flags[flags & 1], _api.trace_state, True)
+    )
+    return remote
+
+
+class _Recorder:
+    """Starts this library's spans without the SDK's span machinery, which costs several times more per span
+    (locks, attribute validation and copies, a sampling result per span, processor fan-out): a span here is a
+    small object of the API's ``Span`` type (so the a2a-sdk's spans and the log lines see it as current), read
+    by the SDK's batch processors and exporters as the SDK's ``ReadableSpan`` is, in their thread. The
+    sampler is the SDK's, from the standard variables; a ``parentbased_*`` one follows the parent without a
+    call."""
+
+    def __init__(self, sampler: Sampler, resource: Resource, processors: list[tuple[BatchSpanProcessor, bool]]) -> None:
+        import random
+
+        from opentelemetry.sdk.trace import sampling
+
+        self.sampler = sampler
+        self.follows_parent = isinstance(sampler, sampling.ParentBased)
+        self.always = sampler is sampling.ALWAYS_ON
+        self.sampling = (sampling.Decision.RECORD_AND_SAMPLE,)
+        self.span_class = _span_class(resource, processors)
+        self.bits = random.getrandbits  # as the SDK's id generator (reseeded after a fork)
+        assert _api is not None
+        self.sampled, self.unsampled = _api.TraceFlags(1), _api.TraceFlags(0)
+        self.state = _api.trace_state
+
+    def start(self, name: str, kind: str, attributes: dict[str, Any] | None, parent: SpanContext | None) -> Span:
+        assert _api is not None
+        if parent is not None:
+            trace_id = parent.trace_id
+            if self.follows_parent:
+                sampled = parent.trace_flags.sampled
+            else:
+                sampled = self.always or self._sample(name, kind, attributes, parent, trace_id)
+        else:
+            trace_id = self.bits(128) or 1
+            sampled = self.always or self._sample(name, kind, attributes, None, trace_id)
+        # the SpanContext of ids known valid, without its constructor's checks (a tuple of its six fields)
+        fields = (trace_id, self.bits(64) or 1, False, self.sampled if sampled else self.unsampled, self.state, True)
+        ctx: SpanContext = tuple.__new__(_api.SpanContext, fields)
+        if not sampled:
+            unsampled: Span = _api.NonRecordingSpan(ctx)
+            return unsampled
+        span: Span = self.span_class(name, ctx, parent, _api.kinds[kind], attributes)  # type: ignore[assignment]
+        return span
+
+    def _sample(
+        self, name: str, kind: str, attributes: dict[str, Any] | None, parent: SpanContext | None, trace_id: int
+    ) -> bool:
+        assert _api is not None
+        context = None if parent is None else _api.set_span_in_context(_api.NonRecordingSpan(parent))
+        result = self.sampler.should_sample(context, trace_id, name, _api.kinds[kind], attributes)
+        return result.decision in self.sampling
+
+
+def _span_class(resource: Resource, processors: list[tuple[BatchSpanProcessor, bool]]) -> type[_Span]:
+    """Ready :class:`_Span` for this process (at :func:`configure`: the API is imported only when tracing is on)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    trace.Span.register(_Span)  # a span of the API's for its context functions (get_current_span checks)
+    _Span.resource = resource
+    _Span.instrumentation_scope = InstrumentationScope("a2amesh")
+    _Span.unset = trace.Status(trace.StatusCode.UNSET)
+    _Span.status_type = trace.Status
+    _Span.event_type = Event
+    _Span.readable_type = ReadableSpan
+    _Span.cheap = [_queue_of(p) for p, readable in processors if not readable]
+    _Span.converted = [p for p, readable in processors if readable]  # the console exporter formats an SDK span
+    return _Span
+
+
+def _queue_of(processor: BatchSpanProcessor) -> Callable[[Any], None]:
+    """What queues an ended span of ours on ``processor``: the SDK's batch processor's own queue (a bounded deque,
+    the oldest dropped when full) and the wake-up of its export thread when a batch is ready, as its ``on_end``
+    does without the checks a span of ours needs not (sampled, a fork: the SDK's at-fork hook clears the same
+    queue and replaces the event, read here at each wake-up). Another SDK's layout: its ``on_end``."""
+    batch = getattr(processor, "_batch_processor", None)
+    queue = getattr(batch, "_queue", None)
+    size = getattr(batch, "_max_export_batch_size", None)
+    if not isinstance(queue, collections.deque) or not isinstance(size, int) or not hasattr(batch, "_worker_awaken"):
+        return processor.on_end
+    add = queue.appendleft  # the SDK's worker pops the oldest from the right
+
+    def on_end(span: Any) -> None:
+        add(span)
+        if len(queue) >= size:
+            awaken = batch._worker_awaken  # type: ignore[union-attr]
+            if not awaken.is_set():
+                awaken.set()
+
+    return on_end
+
+
+class _Span:
+    """A span of this library's: a virtual subclass of the API's ``Span`` (see :class:`_Recorder`), read by the
+    SDK's exporters as a ``ReadableSpan`` (the slots and the class attributes below)."""
+
+    __slots__ = (
+        "_ctx",
+        "attributes",
+        "end_time",
+        "events",
+        "hex_ids",
+        "kind",
+        "name",
+        "parent",
+        "start_time",
+        "status",
+    )
+    resource: Any = None
+    instrumentation_scope: Any = None
+    links = ()
+    dropped_attributes = dropped_events = dropped_links = 0
+    a2amesh = True  # encoded by a2amesh.otlp_spans.encode_spans (see otlp_exporter)
+    unset: Any = None
+    status_type: Any = None
+    event_type: Any = None
+    readable_type: Any = None
+    cheap: list[Callable[[Any], None]] = []  # set once by _span_class
+    converted: list[Any] = []
+
+    def __init__(
+        self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: Any, attributes: dict[str, Any] | None
+    ) -> None:
+        self.name = name
+        self._ctx = ctx
+        self.parent = parent
+        self.kind = kind
+        self.attributes = attributes if attributes is not None else {}
+        self.events: Sequence[Any] = ()  # a list once an event is added (most spans have none: one object less)
+        self.status = self.unset
+        self.start_time = time.time_ns()
+        self.end_time: int | None = None
+        self.hex_ids: tuple[str, str] | None = None  # (see current_ids)
+
+    @property
+    def context(self) -> SpanContext:
+        return self._ctx
+
+    def get_span_context(self) -> SpanContext:
+        return self._ctx
+
+    def is_recording(self) -> bool:
+        return self.end_time is None
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        if self.end_time is None:
+            self.attributes[key] = value
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        if self.end_time is None:
+            self.attributes.update(attributes)
+
+    def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+        if self.end_time is None:
+            event = self.event_type(name, dict(attributes) if attributes else None, timestamp or time.time_ns())
+            self.events = [*self.events, event]
+
+    def update_name(self, name: str) -> None:
+        self.name = name
+
+    def set_status(self, status: Any, description: str | None = None) -> None:
+        if self.end_time is None:
+            self.status = status if isinstance(status, self.status_type) else self.status_type(status, description)
+
+    def record_exception(
+        self, exception: BaseException, attributes: Any = None, timestamp: int | None = None, escaped: bool = False
+    ) -> None:
+        import traceback
+
+        attrs = {
+            "exception.type": type(exception).__qualname__,
+            "exception.message": str(exception),
+            "exception.stacktrace": "".join(traceback.format_exception(exception)),
+            "exception.escaped": str(escaped),
+        }
+        self.add_event("exception", {**attrs, **(attributes or {})}, timestamp)
+
+    def __enter__(self) -> _Span:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.end()
+
+    def end(self, end_time: int | None = None) -> None:
+        if self.end_time is not None:
+            return
+        self.end_time = end_time or time.time_ns()
+        for emit in self.cheap:
+            emit(self)  # read as a ReadableSpan (see _Recorder)
+        if self.converted:
+            readable = self.readable_type(
+                name=self.name,
+                context=self._ctx,
+                parent=self.parent,
+                resource=self.resource,
+                attributes=self.attributes,
+                events=self.events,
+                kind=self.kind,
+                status=self.status,
+                start_time=self.start_time,
+                end_time=self.end_time,
+                instrumentation_scope=self.instrumentation_scope,
+            )
+            for processor in self.converted:
+                processor.on_end(readable)
 
 
 class _Current(AbstractContextManager["Span | None"]):
@@ -174,7 +451,7 @@ class _Current(AbstractContextManager["Span | None"]):
 
     def __enter__(self) -> Span:
         assert _api is not None
-        self._token = _api.attach(_api.set_span_in_context(self._span))
+        self._token = _api.attach_span(self._span)
         return self._span
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -184,7 +461,7 @@ class _Current(AbstractContextManager["Span | None"]):
                 self._span.record_exception(exc)
                 self._span.set_status(_api.Status(_api.ERROR, f"{type(exc).__name__}: {exc}"[:1000]))
         finally:
-            _api.detach(self._token)  # type: ignore[arg-type]
+            _api.detach(self._token)
             if self._end:
                 self._span.end()
 
@@ -201,18 +478,25 @@ def start(
     if _tracer is None:
         return None
     assert _api is not None
-    return _tracer.start_span(
-        name, context=_parent(traceparent, parent_span), kind=_api.kinds[kind], attributes=_clean(attributes)
-    )
+    return _tracer.start(name, kind, _clean(attributes), _parent(traceparent, parent_span))
 
 
-def _current(name: str, kind: str, attributes: Mapping[str, Any] | None, traceparent: str | None) -> _Current:
+def _current(
+    name: str, kind: str, attributes: Mapping[str, Any] | None, traceparent: str | None, *, known: bool = False
+) -> _Current:
+    """A span made current for a block (``known``: ``attributes`` are a new dict of str, bool, int and float values,
+    taken as they are)."""
     assert _tracer is not None
     assert _api is not None
-    span = _tracer.start_span(
-        name, context=_parent(traceparent, None), kind=_api.kinds[kind], attributes=_clean(attributes)
-    )
-    return _Current(span)
+    attrs = attributes if known and isinstance(attributes, dict) else _clean(attributes)
+    return _Current(_tracer.start(name, kind, attrs, _parent(traceparent, None)))
+
+
+def _start_known(name: str, kind: str, attributes: dict[str, Any], parent_span: Span | None = None) -> Span | None:
+    """:func:`start` of a span whose attributes are a new dict of str, bool, int and float values (no copy)."""
+    if _tracer is None:
+        return None
+    return _tracer.start(name, kind, attributes, _parent(None, parent_span))
 
 
 def span(
@@ -262,7 +546,7 @@ def inject(headers: MutableMapping[str, str]) -> None:
     or when no span is current)."""
     if _api is None:
         return
-    ctx = _api.get_current_span().get_span_context()
+    ctx = _api.current_context()
     if ctx.is_valid:
         headers[TRACEPARENT] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
@@ -271,7 +555,14 @@ def current_ids() -> tuple[str, str] | None:
     """The current span's trace id and span id in hex (None when off or when no span is current)."""
     if _api is None:
         return None
-    ctx = _api.get_current_span().get_span_context()
+    span = _api.current_span()
+    if isinstance(span, _Span):  # one of ours: its ids formatted once (a task's log lines each carry them)
+        ids = span.hex_ids
+        if ids is None:
+            ctx = span._ctx
+            ids = span.hex_ids = (f"{ctx[0]:032x}", f"{ctx[1]:016x}")
+        return ids
+    ctx = cast("Span", span).get_span_context()
     if not ctx.is_valid:
         return None
     return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
@@ -324,7 +615,7 @@ def task_span(agent: str, task_id: str, attempt: int, traceparent: str | None) -
     if _tracer is None:
         return _NOOP
     attrs = {"a2amesh.agent": agent, "a2amesh.task.id": task_id, "a2amesh.attempt": attempt}
-    block = _current(f"task {agent}", "consumer", attrs, traceparent)
+    block = _current(f"task {agent}", "consumer", attrs, traceparent, known=True)
     if attempt > 1:
         event(block._span, "a2amesh.redelivery", {"a2amesh.attempt": attempt})
     return block
@@ -342,7 +633,7 @@ def handler_span(agent: str, task_id: str) -> Span | None:
     """The span of an agent's handler run (started, not current: the handler's task makes it current)."""
     if _tracer is None:
         return None
-    return start(f"handler {agent}", attributes={"a2amesh.agent": agent, "a2amesh.task.id": task_id})
+    return _start_known(f"handler {agent}", "internal", {"a2amesh.agent": agent, "a2amesh.task.id": task_id})
 
 
 def execution_span(workflow: str, execution_id: str, epoch: int, traceparent: str | None) -> Span | None:
@@ -373,7 +664,7 @@ def node_span(parent: Span | None, *, node_id: str, path: str, node_type: str, a
         "a2amesh.node.agent": agent,
         "a2amesh.node.attempt": attempt,
     }
-    span = start(f"node {node_id}", kind="producer", attributes=attrs, parent_span=parent)
+    span = _start_known(f"node {node_id}", "producer", attrs, parent)
     if attempt > 1:
         event(span, "a2amesh.retry", {"a2amesh.node.attempt": attempt})
     return span

@@ -21,30 +21,8 @@ from a2amesh.store.redis import Redis
 from a2amesh.store.schedules import ScheduleStore
 from tests.browser.conftest import screenshot
 from tests.support.executors import write_workflows
+from tests.support.refund import REFUND, pay, propose
 from tests.support.waiting import eventually, within
-
-
-async def propose(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    return {"amount": input["amount"]}
-
-
-async def pay(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    return {"paid": input["amount"]}
-
-
-REFUND = """
-name: refund
-nodes:
-  - {id: propose, type: agent, agent_name: propose, input: {amount: "{{workflow.input.amount}}"}}
-  - id: review
-    type: human_review
-    depends_on: [propose]
-    prompt: "Refund {{propose.output.amount}}?"
-    data: "{{propose.output}}"
-    edit_schema: {type: object, properties: {amount: {type: number, maximum: 100}}, required: [amount]}
-  - {id: pay, type: agent, agent_name: pay, depends_on: [review], input: "{{review.output}}"}
-output_mapping: {paid: "{{pay.output.paid}}"}
-"""
 
 PIPELINE = """
 name: pipeline

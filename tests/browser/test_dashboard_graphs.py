@@ -13,8 +13,8 @@ from playwright.async_api import Page, expect
 
 from a2amesh.client import Client
 from a2amesh.protocol import TaskState
-from tests.browser.test_dashboard import REFUND, pay, propose
 from tests.support.processes import REPO
+from tests.support.refund import REFUND, pay, propose
 from tests.support.waiting import within
 
 BOXES = """() => [...document.querySelectorAll('svg .elabel')].map(g => {

@@ -13,7 +13,8 @@ from playwright.async_api import Page, expect
 from a2amesh.client import Client, make_message
 from a2amesh.errors import A2AMeshError
 from tests.browser.conftest import screenshot
-from tests.browser.test_dashboard import Gate, pay, propose
+from tests.browser.test_dashboard import Gate
+from tests.support.refund import pay, propose
 from tests.support.waiting import eventually, within
 
 

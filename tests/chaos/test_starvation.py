@@ -46,7 +46,13 @@ from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually, within
 
 Report = Callable[[ChaosSummary], None]
-FENCE_EVENTS = ("task.fenced", "execution.lease_lost", "execution.presence_lapsed", "executor.presence_lapsed")
+FENCE_EVENTS = (
+    "task.fenced",
+    "execution.fenced",
+    "execution.lease_lost",
+    "execution.presence_lapsed",
+    "executor.presence_lapsed",
+)
 """Log events of a run stopped because another replica took it over: an agent's fenced run; an executor's
 runners stopped when its presence lapsed (a ``stopped`` count), its lease renewal or a step's commit refused."""
 ROUNDS = int(os.environ.get("A2AMESH_CHAOS_ROUNDS", "2"))

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import nats.errors
 import pytest
 
 from a2amesh.agent.definition import AgentDefinition
@@ -99,8 +100,15 @@ async def test_caller_recovers_final_with_artifacts_after_node_loss(split: Split
         s.release.set()
 
         async def final_stored() -> bool:
-            stored = await s.agent_bus.direct_get_last(s.agent_bus.subjects.replies_stream, call.reply_subject)
-            return stored is not None and stored.headers.get(h.FINAL) == "true"
+            # read from the stream's leader: a direct get may be routed to the frozen node's replica, which
+            # keeps its interest until the route's pings time out, and is then never answered
+            try:
+                stored = await s.agent_bus.jsm.get_last_msg(
+                    s.agent_bus.subjects.replies_stream, call.reply_subject, direct=False
+                )
+            except (TimeoutError, nats.errors.Error):
+                return False  # not stored yet, or the stream is electing its leader
+            return (stored.headers or {}).get(h.FINAL) == "true"
 
         await eventually(final_stored, timeout=30, what="the call's final to be stored", interval=0.1)
     finally:

@@ -42,7 +42,15 @@ TLS_FILE = REPO / "docker-compose.tls.yml"
 AGENTS = ("echo", "order_validator", "text_stats", "notifier", "pricing", "job_status")
 LLM_AGENTS = ("2nchat_router", "2nchat_rc2", "2nchat_dm2", "2nchat_2n")
 WORKFLOWS = ("order_pipeline", "notify_customer")
-CONTAINERS = {"nats": 1, "redis": 1, "executor": 2, "gateway": 1, **dict.fromkeys(AGENTS, 1), "order_validator": 2}
+CONTAINERS = {
+    "nats": 1,
+    "redis": 1,
+    "executor": 2,
+    "gateway": 1,
+    "remotes": 1,
+    **dict.fromkeys(AGENTS, 1),
+    "order_validator": 2,
+}
 """Containers per service that docker-compose.yml asks for (scale: 2 for the executor and order_validator)."""
 HOLD = 5.0
 """Seconds the smoke test's order_validator holds an order before validating it: time to see which replica took
@@ -106,7 +114,9 @@ def project_env(images: BuiltImages, secrets_dir: Path) -> dict[str, str]:
     }
 
 
-FAST_HEALTH = {"services": {s: {"healthcheck": {"interval": "1s"}} for s in ("gateway", "executor", *AGENTS)}}
+FAST_HEALTH = {
+    "services": {s: {"healthcheck": {"interval": "1s"}} for s in ("gateway", "executor", "remotes", *AGENTS)}
+}
 """The images' HEALTHCHECKs (every 10 s) run every second, so the tests see them pass sooner."""
 
 
@@ -217,7 +227,8 @@ async def test_compose_files_are_valid_for_docker_compose_1_29(tmp_path: Path) -
     assert [s for s in services if services[s].get("ports")] == ["gateway"], "only the gateway is published"
     assert all(p.startswith("127.0.0.1:") for p in services["gateway"]["ports"]), services["gateway"]["ports"]
     assert single["networks"]["mesh"] == {"internal": True}, single["networks"]
-    assert {s for s in services if "edge" in services[s]["networks"]} == {"gateway"}
+    # the gateway answers from outside; the stored remotes' proxies reach remote agents outside
+    assert {s for s in services if "edge" in services[s]["networks"]} == {"gateway", "remotes"}
     for name, service in services.items():
         assert service["read_only"] is True, name
         assert service["cap_drop"] == ["ALL"], name
@@ -232,6 +243,11 @@ async def test_compose_files_are_valid_for_docker_compose_1_29(tmp_path: Path) -
         assert environment["NATS_PASSWORD_FILE"] == f"/run/secrets/nats-{agent}"
     assert [x["source"] for x in services["gateway"]["secrets"]] == ["nats-gateway", "redis-gateway", "api-keys"]
     assert [x["source"] for x in services["init"]["secrets"]] == ["nats-admin"]
+    assert [x["source"] for x in services["remotes"]["secrets"]] == ["nats-remotes", "redis-remotes"]
+    assert (services["remotes"]["environment"]["NATS_USER"], services["remotes"]["command"][-1]) == (
+        "remotes",
+        "--stored",
+    )
     published = yaml.safe_load(await Compose("config", (BASE_FILE, PORTS_FILE), env).run("config"))
     for server in ("nats", "redis"):
         ports = published["services"][server]["ports"]
@@ -239,7 +255,7 @@ async def test_compose_files_are_valid_for_docker_compose_1_29(tmp_path: Path) -
         assert all(p.startswith("127.0.0.1:") for p in ports), ports
     tls = yaml.safe_load(await Compose("config", (BASE_FILE, TLS_FILE), env).run("config"))
     assert f"{tmp_path}/tls/nats-server.pem:/etc/nats/tls/nats-server.pem:ro" in tls["services"]["nats"]["volumes"]
-    for service in (*AGENTS, "executor", "gateway", "init"):
+    for service in (*AGENTS, "executor", "gateway", "remotes", "init"):
         assert tls["services"][service]["environment"]["NATS_TLS_CA"] == "/run/secrets/nats-ca", service
         assert {"source": "nats-ca"} in tls["services"][service]["secrets"], service
     cluster = yaml.safe_load(await Compose("config", (BASE_FILE, CLUSTER_FILE), env).run("config"))
@@ -248,7 +264,7 @@ async def test_compose_files_are_valid_for_docker_compose_1_29(tmp_path: Path) -
         service = cluster["services"][node]
         assert (service["read_only"], service["cap_drop"], service["networks"]) == (True, ["ALL"], {"mesh": {}})
         assert f"{tmp_path}/nats-accounts.conf:/etc/nats/nats-accounts.conf:ro" in service["volumes"], node
-    for service in (*AGENTS, "executor", "gateway", "init"):
+    for service in (*AGENTS, "executor", "gateway", "remotes", "init"):
         environment = cluster["services"][service]["environment"]
         assert environment["NATS_URL"].split(",") == [f"nats://{n}:4222" for n in ("nats", "nats-2", "nats-3")]
         assert environment["A2AMESH_REPLICAS"] == "3", service
@@ -275,7 +291,7 @@ async def test_compose_mesh_serves_calls_and_survives_a_replica_killed_mid_run(
     async with running(compose, timeline, "compose up -d", "compose down -v"):
         gateway = f"http://127.0.0.1:{env['A2AMESH_GATEWAY_PORT']}"
         async with httpx.AsyncClient(base_url=gateway, timeout=60) as http:
-            with timeline.step("healthy: 12 containers running, HEALTHCHECKs passing, every card live"):
+            with timeline.step("healthy: 13 containers running, HEALTHCHECKs passing, every card live"):
                 await wait_running_and_healthy(compose, CONTAINERS)
                 await eventually(
                     lambda: _has_all(http, key),

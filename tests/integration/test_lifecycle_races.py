@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, Received
@@ -29,8 +32,10 @@ from a2amesh.rpc import encode_request
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import Subscriber, TaskStore
-from tests.integration.test_gateway_conformance import BINDINGS, REST_CODES, V, message, reason, rpc, send
+from tests.integration.gateway.test_gateway_conformance import BINDINGS, REST_CODES, V, message, reason, rpc, send
+from tests.support.cancelling import cancel_at_once, canceled_once_at_least
 from tests.support.inbox import Inbox
+from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually, within
 
 FIRST_REVIEW = """
@@ -506,3 +511,91 @@ async def test_a_continuation_sent_the_moment_the_task_pauses_is_applied(
 
     states = await asyncio.gather(*(one(i) for i in range(30)))
     assert set(states) == {TaskState.COMPLETED.value}, states
+
+
+@pytest.mark.parametrize("how", ["raw", "client", "gateway"])
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_resend_racing_the_first_call_of_a_review_is_answered(
+    http: httpx.AsyncClient, binding: str, how: str, bus: Bus, client: Client
+) -> None:
+    """The first call of a workflow whose first node is a review goes through the gateway, its exact resend over
+    NATS at a small offset (``raw``: a new Nats-Msg-Id, JSON-RPC id and reply subject; ``client``: the mesh
+    client's, a JetStream duplicate that follows the task): both are answered, with the same task paused for the
+    review, the resend with its own JSON-RPC id (30 at once; the lifecycle model found one unanswered)."""
+
+    async def one(i: int) -> tuple[str, str, str]:
+        body = message(parts=[{"data": {"n": i}}])
+        msg = SendMessageRequest.from_json_dict(body).message
+        request_id = f"resend-{i}"
+
+        async def resend() -> tuple[str, str, str]:
+            await asyncio.sleep(random.choice([0.0, 0.005, 0.01, 0.03, 0.06]))
+            if how == "gateway":
+                again = await send(http, binding, "lc_review", body)
+                task = again.get("task", {})
+                return request_id, task.get("id"), task.get("status", {}).get("state")
+            if how == "client":
+                call = await client.dispatch("lc_review", msg, request_id=request_id, timeout=20)
+                task = await within(call.result(), 20, f"the resend's answer ({i})")
+                return request_id, task.id, task.status.state.value
+            inbox = await Inbox(bus, "lc_review").start()
+            encoded = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), request_id)
+            await _publish(bus, "lc_review", encoded, f"lc_review:{msg.message_id}:resend-{i}", inbox.subject)
+            again = await _final(inbox, f"the resend's answer ({i})")
+            task = again.get("result", {}).get("task", {})
+            return again["id"], task.get("id"), task.get("status", {}).get("state")
+
+        first, again = await asyncio.gather(
+            within(send(http, binding, "lc_review", body), 20, f"the first call's answer ({i})"), resend()
+        )
+        task_id = task_id_for("lc_review", msg.message_id)
+        assert first.get("task", {}).get("id") == task_id, first
+        assert first["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", first
+        assert again[1] == task_id, again
+        return again[0], again[2] or "", request_id
+
+    results = await asyncio.gather(*(one(i) for i in range(15)))  # at once, then one by one
+    results += [await one(i) for i in range(15, 45)]
+    wrong = [r for r in results if r[0] != r[2] or r[1] != "TASK_STATE_INPUT_REQUIRED"]
+    assert not wrong, f"resends answered wrongly: {wrong[:5]}"
+
+
+@pytest.mark.parametrize("when", ["a replica ready before the kill", "the agent restarted after the kill"])
+async def test_cancel_of_a_task_whose_agent_was_sigkilled_is_answered(
+    when: str, processes: ProcessFactory, client: Client, redis: Redis, settings: Settings, tmp_path: Path
+) -> None:
+    """An agent process SIGKILLed while it runs a task, another replica up (started before the kill, or after
+    it), then three CancelTasks at once: each is answered within its bound, CANCELED, and the task ends CANCELED. The
+    replica that gets the cancel while the dead owner's claim lives leaves the cancel to that owner; the one
+    that claims the redelivery stores the task CANCELED and answers it (the lifecycle model found the task
+    CANCELED and its cancel never answered)."""
+    path = tmp_path / "lc_killed.yaml"
+    path.write_text(yaml.safe_dump({"name": "lc_killed", "handler": "tests.model.agents:slow"}))
+
+    async def start() -> Proc:
+        proc = await processes.start("agent", str(path))
+
+        def ready() -> bool:
+            assert proc.returncode is None, f"the agent exited: {proc.output()[-3000:]}"
+            return '"agent.ready"' in proc.output()
+
+        await eventually(ready, timeout=60, what="an agent replica to be ready")
+        return proc
+
+    first = await start()
+    await client.registry.wait_for("lc_killed", 10)
+    call = await client.dispatch("lc_killed", make_message(data={"seconds": 8.0}), timeout=60)
+    claim = Keys(settings.namespace).claim(call.task_id)
+    await eventually(lambda: redis.get(claim), timeout=20, what="the task to be claimed")
+    if when == "a replica ready before the kill":
+        await start()
+    assert await redis.get(claim), "the task ended before the kill: make it longer"
+    first.signal(signal.SIGKILL)
+    await first.wait(20)
+    if when != "a replica ready before the kill":
+        await start()
+    answers = await cancel_at_once(client, "lc_killed", call.task_id, 3, within_s=15)
+    assert canceled_once_at_least(answers), answers
+    final = await within(call.result(), 40, "the task's final")
+    assert final.status.state == TaskState.CANCELED, final
+    assert (await client.get_task("lc_killed", call.task_id)).status.state == TaskState.CANCELED

@@ -29,7 +29,7 @@ from cryptography.x509.oid import NameOID
 from nats.aio.client import Client as NatsClient
 from pydantic import SecretStr
 
-from a2amesh.access import EXECUTOR, GATEWAY, NatsAccess, accounts_config, nkey_variable, password_variable
+from a2amesh.access import EXECUTOR, GATEWAY, REMOTES, NatsAccess, accounts_config, nkey_variable, password_variable
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client, make_message
@@ -43,7 +43,7 @@ from tests.support.servers import MeshServers
 from tests.support.waiting import eventually, within
 
 AGENTS = ("alpha", "beta")
-USERS = ("admin", EXECUTOR, GATEWAY, *AGENTS)
+USERS = ("admin", EXECUTOR, GATEWAY, REMOTES, *AGENTS)
 
 
 def password(user: str) -> str:
@@ -234,7 +234,8 @@ def workflows(folder: Path) -> Path:
 
 async def test_the_mesh_works_under_these_permissions(secured_server: Secured, admin_bus: Bus, tmp_path: Path) -> None:
     """Agents, the executor and a caller each as their own user: an agent call and a workflow with a
-    sub-workflow complete, and the server logged no permission violation."""
+    sub-workflow complete, the gateway announces remote-agent changes, and the server logged no permission
+    violation."""
     started: list[ProcessFactory] = []
     for user in AGENTS:
         factory = ProcessFactory(secured_server.settings(user), tmp_path / user)
@@ -256,6 +257,9 @@ async def test_the_mesh_works_under_these_permissions(secured_server: Secured, a
     try:
         await client.start()
         assert client.instance.startswith("gateway.")
+        # the management API announces a remote declared or removed through it (checked with the violations below)
+        for event in ("created", "deleted"):
+            await bus.publish(bus.subjects.remote_event("weather", event), b"{}")
 
         async def ready() -> bool:
             assert proc.returncode is None, proc.output()[-3000:]

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -39,7 +38,8 @@ from a2amesh.registry import CardPublisher
 from a2amesh.rpc import encode_result
 from a2amesh.store.redis import Redis
 from a2amesh.worker.decode import decode_request
-from tests.support.processes import REPO, Proc, ProcessFactory, process_env
+from tests.support.cli import mesh_cli
+from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually, within
 
 
@@ -327,26 +327,6 @@ async def test_cancel_reaches_leaf_through_sub_workflow(
 # --- the CLI ---------------------------------------------------------------------------------
 
 
-async def cli(settings: Settings, *args: str, timeout: float = 60) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "a2amesh",
-        *args,
-        env=process_env(settings),
-        cwd=str(REPO),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError(f"a2amesh {' '.join(args)} did not finish within {timeout}s") from None
-    return proc.returncode or 0, out.decode(), err.decode()
-
-
 async def test_cli_run_runs_show_retry_cancel(
     settings: Settings, client: Client, redis: Redis, processes: ProcessFactory, tmp_path: Path
 ) -> None:
@@ -367,44 +347,44 @@ output_mapping: {y: "{{second.output.y}}"}
         },
     )
     await start_executor(processes, folder, client, "cli_wf")
-    code, out, err = await cli(settings, "run", "cli_wf", "--input", '{"x": 7}')
+    code, out, err = await mesh_cli(settings, "run", "cli_wf", "--input", '{"x": 7}')
     assert code == 0, err
     assert json.loads(out) == {"y": 7}
     assert "▶ first" in err
     assert "✓ second" in err
     run_id = err.split("→ run ", 1)[1].split()[0]
 
-    code, out, err = await cli(settings, "run", "cli_wf", "--input", '{"x": "bad"}', "--json")
+    code, out, err = await mesh_cli(settings, "run", "cli_wf", "--input", '{"x": "bad"}', "--json")
     assert code == 1
     result = json.loads(out)
     assert result["status"] == "failed"
     assert "$.x" in result["error"]
 
-    code, out, _ = await cli(settings, "runs", "--workflow", "cli_wf", "--json")
+    code, out, _ = await mesh_cli(settings, "runs", "--workflow", "cli_wf", "--json")
     assert code == 0
     runs = json.loads(out)
     assert {r["status"] for r in runs} == {"completed", "failed"}
 
-    code, out, _ = await cli(settings, "show", run_id[:12], "--json")
+    code, out, _ = await mesh_cli(settings, "show", run_id[:12], "--json")
     assert code == 0
     shown = json.loads(out)
     assert shown["status"] == "completed"
     assert [n["path"] for n in shown["nodes"]] == ["first", "second"]
-    code, out, _ = await cli(settings, "show", run_id)
+    code, out, _ = await mesh_cli(settings, "show", run_id)
     assert "first" in out
     assert "completed" in out
 
     await redis.delete(tkey(settings, "runs"))
-    code, out, err = await cli(settings, "retry", run_id, "--from", "second", "--json")
+    code, out, err = await mesh_cli(settings, "retry", run_id, "--from", "second", "--json")
     assert code == 0, err
     assert json.loads(out)["output"] == {"y": 7}
     assert await redis.hgetall(tkey(settings, "runs")) == {"second": "1"}
 
-    code, _, err = await cli(settings, "cancel", run_id)
+    code, _, err = await mesh_cli(settings, "cancel", run_id)
     assert code == 2
     assert "is completed: only a running or paused one can be cancelled" in err
-    code, out, err = await cli(settings, "validate", str(folder / "cli_wf.yaml"))
+    code, out, err = await mesh_cli(settings, "validate", str(folder / "cli_wf.yaml"))
     assert code == 0
-    code, out, _ = await cli(settings, "graph", str(folder / "cli_wf.yaml"))
+    code, out, _ = await mesh_cli(settings, "graph", str(folder / "cli_wf.yaml"))
     assert out.startswith("flowchart TD")
     assert os.environ.get("A2AMESH_FAULT") is None

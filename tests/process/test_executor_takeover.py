@@ -17,6 +17,7 @@ from tests.process.test_executor_processes import (
     write_behaviour_agent,
     write_definitions,
 )
+from tests.support.cancelling import cancel_at_once, canceled_once_at_least
 from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually, within
 
@@ -149,3 +150,25 @@ async def test_frozen_replica_taken_over_and_stopped_when_thawed(
     task = await within(call.result(), 30, "the final answer")
     assert task.status.state == TaskState.COMPLETED, task.status
     assert await redis.hgetall(tkey(settings, "runs")) == {"second": "1"}
+
+
+async def test_cancel_of_an_execution_whose_replica_was_sigkilled_is_answered(
+    settings: Settings, client: Client, redis: Redis, processes: ProcessFactory, tmp_path: Path
+) -> None:
+    """SIGKILL of the driving replica, then at once CancelTask: the survivor gets the cancel while the dead
+    replica's lease lives, and leaves it to that holder; the takeover applies the cancel mark and answers every
+    canceller (three at once, not the first alone), CANCELED, within its bound (the lifecycle model found the
+    workflow CANCELED and its cancel never answered)."""
+    procs, _ = await two_replicas(processes, client, tmp_path, PRODUCTION_LEASE)
+    call = await client.dispatch("handover", make_message(data={}), timeout=60)
+    await eventually(lambda: redis.llen(tkey(settings, "started")), timeout=15, what="the first node to start")
+    owner = await owner_of(redis, settings, call.task_id)
+    victim = next(p for p in procs if instance_of(p) == owner)
+    victim.signal(signal.SIGKILL)
+    await victim.wait(10)
+    assert await owner_of(redis, settings, call.task_id) == owner, "the lease lapsed before the cancel: no race"
+    answers = await cancel_at_once(client, "handover", call.task_id, 3, within_s=15)
+    assert canceled_once_at_least(answers), answers
+    final = await within(call.result(), 30, "the workflow's final")
+    assert final.status.state == TaskState.CANCELED, final
+    assert await redis.hgetall(tkey(settings, "runs")) == {}, "a node after the cancel ran"

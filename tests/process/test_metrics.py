@@ -21,6 +21,8 @@ import yaml
 from a2amesh.client import Client
 from a2amesh.gateway.settings import parse_api_keys
 from a2amesh.servers import free_port
+from tests.support.executors import write_workflows
+from tests.support.otlp import OtlpReceiver
 from tests.support.processes import REPO, Proc, ProcessFactory
 from tests.support.waiting import eventually
 
@@ -201,3 +203,95 @@ async def test_a_metrics_port_in_use_stops_the_process_with_one_line(processes: 
     assert len(lines) == 1, proc.output()[-2000:]
     assert f"metrics port 127.0.0.1:{port}" in lines[0]
     assert "Traceback" not in proc.output()
+
+
+ONE_NODE = """
+name: counted
+nodes:
+  - {id: stats, type: agent, agent_name: text_stats, input: {text: "{{workflow.input.text}}"}}
+"""
+
+
+async def test_an_agent_and_an_executor_export_their_metrics_over_otlp(
+    processes: ProcessFactory, client: Client, tmp_path: Path
+) -> None:
+    """With an OTLP endpoint set (and no metrics port), an agent and an executor send the same metrics as /metrics
+    to the receiver, decoded from the real protobuf: counters as monotonic cumulative sums named without
+    ``_total``, histograms with their buckets, the service name as the resource; the executor's queue wait is
+    its workflow calls' time in their work queue. A gateway, which no one scrapes, exports the namespace's
+    executions per status all the same."""
+    receiver = OtlpReceiver().start()
+    try:
+        env = {
+            "PYTHONPATH": os.pathsep.join([str(REPO / "agent_cards"), os.environ.get("PYTHONPATH", "")]),
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_TRACES_EXPORTER": "none",
+            "OTEL_METRIC_EXPORT_INTERVAL": "300",
+        }
+        agent = await processes.start("agent", str(REPO / "agent_cards" / "text_stats.yaml"), env=env)
+
+        def agent_up() -> bool:
+            assert agent.returncode is None, f"agent exited: {agent.output()[-3000:]}"
+            return client.registry.get("text_stats") is not None
+
+        await eventually(agent_up, timeout=30, what="the card of text_stats")
+        folder = write_workflows(tmp_path / "wf", {"counted": ONE_NODE})
+        executor = await processes.start("executor", str(folder), env=env)
+
+        def executor_up() -> bool:
+            assert executor.returncode is None, f"executor exited: {executor.output()[-3000:]}"
+            return client.registry.get("counted") is not None
+
+        await eventually(executor_up, timeout=30, what="the card of the workflow counted")
+        for i in range(2):
+            run = await client.send("counted", {"text": f"a b c {i}"})
+            assert run.status.state.value == "TASK_STATE_COMPLETED", run
+        for i in range(3):
+            task = await client.send("text_stats", {"text": f"a b {i}"})
+            assert task.status.state.value == "TASK_STATE_COMPLETED", task
+
+        def counted() -> bool:
+            assert agent.returncode is None, f"agent exited: {agent.output()[-3000:]}"
+            point = receiver.latest("a2amesh_calls", agent="text_stats", outcome="completed")
+            ran = receiver.latest("a2amesh_executions", workflow="counted", status="completed")
+            return point is not None and point.value == 5.0 and ran is not None and ran.value == 2.0
+
+        await eventually(counted, timeout=30, what="5 completed calls and 2 executions exported", interval=0.2)
+        async with httpx.AsyncClient(timeout=30) as http:
+            await start_gateway(processes, http, env)
+
+        def statuses() -> bool:
+            point = receiver.latest("a2amesh_executions_by_status", status="completed")
+            return point is not None and point.value == 2.0 and point.service == "a2amesh-gateway"
+
+        await eventually(statuses, timeout=30, what="the gateway's executions per status exported", interval=0.2)
+        calls = receiver.latest("a2amesh_calls", agent="text_stats", outcome="completed")
+        assert calls is not None
+        assert calls.kind == "sum"
+        assert calls.monotonic
+        assert calls.cumulative
+        assert calls.service == "a2amesh-agent"
+        assert 0 < calls.start_ns <= calls.time_ns
+        duration = receiver.latest("a2amesh_call_duration_seconds", agent="text_stats")
+        assert duration is not None
+        assert duration.kind == "histogram"
+        assert duration.count == 5, duration
+        assert sum(duration.bucket_counts) == 5
+        assert len(duration.bucket_counts) == len(duration.bounds) + 1
+        assert duration.bounds[0] == 0.005
+        assert duration.sum > 0
+        wait = receiver.latest("a2amesh_queue_wait_seconds", agent="text_stats")
+        assert wait is not None
+        assert wait.count == 5, "the agent's requests: 3 calls and 2 nodes"
+        workflow_wait = receiver.latest("a2amesh_queue_wait_seconds", agent="counted")
+        assert workflow_wait is not None
+        assert workflow_wait.count == 2, "the executor's: 2 calls of the workflow"
+        assert workflow_wait.service == "a2amesh-executor"
+        pending = receiver.latest("a2amesh_consumer_pending", agent="text_stats")
+        assert pending is not None
+        assert pending.kind == "gauge"
+        assert receiver.latest("process_cpu_seconds") is not None, "the process series too, as on /metrics"
+        assert not receiver.spans, "OTEL_TRACES_EXPORTER=none: metrics only"
+        assert not receiver.bad_requests
+    finally:
+        receiver.stop()

@@ -10,12 +10,12 @@ from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.store.redis import Redis
 from tests.process.test_executor_processes import (
-    cli,
     start_executor,
     tkey,
     write_behaviour_agent,
     write_definitions,
 )
+from tests.support.cli import mesh_cli
 from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually
 
@@ -46,7 +46,7 @@ async def _mesh(processes: ProcessFactory, client: Client, tmp_path: Path) -> tu
 
 async def _run_until_paused(settings: Settings) -> str:
     """``a2amesh run`` a reviewed execution; it stops at the review and exits 0. Returns the run id."""
-    code, out, err = await cli(settings, "run", "reviewed", "--input", '{"x": 7}')
+    code, out, err = await mesh_cli(settings, "run", "reviewed", "--input", '{"x": 7}')
     assert code == 0, err
     assert "⏸ paused for a review at review" in err
     assert "a2amesh resume" in err
@@ -60,7 +60,7 @@ async def test_paused_run_survives_restart_of_every_process_and_resumes_by_cli(
     """Pause, SIGTERM the executor and the agent, restart both; `a2amesh resume --edit` finishes the run."""
     agent, executor = await _mesh(processes, client, tmp_path)
     run_id = await _run_until_paused(settings)
-    code, out, _ = await cli(settings, "show", run_id, "--json")
+    code, out, _ = await mesh_cli(settings, "show", run_id, "--json")
     assert json.loads(out)["status"] == "paused"
 
     for proc in (executor, agent):
@@ -74,21 +74,21 @@ async def test_paused_run_survives_restart_of_every_process_and_resumes_by_cli(
     )
     await _mesh(processes, client, tmp_path)
 
-    code, _, err = await cli(settings, "resume", run_id, "--edit", '{"x": 500}')
+    code, _, err = await mesh_cli(settings, "resume", run_id, "--edit", '{"x": 500}')
     assert code == 2, err
     lines = err.strip().splitlines()
     assert "500 is greater than the maximum of 100" in lines[-1], err
     assert "Traceback" not in err
-    code, _, err = await cli(settings, "resume", run_id, "--edit", "{not json")
+    code, _, err = await mesh_cli(settings, "resume", run_id, "--edit", "{not json")
     assert code == 2, err
 
-    code, out, err = await cli(settings, "resume", run_id[:14], "--edit", '{"x": 9}')
+    code, out, err = await mesh_cli(settings, "resume", run_id[:14], "--edit", '{"x": 9}')
     assert code == 0, err
     assert json.loads(out) == {"y": 9}
     assert "✓ second" in err
     assert await redis.hgetall(tkey(settings, "runs")) == {"first": "1", "second": "1"}
 
-    code, _, err = await cli(settings, "resume", run_id, "--approve")
+    code, _, err = await mesh_cli(settings, "resume", run_id, "--approve")
     assert code == 2
     assert "is completed, not paused for a review" in err
 
@@ -104,12 +104,12 @@ async def test_cancel_of_a_paused_run_after_restart_runs_on_cancel(
     folder = tmp_path / "wf"
     await start_executor(processes, folder, client, "reviewed")
 
-    code, out, err = await cli(settings, "cancel", run_id)
+    code, out, err = await mesh_cli(settings, "cancel", run_id)
     assert code == 0, err
     assert out.strip() == f"{run_id}: cancelled"
     assert await redis.hgetall(tkey(settings, "runs")) == {"first": "1", "cleanup": "1"}
-    code, out, _ = await cli(settings, "show", run_id, "--json")
+    code, out, _ = await mesh_cli(settings, "show", run_id, "--json")
     assert json.loads(out)["status"] == "cancelled"
-    code, _, err = await cli(settings, "resume", run_id, "--reject")
+    code, _, err = await mesh_cli(settings, "resume", run_id, "--reject")
     assert code == 2
     assert "is cancelled, not paused" in err

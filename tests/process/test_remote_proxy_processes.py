@@ -1,6 +1,7 @@
 """The remote agent proxy as OS processes: a proxy SIGKILLed while its task runs on the remote is taken over by
 another replica, which follows the remote task from the ids kept in Redis instead of sending it again; ``a2amesh
-remote add`` writes a declaration only for a usable card."""
+remote add`` writes a declaration only for a usable card; the mesh of ``a2amesh up`` serves the remotes declared
+through the API and stops serving them when they are removed."""
 
 from __future__ import annotations
 
@@ -9,11 +10,18 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 import yaml
 
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
-from a2amesh.protocol import TaskState
+from a2amesh.errors import TransportError
+from a2amesh.gateway.settings import parse_api_keys
+from a2amesh.mesh import Mesh
+from a2amesh.protocol import TaskState, codes
+from a2amesh.remote.declare import RemoteStore
+from a2amesh.remote.spec import parse_remote
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import TaskStore
@@ -83,3 +91,60 @@ async def test_agents_lists_the_remote_with_its_url(
     (row,) = [line for line in out.splitlines() if line.startswith("stock ")]
     assert row.split()[1] == "remote"
     assert stock.url in row
+
+
+async def test_serve_stored_runs_an_api_declared_remote(
+    processes: ProcessFactory, stock_server: Any, client: Client, redis: Redis, settings: Settings
+) -> None:
+    """``remote serve --stored NAME`` serves the declaration ``POST /api/remotes`` stored; an unknown name is a
+    usage error naming it."""
+    stock: StockServer = await stock_server()
+    spec = parse_remote({"remote": {"url": stock.url, "name": "stored"}}, "test")
+    assert await RemoteStore(redis, settings.namespace).add(spec)
+    await processes.start("remote", "serve", "--stored", "stored")
+    await client.registry.wait_for("stored", 20)
+    task = await within(client.send("stored", {"x": 2}), 30, "the stored remote's answer")
+    assert task.output() == {"echo": {"x": 2}, "n": 2}
+    missing = await processes.start("remote", "serve", "--stored", "nobody")
+    assert await missing.wait(30) == 2, missing.output()
+    assert "no remote agent 'nobody' is declared through the API" in missing.output()
+
+
+async def test_up_serves_remotes_added_and_removed_through_the_api(
+    gateway: Any, stock_server: Any, client: Client, settings: Settings, tmp_path: Path
+) -> None:
+    """The mesh of ``a2amesh up`` (its process ``remote serve --stored``, on the test's servers): a remote POSTed
+    to /api/remotes is served and a call through the mesh reaches the stock server; after DELETE its card leaves
+    the registry and a call is AGENT_NOT_FOUND at once."""
+    stock: StockServer = await stock_server()
+    url = str(await gateway(api_keys=parse_api_keys("admin=adm1n-secret")))
+    admin = {"Authorization": "Bearer adm1n-secret"}
+    log = tmp_path / "mesh.log"
+    mesh = Mesh(
+        settings, agents_dir=None, state_dir=tmp_path / "state", log_file=log, builtins=False, stored_remotes=True
+    )
+    async with mesh, httpx.AsyncClient(base_url=url, timeout=30) as api:
+        assert [c.label for c in mesh.children] == ["remotes"]
+        added = await api.post("/api/remotes", json={"url": stock.url, "name": "stock"}, headers=admin)
+        assert added.status_code == 201, added.text
+
+        def served() -> bool:
+            assert not mesh.crashed(), log.read_text()[-3000:]
+            return client.registry.get("stock") is not None
+
+        await eventually(served, timeout=30, what="the card of the remote added through the API")
+        task = await within(client.send("stock", {"x": 5}), 30, "the answer through the mesh")
+        assert task.status.state == TaskState.COMPLETED, task.status
+        assert task.output() == {"echo": {"x": 5}, "n": 2}
+        assert len(stock.agent.inputs) == 1
+
+        gone = await api.delete("/api/remotes/stock", headers=admin)
+        assert gone.status_code == 204, gone.text
+        await eventually(lambda: client.registry.get("stock") is None, timeout=30, what="the card to leave")
+        with pytest.raises(TransportError) as failure:
+            await within(client.send("stock", {"x": 6}, timeout=5), 5, "AGENT_NOT_FOUND")
+        assert failure.value.reason == codes.AGENT_NOT_FOUND
+        assert "'stock' is not in the mesh" in str(failure.value)
+        assert len(stock.agent.inputs) == 1
+        await eventually(lambda: "remote.removed" in log.read_text(), timeout=10, what="remote.removed in the log")
+        assert not mesh.crashed(), log.read_text()[-3000:]

@@ -6,7 +6,6 @@ import asyncio
 import json
 import math
 import signal
-import sys
 import textwrap
 import time
 from collections import Counter
@@ -21,7 +20,8 @@ from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.schedules import ScheduleStore
-from tests.support.processes import REPO, Proc, ProcessFactory, process_env
+from tests.support.cli import mesh_cli
+from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually
 
 INTERVAL = 2
@@ -54,26 +54,6 @@ async def start_executor(processes: ProcessFactory, folder: Path, client: Client
 
     await eventually(ready, timeout=20, what="the executor to serve its workflows")
     return proc
-
-
-async def cli(settings: Settings, *args: str, timeout: float = 60) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "a2amesh",
-        *args,
-        env=process_env(settings),
-        cwd=str(REPO),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError(f"a2amesh {' '.join(args)} did not finish within {timeout}s") from None
-    return proc.returncode or 0, out.decode(), err.decode()
 
 
 async def sleep_until(at: float) -> None:
@@ -196,7 +176,7 @@ async def test_cli_schedules_runs_show_pause_resume(
     await start_executor(processes, folder, client, "cron")
 
     async def a_run() -> list[dict[str, Any]] | None:
-        code, out, err = await cli(settings, "runs", "--workflow", "cron", "--json")
+        code, out, err = await mesh_cli(settings, "runs", "--workflow", "cron", "--json")
         assert code == 0, err
         rows = [r for r in json.loads(out) if r["status"] == "completed"]
         return rows or None
@@ -204,13 +184,13 @@ async def test_cli_schedules_runs_show_pause_resume(
     rows = await eventually(a_run, timeout=15, what="a completed scheduled run listed by `a2amesh runs`")
     run = rows[0]["execution_id"]
     assert run.startswith("sched:cron:main:")
-    code, out, err = await cli(settings, "show", run, "--json")
+    code, out, err = await mesh_cli(settings, "show", run, "--json")
     assert code == 0, err
     shown = json.loads(out)
     assert shown["input"] == {"n": 1}
     assert [(n["path"], n["input"], n["output"]) for n in shown["nodes"]] == [("beat", {"n": 1}, {"n": 1})]
 
-    code, out, err = await cli(settings, "schedules", "--json")
+    code, out, err = await mesh_cli(settings, "schedules", "--json")
     assert code == 0, err
     (listed,) = json.loads(out)
     assert listed["id"] == "cron/main"
@@ -218,39 +198,39 @@ async def test_cli_schedules_runs_show_pause_resume(
     assert listed["describe"] == "every 1 s"
     assert listed["next_fire"] is not None
     assert not listed["paused"]
-    code, out, err = await cli(settings, "schedules")
+    code, out, err = await mesh_cli(settings, "schedules")
     assert code == 0, err
     assert "cron/main" in out
     assert "NEXT FIRE" in out
 
-    code, out, err = await cli(settings, "schedules", "pause", "cron")
+    code, out, err = await mesh_cli(settings, "schedules", "pause", "cron")
     assert code == 0, err
     assert "cron/main: paused" in out
-    code, out, err = await cli(settings, "schedules", "--json")
+    code, out, err = await mesh_cli(settings, "schedules", "--json")
     (listed,) = json.loads(out)
     assert listed["paused"]
     assert listed["next_fire"] is None
-    code, out, err = await cli(settings, "schedules", "resume", "cron/main", "--json")
+    code, out, err = await mesh_cli(settings, "schedules", "resume", "cron/main", "--json")
     assert code == 0, err
     (resumed,) = json.loads(out)
     assert not resumed["paused"]
     assert resumed["next_fire"] is not None
 
-    code, _, err = await cli(settings, "schedules", "pause", "nope")
+    code, _, err = await mesh_cli(settings, "schedules", "pause", "nope")
     assert code == 2
     assert "no schedule 'nope'" in err
-    code, _, err = await cli(settings, "schedules", "pause")
+    code, _, err = await mesh_cli(settings, "schedules", "pause")
     assert code == 2
     assert "NAME or NAME/BRANCH" in err
 
-    code, _, err = await cli(settings, "schedules", "delete", "cron")
+    code, _, err = await mesh_cli(settings, "schedules", "delete", "cron")
     assert code == 2, err
     assert "'cron' is served by a live executor" in err
     ghost = ScheduleState.new("ghost", parse_schedule("interval", "3600"), now=datetime.now(UTC))
     assert await ScheduleStore(redis, Keys(settings.namespace)).write("ghost/main", None, ghost)
-    code, out, err = await cli(settings, "schedules", "delete", "ghost/main")
+    code, out, err = await mesh_cli(settings, "schedules", "delete", "ghost/main")
     assert code == 0, err
     assert out.strip() == "ghost/main: deleted"
-    code, _, err = await cli(settings, "schedules", "delete", "ghost")
+    code, _, err = await mesh_cli(settings, "schedules", "delete", "ghost")
     assert code == 2
     assert "no schedule 'ghost'" in err

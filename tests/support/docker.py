@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-SERVICES = ("agent", "executor", "gateway")
+SERVICES = ("agent", "executor", "gateway", "remote")
 SERVERS = ("nats", "valkey")
 """The images deploy/build-images --servers adds: NATS and Valkey from their wheels, for docker-compose.yml."""
 LOCAL_BASE = "a2amesh-base:bookworm"

@@ -15,12 +15,15 @@ from nats.aio.client import Client as NatsClient
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError
 
-from a2amesh.access import EXECUTOR, GATEWAY
+from a2amesh.access import EXECUTOR, GATEWAY, REMOTES
 from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
 from a2amesh.provision import nats_password_file, redis_password_file
 from a2amesh.store.keys import Keys
 from tests.support.waiting import eventually
+
+STORED = "stored_probe"
+"""A name no file-declared agent has: one the stored remotes' proxies may serve."""
 
 
 def settings_of(
@@ -96,9 +99,10 @@ async def check_nats(
     """Each refusal the issue lists, asserted by the server's own error; then each user's own part allowed."""
     s = Subjects(namespace)
     tasks = s.tasks_stream
-    alpha, executor, gateway = Raw(agent), Raw(EXECUTOR), Raw(GATEWAY)
+    alpha, executor, gateway, remotes = Raw(agent), Raw(EXECUTOR), Raw(GATEWAY), Raw(REMOTES)
+    everyone = (alpha, executor, gateway, remotes)
     try:
-        for raw in (alpha, executor, gateway):
+        for raw in everyone:
             await raw.connect(folder, url, tls)
         # an agent: another agent's requests (live or from its queue), anyone's replies, a forged final on
         # another callee's reply subject, and any change of a stream
@@ -123,11 +127,26 @@ async def check_nats(
         await gateway.subscribe_refused(s.control(agent))
         await gateway.publish_refused(f"$KV.{s.cards_bucket}.{agent}")
         await gateway.publish_refused(f"$JS.API.STREAM.DELETE.{tasks}")
+        # the stored remotes' proxies: no file-declared agent's queue, control subject, card or replies; they call
+        # no agent, forge no event, read no one's replies and change no stream
+        await remotes.publish_refused(f"$JS.API.CONSUMER.MSG.NEXT.{tasks}.{agent}")
+        await remotes.subscribe_refused(s.control(agent))
+        await remotes.publish_refused(s.reply("gateway.abc", agent, "call1"), final=True)
+        await remotes.publish_refused(f"$KV.{s.cards_bucket}.{agent}")
+        await remotes.subscribe_refused(s.request(agent))
+        await remotes.publish_refused(s.request(agent))
+        await remotes.publish_refused(s.control(STORED))
+        await remotes.publish_refused(s.remote_event(STORED, "created"))
+        await remotes.publish_refused(s.workflow_event("wf", "created"))
+        for subject in (s.reply_inbox(GATEWAY), s.reply_all, "_INBOX.>"):
+            await remotes.subscribe_refused(subject)
+        await remotes.publish_refused(f"$JS.API.STREAM.DELETE.{tasks}")
         # and what each does is allowed: no new refusal
-        counts = [len(r.errors) for r in (alpha, executor, gateway)]
+        counts = [len(r.errors) for r in everyone]
         assert alpha.nc is not None
         assert executor.nc is not None
         assert gateway.nc is not None
+        assert remotes.nc is not None
         await alpha.nc.subscribe(s.reply_inbox(agent))
         await alpha.nc.subscribe(s.control(agent))
         await alpha.nc.publish(s.reply("gateway.abc", agent, "call2"), b"{}")
@@ -135,14 +154,20 @@ async def check_nats(
         await gateway.nc.subscribe(s.reply_inbox(GATEWAY))
         info = await gateway.nc.request(f"$JS.API.STREAM.INFO.{tasks}", b"", timeout=5)
         assert b'"config"' in info.data, info.data
-        for raw in (alpha, executor, gateway):
+        await remotes.nc.subscribe(s.remote_events_of("created"))
+        await remotes.nc.subscribe(s.remote_events_of("deleted"))
+        await remotes.nc.subscribe(s.control(STORED))
+        await remotes.nc.publish(s.reply("gateway.abc", STORED, "call2"), b"{}")
+        consumer = await remotes.nc.request(f"$JS.API.CONSUMER.INFO.{tasks}.{STORED}", b"", timeout=5)
+        assert b'"error"' in consumer.data, consumer.data  # answered (there is no such consumer): not refused
+        for raw in everyone:
             assert raw.nc is not None
             await raw.nc.flush()
-        assert [len(r.errors) for r in (alpha, executor, gateway)] == counts, [
-            r.errors[n:] for r, n in zip((alpha, executor, gateway), counts, strict=True)
+        assert [len(r.errors) for r in everyone] == counts, [
+            r.errors[n:] for r, n in zip(everyone, counts, strict=True)
         ]
     finally:
-        for raw in (alpha, executor, gateway):
+        for raw in everyone:
             await raw.close()
 
 
@@ -157,8 +182,9 @@ async def refused(command: Awaitable[Any]) -> None:
 
 
 async def check_redis(folder: Path, url: str, namespace: str, agent: str, other: str) -> None:
-    """An agent reaches neither another agent's keys nor the executor's; no mesh user administers the server
-    or reaches another namespace; each still writes its own keys."""
+    """An agent reaches neither another agent's keys nor the executor's; the stored remotes' proxies reach task
+    records but no execution, definition, history or handler data, and only read the declarations; no mesh user
+    administers the server or reaches another namespace; each still writes its own keys."""
     ns, keys = namespace, Keys(namespace)
     async with redis_client(folder, url, agent) as r:
         await r.set(f"{ns}:app:{agent}:probe", "1")
@@ -176,7 +202,26 @@ async def check_redis(folder: Path, url: str, namespace: str, agent: str, other:
             r.set(keys.lease("e1"), "me"),
         ):
             await refused(command)
-    for user in (agent, EXECUTOR, GATEWAY):
+    async with redis_client(folder, url, REMOTES) as r:
+        # the stored remotes' proxies: task records and any agent's task index; declarations read only
+        await r.hgetall(keys.remotes())
+        await r.set(keys.task("probe"), "{}")
+        await r.delete(keys.task("probe"))
+        await r.zadd(keys.agent_tasks(STORED, 0), {"probe": 1})
+        await r.zrem(keys.agent_tasks(STORED, 0), "probe")
+        for command in (
+            r.hset(keys.remotes(), STORED, "{}"),
+            r.hdel(keys.remotes(), STORED),
+            r.hgetall(keys.execution("e1")),
+            r.set(keys.execution_state("e1"), "{}"),
+            r.zrange(keys.executions_index(0), 0, -1),
+            r.get(keys.schedules()),
+            r.hgetall(keys.definition_heads("workflow")),
+            r.lrange(keys.history(agent, "c1"), 0, -1),
+            r.get(f"{ns}:app:{agent}:counter"),
+        ):
+            await refused(command)
+    for user in (agent, EXECUTOR, GATEWAY, REMOTES):
         async with redis_client(folder, url, user) as r:
             for command in (
                 r.get(f"other{ns}:exec:{{e1}}"),

@@ -13,6 +13,8 @@ import mcp_types as types
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.support.refund import pay, propose, refund_workflow
+
 ADD_INPUT = {
     "type": "object",
     "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
@@ -26,14 +28,6 @@ async def add(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"sum": input["x"] + input["y"]}
 
 
-async def propose(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    return {"amount": input["amount"]}
-
-
-async def pay(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    return {"paid": input["amount"]}
-
-
 TOTAL = """
 name: total
 description: Adds two numbers through the add agent
@@ -44,22 +38,13 @@ nodes:
 output_mapping: {total: "{{a.output.sum}}"}
 """
 
-REFUND = """
-name: refund
-description: Proposes a refund, asks a human, pays it
-input_schema: {type: object, properties: {amount: {type: number}}, required: [amount]}
-output_schema: {type: object, properties: {paid: {type: number}}, required: [paid]}
-nodes:
-  - {id: propose, type: agent, agent_name: propose, input: {amount: "{{workflow.input.amount}}"}}
-  - id: review
-    type: human_review
-    depends_on: [propose]
-    prompt: "Refund {{propose.output.amount}}?"
-    data: "{{propose.output}}"
-    edit_schema: {type: object, properties: {amount: {type: number, maximum: 100}}, required: [amount]}
-  - {id: pay, type: agent, agent_name: pay, depends_on: [review], input: "{{review.output}}"}
-output_mapping: {paid: "{{pay.output.paid}}"}
-"""
+REFUND = refund_workflow(
+    header=(
+        "description: Proposes a refund, asks a human, pays it\n"
+        "input_schema: {type: object, properties: {amount: {type: number}}, required: [amount]}\n"
+        "output_schema: {type: object, properties: {paid: {type: number}}, required: [paid]}\n"
+    )
+)
 
 SLOW = """
 name: slow_flow

@@ -1,4 +1,5 @@
-"""A test OTLP/HTTP trace receiver: a real HTTP server that decodes the OTLP protobuf the exporters send."""
+"""A test OTLP/HTTP receiver of traces and metrics: a real HTTP server that decodes the OTLP protobuf the exporters
+send."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -39,11 +44,33 @@ class ReceivedSpan:
     end_ns: int = 0
 
 
+@dataclass(frozen=True)
+class ReceivedPoint:
+    """One metric data point as received: a sum's or a gauge's ``value``, or a histogram's count, sum, bucket
+    counts and bounds."""
+
+    service: str
+    metric: str
+    kind: str  # sum, gauge, histogram
+    attributes: dict[str, Any]
+    value: float = 0.0
+    monotonic: bool = False
+    cumulative: bool = False
+    count: int = 0
+    sum: float = 0.0
+    bucket_counts: tuple[int, ...] = ()
+    bounds: tuple[float, ...] = ()
+    start_ns: int = 0
+    time_ns: int = 0
+
+
 @dataclass
 class OtlpReceiver:
-    """Serves ``POST /v1/traces`` on a free loopback port; :attr:`spans` holds every span received."""
+    """Serves ``POST /v1/traces`` and ``POST /v1/metrics`` on a free loopback port; :attr:`spans` holds every span
+    received, :attr:`points` every metric data point (in the order received)."""
 
     spans: list[ReceivedSpan] = field(default_factory=list)
+    points: list[ReceivedPoint] = field(default_factory=list)
     bad_requests: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -62,13 +89,17 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
-                if self.path != "/v1/traces":
+                if self.path == "/v1/traces":
+                    receiver._add(ExportTraceServiceRequest.FromString(body))
+                    out = ExportTraceServiceResponse().SerializeToString()
+                elif self.path == "/v1/metrics":
+                    receiver._add_metrics(ExportMetricsServiceRequest.FromString(body))
+                    out = ExportMetricsServiceResponse().SerializeToString()
+                else:
                     receiver.bad_requests.append(self.path)
                     self.send_response(404)
                     self.end_headers()
                     return
-                receiver._add(ExportTraceServiceRequest.FromString(body))
-                out = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(out)))
@@ -110,6 +141,59 @@ class OtlpReceiver:
                     )
         with self._lock:
             self.spans.extend(got)
+
+    def _add_metrics(self, request: ExportMetricsServiceRequest) -> None:
+        got: list[ReceivedPoint] = []
+        cumulative = 2  # AGGREGATION_TEMPORALITY_CUMULATIVE
+        for rm in request.resource_metrics:
+            service = str({a.key: _value(a.value) for a in rm.resource.attributes}.get("service.name"))
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    kind = m.WhichOneof("data")
+                    if kind in ("sum", "gauge"):
+                        data = m.sum if kind == "sum" else m.gauge
+                        for p in data.data_points:
+                            value = p.as_double if p.WhichOneof("value") == "as_double" else float(p.as_int)
+                            got.append(
+                                ReceivedPoint(
+                                    service,
+                                    m.name,
+                                    kind,
+                                    {a.key: _value(a.value) for a in p.attributes},
+                                    value=value,
+                                    monotonic=kind == "sum" and m.sum.is_monotonic,
+                                    cumulative=kind == "sum" and m.sum.aggregation_temporality == cumulative,
+                                    start_ns=p.start_time_unix_nano,
+                                    time_ns=p.time_unix_nano,
+                                )
+                            )
+                    elif kind == "histogram":
+                        for h in m.histogram.data_points:
+                            got.append(
+                                ReceivedPoint(
+                                    service,
+                                    m.name,
+                                    kind,
+                                    {a.key: _value(a.value) for a in h.attributes},
+                                    cumulative=m.histogram.aggregation_temporality == cumulative,
+                                    count=h.count,
+                                    sum=h.sum,
+                                    bucket_counts=tuple(h.bucket_counts),
+                                    bounds=tuple(h.explicit_bounds),
+                                    start_ns=h.start_time_unix_nano,
+                                    time_ns=h.time_unix_nano,
+                                )
+                            )
+        with self._lock:
+            self.points.extend(got)
+
+    def latest(self, metric: str, **attributes: Any) -> ReceivedPoint | None:
+        """The last point received of ``metric`` whose attributes include ``attributes``."""
+        with self._lock:
+            for p in reversed(self.points):
+                if p.metric == metric and all(p.attributes.get(k) == v for k, v in attributes.items()):
+                    return p
+        return None
 
     def named(self, prefix: str) -> list[ReceivedSpan]:
         with self._lock:

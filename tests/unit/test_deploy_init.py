@@ -113,6 +113,7 @@ def test_kubernetes_secrets_validate_and_name_each_process(tmp_path: Path) -> No
         "a2amesh-admin",
         "a2amesh-executor",
         "a2amesh-gateway",
+        "a2amesh-remotes",
         "a2amesh-alpha",
         "a2amesh-beta",
         "a2amesh-nats-server",
@@ -133,8 +134,8 @@ async def test_the_cli_prints_what_it_did_and_no_secret(tmp_path: Path) -> None:
     assert code == 0, err
     assert "created: nats-admin.password" in out
     assert (
-        "users admin, executor, gateway, agent-uuid-2n, agent-uuid-dm2, agent-uuid-rc2, agent-uuid-router, echo, "
-        in out
+        "users admin, executor, gateway, remotes, agent-uuid-2n, agent-uuid-dm2, agent-uuid-rc2, agent-uuid-router, "
+        "echo, " in out
     )
     for path in folder.iterdir():
         if path.name.endswith((".password", ".key")):

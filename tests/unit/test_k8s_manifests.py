@@ -35,9 +35,11 @@ def of_kind(kind: str) -> list[dict[str, Any]]:
 
 def dockerfile_healthcheck(service: str) -> list[str]:
     """The exec form of a service image's HEALTHCHECK CMD."""
-    text = (REPO / "services" / service / "Dockerfile").read_text()
-    match = re.search(r"^HEALTHCHECK .*? CMD (\[.*\])$", text, re.MULTILINE)
-    assert match, f"services/{service}/Dockerfile has no HEALTHCHECK in exec form"
+    text = (REPO / "services" / "Dockerfile").read_text()
+    target = re.search(rf"^FROM runtime AS {service}$(.*?)(?=^FROM |\Z)", text, re.MULTILINE | re.DOTALL)
+    assert target, f"services/Dockerfile has no target {service}"
+    match = re.search(r"^HEALTHCHECK .*? CMD (\[.*\])$", target.group(1), re.MULTILINE)
+    assert match, f"services/Dockerfile's target {service} has no HEALTHCHECK in exec form"
     command: list[str] = yaml.safe_load(match.group(1))
     return command
 
@@ -59,11 +61,11 @@ def test_the_validator_rejects_a_broken_deployment() -> None:
 def test_deployments_are_hardened_probed_and_covered_by_a_disruption_budget() -> None:
     """Guards against a pod running as root or writable, without requests, with a secret in plain text, without
     a probe on what its image serves, a grace period Kubernetes cuts short, or no PodDisruptionBudget."""
-    config = of_kind("ConfigMap")[0]["data"]
+    (config,) = [c["data"] for c in of_kind("ConfigMap") if c["metadata"]["name"] == "a2amesh"]
     grace = float(config["A2AMESH_SHUTDOWN_GRACE"])
     budgets = [pdb["spec"]["selector"]["matchLabels"] for pdb in of_kind("PodDisruptionBudget")]
     deployments = {d["metadata"]["name"]: d for d in of_kind("Deployment")}
-    assert set(deployments) == {"a2amesh-executor", "a2amesh-gateway", "order-validator"}
+    assert set(deployments) == {"a2amesh-executor", "a2amesh-gateway", "a2amesh-remotes", "order-validator", "weather"}
     for name, deployment in deployments.items():
         pod = deployment["spec"]["template"]["spec"]
         labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -88,7 +90,7 @@ def test_deployments_are_hardened_probed_and_covered_by_a_disruption_budget() ->
             assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
             assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
         else:
-            # agents and executors serve no HTTP: the same check as their image's HEALTHCHECK
+            # agents, executors and remote proxies serve no HTTP: the same check as their image's HEALTHCHECK
             service = image.removeprefix("a2amesh-")
             assert container["readinessProbe"]["exec"]["command"] == PROBE == dockerfile_healthcheck(service), name
             assert "livenessProbe" not in container, f"{name}: a NATS outage would restart every pod"
@@ -109,7 +111,9 @@ def test_each_pod_reads_only_its_own_secret_as_deploy_init_writes_it(tmp_path: P
     `a2amesh deploy init --kubernetes` does not write."""
     from a2amesh.provision import KUBERNETES, DeployInit, kubernetes_name
 
-    DeployInit(tmp_path, "a2amesh", ["order_validator"], kubernetes=True, owner=(os.getuid(), os.getgid())).run()
+    DeployInit(
+        tmp_path, "a2amesh", ["order_validator", "weather"], kubernetes=True, owner=(os.getuid(), os.getgid())
+    ).run()
     written = {
         d["metadata"]["name"]: set(d["stringData"]) for d in yaml.safe_load_all((tmp_path / KUBERNETES).read_text())
     }
@@ -122,3 +126,17 @@ def test_each_pod_reads_only_its_own_secret_as_deploy_init_writes_it(tmp_path: P
         assert {r["name"] for r in refs} == {kubernetes_name(user)}, deployment["metadata"]["name"]
         for ref in refs:
             assert ref["key"] in written[ref["name"]], ref
+
+
+def test_the_stored_remotes_run_as_their_own_user() -> None:
+    """Guards against the proxies of the remotes declared through the API left out of the cluster, run as a file
+    proxy (which wants REMOTE_FILE), or signed in as another process's user rather than deploy init's remotes."""
+    from a2amesh.access import REMOTES
+
+    (deployment,) = [d for d in of_kind("Deployment") if d["metadata"]["name"] == "a2amesh-remotes"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"].split(":")[0] == "a2amesh-remote"
+    assert container["command"][-1] == "--stored", container["command"]
+    env = {v["name"]: v for v in container["env"]}
+    assert env["NATS_USER"]["value"] == env["REDIS_USER"]["value"] == REMOTES
+    assert "volumeMounts" not in container, "it reads its declarations from Valkey, not from a file"

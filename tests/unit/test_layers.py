@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
                 "durations",
                 "schedules",
                 "tracing",
+                "otlp_spans",
                 "metrics",
             }
         ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from a2amesh import tracing
+from a2amesh import otlp_spans, tracing
 from a2amesh.errors import ConfigError
 
 
@@ -64,3 +64,96 @@ def test_an_exporter_not_shipped_is_a_precise_error(environ: dict[str, str], var
 )
 def test_trace_id_of_a_traceparent(traceparent: str | None, trace_id: str | None) -> None:
     assert tracing.trace_id_of(traceparent) == trace_id
+
+
+def test_spans_are_encoded_as_the_sdks_encoder_encodes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorder's spans, written as OTLP protobuf by tracing.py itself, decode to the same message as the
+    SDK's own encoder makes of them: ids, parents (remote and local), kinds, times, every attribute type,
+    events, statuses, flags, the resource and the scope."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+    api = tracing._Api()
+    monkeypatch.setattr(tracing, "_api", api)
+    resource = Resource.create({"service.name": "a2amesh-test", "replica": 3})
+    recorder = tracing._Recorder(ALWAYS_ON, resource, [])
+    remote = tracing._parent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None)
+    root = recorder.start("task é", "consumer", {"a2amesh.agent": "echo", "a2amesh.attempt": 2}, remote)
+    child = recorder.start(
+        "node n",
+        "producer",
+        {"ratio": 0.25, "flag": True, "negative": -7, "big": 2**40, "reasons": ["stop", "length"]},
+        root.get_span_context(),
+    )
+    child.add_event("a2amesh.retry", {"a2amesh.node.attempt": 2})
+    child.set_status(api.Status(api.ERROR, "it failed"))
+    child.end()
+    lone = recorder.start("execution w", "internal", None, None)
+    lone.add_event("bare")
+    lone.end()
+    root.set_attributes({"a2amesh.task.state": "TASK_STATE_COMPLETED"})
+    root.end()
+    spans = [child, lone, root]
+    mine = ExportTraceServiceRequest.FromString(
+        otlp_spans.encode_spans(otlp_spans.encode_resource(resource.attributes), spans)
+    )
+    assert mine == encode_spans(spans)  # type: ignore[arg-type]  # read as ReadableSpans, as the exporter does
+    assert mine.resource_spans[0].scope_spans[0].spans[2].parent_span_id.hex() == "00f067aa0ba902b7"
+
+
+def test_an_ended_span_wakes_the_batch_processor_when_a_batch_is_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorder queues its spans on the SDK's batch processor directly (tracing._queue_of): a full batch is
+    exported at once by the processor's thread, not after its schedule delay (a minute here)."""
+    import threading
+    from collections.abc import Sequence
+    from typing import Any
+
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+    class Exporter(SpanExporter):
+        def __init__(self) -> None:
+            self.names: list[str] = []
+            self.got = threading.Event()
+
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            self.names += [s.name for s in spans]
+            self.got.set()
+            return SpanExportResult.SUCCESS
+
+    monkeypatch.setattr(tracing, "_api", tracing._Api())
+    exporter = Exporter()
+    processor = BatchSpanProcessor(exporter, max_export_batch_size=2, schedule_delay_millis=60_000)
+    try:
+
+        def on_end(span: Any) -> None:
+            raise AssertionError("the SDK's queue is used directly, not through on_end")
+
+        monkeypatch.setattr(processor, "on_end", on_end)
+        recorder = tracing._Recorder(ALWAYS_ON, Resource.create({}), [(processor, False)])
+        recorder.start("first", "internal", None, None).end()
+        assert not exporter.got.is_set(), "one span is not a batch of two"
+        recorder.start("second", "internal", None, None).end()
+        assert exporter.got.wait(5), "a full batch was not exported within 5 s of its last span"
+        assert exporter.names == ["first", "second"]
+    finally:
+        tracing._Recorder(ALWAYS_ON, Resource.create({}), [])  # the span class without this processor
+        processor.shutdown()  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.parametrize(
+    ("environ", "sizes"),
+    [
+        ({}, (8192, 2048)),
+        ({"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100"}, (None, None)),
+        ({"OTEL_BSP_MAX_QUEUE_SIZE": "100"}, (None, None)),
+    ],
+)
+def test_export_batches_are_larger_unless_the_standard_variables_say(
+    environ: dict[str, str], sizes: tuple[int | None, int | None]
+) -> None:
+    """An HTTP post costs as much as encoding hundreds of spans: 2048 spans a post unless OTEL_BSP_* sizes are set."""
+    assert tracing._batch_sizes(environ) == sizes

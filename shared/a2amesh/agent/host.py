@@ -4,28 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import structlog
 
 from a2amesh import faults, metrics, tracing
 from a2amesh.agent.context import TaskContext, TaskOutcome
+from a2amesh.agent.control import AgentControl
 from a2amesh.agent.python_agent import AgentRuntime
 from a2amesh.agent.results import spill_large_output
+from a2amesh.agent.runs import Bounded as _Bounded
+from a2amesh.agent.runs import Run as _Run
+from a2amesh.agent.runs import Target as _Target
 from a2amesh.agent.runtimes import Runtimes
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus, PullConsumer, Received, WorkMsg
-from a2amesh.bus.setup import ensure_consumer, init_mesh
+from a2amesh.bus.nats import Bus, Received, WorkMsg
+from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client, already_taken, continuation_refusal
 from a2amesh.config import Settings
 from a2amesh.errors import (
     A2AMeshError,
     RpcError,
     StoreUnavailable,
-    TaskNotCancelable,
     TaskNotFound,
     TransportError,
     transport_rpc_error,
@@ -40,7 +42,6 @@ from a2amesh.protocol import (
     Role,
     StreamResponse,
     Task,
-    TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -50,17 +51,17 @@ from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.protocol.vocabulary import NODE_REQUEST
 from a2amesh.registry import CardPublisher
-from a2amesh.rpc import dumps, encode_result, encode_task_result
 from a2amesh.store.artifacts import ArtifactScope, ArtifactStore
 from a2amesh.store.conversations import ConversationStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import Subscriber, TaskRecordView, TaskStore
-from a2amesh.worker.control import AnswerNow, AnswerWhenStopped, Cancellation, ControlPlane
+from a2amesh.worker.control import ControlPlane
 from a2amesh.worker.decode import WorkRequest, control_part
 from a2amesh.worker.deltas import delta_sink
+from a2amesh.worker.endpoint import Endpoint
 from a2amesh.worker.intake import Intake
-from a2amesh.worker.replies import publish_durable, reply_headers, send_error
+from a2amesh.worker.replies import SNAPSHOT, ReplyPublisher, send_error
 
 
 def result_artifact(output: Any, part: Part | None = None) -> Artifact:
@@ -70,124 +71,6 @@ def result_artifact(output: Any, part: Part | None = None) -> Artifact:
     elif not isinstance(part, Part):
         return Artifact(artifact_id=nuid(), name="result", parts=[part])  # validated: the precise error
     return Artifact.built(artifact_id=nuid(), name="result", parts=[part])
-
-
-class _Bounded:
-    """Waits of many tasks bounded by one sweep timer: ``async with waits.bounded(delay):`` raises
-    ``TimeoutError`` when the block runs ``delay`` seconds (up to one sweep interval more), as
-    ``asyncio.timeout`` does, without arming and cancelling a timer of its own for each block."""
-
-    __slots__ = ("_every", "_expired", "_sweeper", "_waiting")
-
-    def __init__(self, every: float) -> None:
-        self._every = every
-        self._waiting: dict[asyncio.Task[Any], float] = {}
-        self._expired: set[asyncio.Task[Any]] = set()
-        self._sweeper: asyncio.TimerHandle | None = None
-
-    def bounded(self, delay: float) -> _BoundedBlock:
-        return _BoundedBlock(self, delay)
-
-    def _enter(self, delay: float) -> asyncio.Task[Any]:
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        self._waiting[task] = loop.time() + delay
-        if self._sweeper is None:
-            self._sweeper = loop.call_later(self._every, self._sweep)
-        return task
-
-    def _exit(self, task: asyncio.Task[Any], exc_type: type[BaseException] | None) -> bool:
-        """Whether the block ran out of time (its task's cancellation was ours)."""
-        if self._waiting.pop(task, None) is not None or task not in self._expired:
-            return False
-        self._expired.discard(task)
-        return exc_type is asyncio.CancelledError and task.uncancel() == 0
-
-    def _sweep(self) -> None:
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        for task in [t for t, deadline in self._waiting.items() if deadline <= now]:
-            del self._waiting[task]
-            self._expired.add(task)
-            task.cancel()
-        self._sweeper = loop.call_later(self._every, self._sweep) if self._waiting else None
-
-
-class _BoundedBlock(contextlib.AbstractAsyncContextManager[None]):
-    __slots__ = ("_delay", "_owner", "_task")
-
-    def __init__(self, owner: _Bounded, delay: float) -> None:
-        self._owner = owner
-        self._delay = delay
-        self._task: asyncio.Task[Any] | None = None
-
-    async def __aenter__(self) -> None:
-        self._task = self._owner._enter(self._delay)
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._task is not None
-        if self._owner._exit(self._task, exc_type):
-            raise TimeoutError from exc
-
-
-@dataclass
-class _Target:
-    subject: str
-    primary: bool
-    answer_id: JsonRpcId = None  # the JSON-RPC id its answers carry: its own request's
-
-
-@dataclass
-class _Run:
-    """One task being worked on by this replica."""
-
-    task: Task
-    msg: WorkMsg | None
-    request_id: JsonRpcId
-    streaming: bool
-    attempt: int
-    targets: list[_Target]
-    seq: int = 0
-    cancel_requested: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    finished: asyncio.Event = field(default_factory=asyncio.Event)
-    final_stored: bool = False  # the final is in Redis: new subscribers get it from there
-    history_length: int | None = None  # the caller's historyLength: how much history its answers carry
-    deadline: float | None = None  # A2A-Deadline (epoch seconds)
-    call_depth: int = 0  # A2A-Call-Depth
-    continues: bool = False  # the request continues an interrupted task (it named the task id)
-    working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
-    fence: str = ""  # the claim's fencing token: every write of this run carries it
-    fenced: bool = False  # another replica took the task over: nothing more of this run is stored or answered
-    encoded: tuple[Task, bytes] | None = None  # the final task and its ProtoJSON, encoded once for its record
-
-    def task_result(self, request_id: JsonRpcId, history_length: int | None = None) -> bytes:
-        """The JSON-RPC answer carrying the task with at most ``history_length`` messages of its history
-        (:func:`a2amesh.rpc.encode_task_result`); the whole final reuses the bytes of its record."""
-        task = self.task
-        if self.encoded is not None and self.encoded[0] is task and task.keeps_history(history_length):
-            task_json = self.encoded[1]
-        else:
-            task_json = task.json_with_history(history_length)
-        return b'{"jsonrpc":"2.0","id":%b,"result":{"task":%b}}' % (dumps(request_id), task_json)
-
-    @property
-    def has_progress_readers(self) -> bool:
-        """Whether a progress event reaches anyone: a streaming caller, or a subscriber (never a plain caller)."""
-        return self.streaming or any(not t.primary for t in self.targets)
-
-    def request_cancel(self) -> None:
-        if not self.cancel_requested.done():
-            self.cancel_requested.set_result(None)
-
-    def add_target(self, subscriber: Subscriber) -> _Target | None:
-        if any(t.subject == subscriber.subject for t in self.targets):
-            return None
-        target = _Target(subscriber.subject, primary=False, answer_id=subscriber.answer_id(self.task.id))
-        self.targets.append(target)
-        return target
 
 
 class AgentHost(Worker):
@@ -229,8 +112,11 @@ class AgentHost(Worker):
         self._workers: set[asyncio.Task[None]] = set()
         self._finishing: set[asyncio.Task[Any]] = set()  # workers storing and answering a final: not cancelled
         self.intake = Intake(bus, settings, log=self.log, accept=self._execute)
-        self.control = ControlPlane(bus, settings, self.tasks, self, log=self.log)
-        self._consumer: PullConsumer | None = None
+        backend = AgentControl(
+            self.tasks, agent=self.name, instance=self.instance, running=self._running, answer=self._answer_subscriber
+        )
+        self.control = ControlPlane(bus, settings, self.tasks, backend, log=self.log)
+        self._endpoint: Endpoint | None = None
         self._claim_ttl = settings.ack_wait * 2 / 3
         # final writes bounded by ack_wait/3 (then retried), checked a few times per bound
         self._final_writes = _Bounded(settings.ack_wait / 12)
@@ -257,10 +143,6 @@ class AgentHost(Worker):
     async def run(self) -> None:
         """Serve until :meth:`shutdown`; then stop pulling, finish or hand back work, withdraw the card."""
         await init_mesh(self.bus, self.settings)
-        replicas = self.runtime.definition.replicas
-        await ensure_consumer(
-            self.bus, self.settings, self.name, max_ack_pending=max(replicas * self.concurrency * 2, 256)
-        )
         await self.client.start()
         publisher = CardPublisher(
             self.bus,
@@ -268,43 +150,51 @@ class AgentHost(Worker):
             instance=self.instance,
             card_ttl=self.settings.card_ttl,
         )
-        await publisher.publish()
-        self._publisher = publisher
+
+        async def on_control(msg: Received) -> None:
+            await self.control.handle(msg, self.name)
+
+        replicas = self.runtime.definition.replicas
+        endpoint = Endpoint(
+            self.bus,
+            self.settings,
+            publisher,
+            on_control=on_control,
+            start_work=self._start_worker,
+            free=lambda: self.concurrency - len(self._workers),
+            until=self._stop,
+            max_ack_pending=max(replicas * self.concurrency * 2, 256),
+        )
+        self._endpoint = endpoint
         try:
             # the control plane's CancelTask answers still waiting are awaited on leaving: their tasks have
             # finished or been handed back by then, so each answers at once
             async with self.control:
-                await self._serve(publisher)
+                await self._serve(endpoint)
         finally:
-            with contextlib.suppress(Exception):
-                await publisher.withdraw()
+            await endpoint.withdraw()
             await self.client.close()
             await self.tasks.aclose()
             await self._runtimes.aclose()
             self._stopped.set()
             self.log.info("agent.stopped")
 
-    async def _serve(self, publisher: CardPublisher) -> None:
-        async def on_control(msg: Received) -> None:
-            await self.control.handle(msg, self.name)
-
-        control = await self.bus.subscribe(self.bus.subjects.control(self.name), on_control)
-        consumer = await self.bus.pull_consumer(self.bus.subjects.tasks_stream, self.bus.subjects.consumer(self.name))
-        heartbeat = asyncio.create_task(publisher.heartbeat(), name=f"{self.name}-card-heartbeat")
+    async def _serve(self, endpoint: Endpoint) -> None:
+        """Serve through ``endpoint`` until asked to stop; leave it in the order shutdown needs: stop pulling
+        (queued messages nak'ed), drain the workers (finish or hand back), then stop the heartbeats and
+        unsubscribe the control subject (so a CancelTask of a draining task is still answered)."""
+        await endpoint.start()
+        self._publisher = endpoint.publisher
         task_beats = asyncio.create_task(self._heartbeat(), name=f"{self.name}-task-heartbeat")
         self.log.info("agent.ready", concurrency=self.concurrency)
         self.ready.set()
         try:
-            await self._pull_loop(consumer)
+            await endpoint.pulled()
         finally:
-            await consumer.stop()
-            for m in consumer.drain_queued():
-                with contextlib.suppress(Exception):
-                    await m.nak()
+            await endpoint.stop_pulling()
             await self._drain_workers()
-            for beat in (heartbeat, task_beats):
-                await cancel_and_wait(beat, limit=STOP_LIMIT)
-            await control.unsubscribe()
+            await cancel_and_wait(task_beats, limit=STOP_LIMIT)
+            await endpoint.close()
 
     async def _drain_workers(self) -> None:
         if self._workers:
@@ -316,10 +206,6 @@ class AgentHost(Worker):
             if pending:
                 await asyncio.wait(pending, timeout=5)
 
-    async def _pull_loop(self, consumer: PullConsumer) -> None:
-        self._consumer = consumer
-        await consumer.serve(self._start_worker, lambda: self.concurrency - len(self._workers), self._stop)
-
     def _start_worker(self, msg: WorkMsg) -> None:
         worker = asyncio.create_task(self.intake.handle(msg, self.name))
         self._workers.add(worker)
@@ -327,23 +213,12 @@ class AgentHost(Worker):
 
     def _worker_done(self, task: asyncio.Task[None]) -> None:
         self._workers.discard(task)
-        if self._consumer is not None:
-            self._consumer.wake()
+        if self._endpoint is not None:
+            self._endpoint.wake()
         if not task.cancelled() and task.exception() is not None:
             self.log.error("agent.worker_crashed", error=repr(task.exception()))
 
     # replies
-    async def _send(
-        self, subject: str, body: bytes, *, attempt: int, seq: int, final: bool, msg_id: str, durable: bool
-    ) -> None:
-        hdrs = reply_headers(
-            self.settings, agent=self.name, attempt=attempt, seq=seq, final=final, durable=durable, msg_id=msg_id
-        )
-        if final:
-            await publish_durable(self.bus, subject, body, hdrs)
-        else:
-            await self.bus.publish(subject, body, hdrs)
-
     async def _send_error(
         self, reply_to: str | None, request_id: JsonRpcId, error: RpcError, attempt: int, seq: int = 1
     ) -> None:
@@ -358,48 +233,15 @@ class AgentHost(Worker):
             seq=seq,
         )
 
-    async def _emit(self, run: _Run, response: StreamResponse | None, *, final: bool, durable: bool = False) -> None:
-        """Send ``response`` to every target; a final goes as the Task to all but a streaming caller, so
-        ``response`` may be None for the final of a non-streaming call."""
-        run.seq += 1
-        for target in list(run.targets):
-            if target.primary and not run.streaming:
-                if not final:
-                    continue  # SendMessage gets only the final response
-                body = run.task_result(run.request_id, run.history_length)
-            elif final and not target.primary:
-                body = run.task_result(target.answer_id)
-            else:
-                assert response is not None
-                body = encode_result(run.request_id if target.primary else target.answer_id, response)
-            suffix = "" if target.primary else ":" + target.subject.rsplit(".", 1)[-1]
-            try:
-                await self._send(
-                    target.subject,
-                    body,
-                    attempt=run.attempt,
-                    seq=run.seq,
-                    final=final,
-                    msg_id=f"{run.task.id}:{run.attempt}:{run.seq}{suffix}",
-                    durable=durable,
-                )
-            except TransportError:
-                if target.primary:
-                    raise
-                self.log.warning("reply.subscriber_failed", subject=target.subject)
-
     async def _publish_final(self, run: _Run) -> None:
-        if run.streaming and run.task.artifacts:
-            for art in run.task.artifacts:
-                ev = TaskArtifactUpdateEvent(
-                    task_id=run.task.id, context_id=run.task.context_id, artifact=art, last_chunk=True
-                )
-                await self._emit(run, StreamResponse(artifact_update=ev), final=False, durable=True)
-        final: StreamResponse | None = None  # only a streaming caller gets the final as a status update
-        if run.streaming:
-            status = TaskStatusUpdateEvent(task_id=run.task.id, context_id=run.task.context_id, status=run.task.status)
-            final = StreamResponse(status_update=status)
-        await self._emit(run, final, final=True)
+        """The final to every target (:meth:`ReplyPublisher.answer`); the Task answers reuse its record's bytes."""
+        run.seq = await run.publisher.answer(
+            run.targets,
+            run.task,
+            run.seq,
+            streaming=run.streaming,
+            task_body=lambda t: run.task_result(t.answer_id, run.history_length if t.primary else None),
+        )
 
     # work
     async def _execute(self, msg: WorkMsg, request: WorkRequest) -> None:
@@ -459,6 +301,7 @@ class AgentHost(Worker):
             streaming=request.streaming,
             attempt=attempt,
             targets=[_Target(request.reply_to, primary=True, answer_id=request.request_id)],
+            publisher=ReplyPublisher(self.bus, self.settings, agent=self.name, task_id=task_id, attempt=attempt),
             history_length=request.history_length,
             deadline=request.deadline,
             call_depth=request.call_depth,
@@ -513,7 +356,7 @@ class AgentHost(Worker):
             await self._subscribe_caller(run.task.id, msg, Subscriber(run.targets[0].subject, run.request_id))
             return
         if view.outcome == "canceled":
-            await self._finish(run, TaskOutcome(TaskState.CANCELED, message="canceled before it started"))
+            await self._finish_canceled(run)
             return
         if view.state is not None and view.state.interrupted and view.task is not None:
             # the stored history (as of the claim), then this message (the last of the history read before it)
@@ -528,11 +371,12 @@ class AgentHost(Worker):
         faults.crash_point("after_claim")
         if run.streaming:
             snapshot = StreamResponse(task=run.task.with_history(run.history_length))
-            await self._emit(run, snapshot, final=False, durable=True)
+            run.seq += 1
+            await run.publisher.events(run.targets, snapshot, run.seq, streaming=True, what=SNAPSHOT)
         else:
             for target in run.targets[1:]:  # subscribed while the task was queued: the task comes first
                 try:
-                    await self._send_snapshot(run, target)
+                    await run.publisher.snapshot(target.subject, target.answer_id, run.task, run.seq)
                 except TransportError:
                     self.log.warning("reply.subscriber_failed", subject=target.subject)
         outcome = await self._work(run, history)
@@ -545,12 +389,6 @@ class AgentHost(Worker):
         last = run.task.history[-1] if run.task.history else None
         assert last is not None
         node_req = control_part(last, NODE_REQUEST) or {}
-        task_id, fence = run.task.id, run.fence
-
-        async def fencer() -> bool:
-            if run.fenced:
-                return False
-            return await self.tasks.still_owner(task_id, self.instance, self._claim_ttl, fence)
 
         ctx = TaskContext(
             agent=self.name,
@@ -581,8 +419,8 @@ class AgentHost(Worker):
             else None,
             inline_threshold=self.inline_threshold,
             namespace=self.settings.namespace,
-            fence_token=fence,
-            fencer=fencer,
+            fence_token=run.fence,
+            fencer=functools.partial(self._still_holds, run),
         )
         runtime = self._runtimes.acquire()  # the task finishes on it even if the agent is replaced meanwhile
         span = tracing.handler_span(self.name, run.task.id) if tracing.enabled else None
@@ -626,6 +464,8 @@ class AgentHost(Worker):
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._hand_back(run))
             raise
+        except StoreUnavailable:
+            raise  # Redis away: the intake hands the request back (redelivered, not failed)
         except Exception as e:
             self.log.exception("task.crashed", task_id=run.task.id)
             return TaskOutcome(TaskState.FAILED, message=f"internal error: {type(e).__name__}: {e}")
@@ -636,6 +476,23 @@ class AgentHost(Worker):
             if timer is not None:
                 timer.cancel()
             self._runtimes.release(runtime)
+
+    async def _still_holds(self, run: _Run) -> bool:
+        """``ctx.fence()``: whether this run still holds its task, its claim renewed. A short Redis outage (a
+        restart) is ridden out for a claim's TTL, a claim that lapsed meanwhile with nobody taking over being
+        taken back; past that, StoreUnavailable hands the task back."""
+        give_up = time.monotonic() + self._claim_ttl
+        pause = 0.05
+        while True:
+            if run.fenced:
+                return False
+            try:
+                return await self.tasks.still_owner(run.task.id, self.instance, self._claim_ttl, run.fence)
+            except StoreUnavailable:
+                if time.monotonic() + pause > give_up:
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     async def _stop_handler(self, run: _Run, work: asyncio.Task[TaskOutcome]) -> None:
         if not await cancel_and_wait(work, limit=STOP_LIMIT):
@@ -716,11 +573,13 @@ class AgentHost(Worker):
             return
         run.fenced = True
         self.fenced += 1
+        if metrics.enabled:
+            metrics.fenced("agent")
         self.log.warning("task.fenced", task_id=run.task.id, fence=run.fence, at=where, fenced_total=self.fenced)
 
     async def _emit_progress(self, run: _Run, parts: list[Part], metadata: dict[str, Any] | None) -> None:
         if not run.has_progress_readers:
-            return  # build nothing that _emit would drop
+            return  # build nothing that would be dropped
         status = TaskStatus(
             state=TaskState.WORKING,
             timestamp=utc_timestamp(),
@@ -733,7 +592,8 @@ class AgentHost(Worker):
         ev = TaskStatusUpdateEvent(
             task_id=run.task.id, context_id=run.task.context_id, status=status, metadata=metadata
         )
-        await self._emit(run, StreamResponse(status_update=ev), final=False)
+        run.seq += 1
+        await run.publisher.events(run.targets, StreamResponse(status_update=ev), run.seq, streaming=run.streaming)
 
     def _final_task(self, task: Task, outcome: TaskOutcome) -> Task:
         parts: list[Part] = []
@@ -767,6 +627,15 @@ class AgentHost(Worker):
             await self._store_and_answer(run)
         finally:
             self._finishing.discard(worker)
+
+    async def _finish_canceled(self, run: _Run) -> None:
+        """Store CANCELED a task claimed with a cancel mark and no final: its owner stopped holding it before
+        it stored one (SIGKILLed, say). The replicas that got that CancelTask left it to the owner, so it is
+        answered here too."""
+        await self._finish(run, TaskOutcome(TaskState.CANCELED, message="canceled before it started"))
+        if run.final_stored:
+            for canceller in await self.tasks.cancellers(run.task.id):
+                await self.control.answer_canceller(canceller, self.name, run.task)
 
     async def _store_and_answer(self, run: _Run) -> None:
         assert run.msg is not None
@@ -848,89 +717,8 @@ class AgentHost(Worker):
         # a redelivery while the owner still works is left to the owner's in-progress acks
 
     async def _answer_subscriber(self, subscriber: Subscriber, task: Task, attempt: int) -> None:
-        token = subscriber.subject.rsplit(".", 1)[-1]
+        publisher = ReplyPublisher(self.bus, self.settings, agent=self.name, task_id=task.id, attempt=attempt)
         try:
-            await self._send(
-                subscriber.subject,
-                encode_task_result(subscriber.answer_id(task.id), task),
-                attempt=attempt,
-                seq=1,
-                final=True,
-                msg_id=f"{task.id}:final:{token}",
-                durable=True,
-            )
+            await publisher.final(subscriber.subject, subscriber.answer_id(task.id), task, 0, streaming=False)
         except TransportError as e:  # NATS away: the final is stored, where GetTask answers it
             self.log.warning("reply.subscriber_failed", subject=subscriber.subject, error=str(e))
-
-    # control (the backend of worker.control.ControlPlane)
-    async def cancel(self, agent: str, task_id: str, request: str) -> Cancellation:
-        """CancelTask: store the task CANCELED when nobody holds it; when it runs here, stop it (it stores its own
-        CANCELED final) and answer then; when it runs on another replica, that one answers."""
-        view = await self.tasks.cancel(task_id, self.name, request)
-        if view.outcome == "terminal":
-            raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
-        if view.outcome == "canceled":
-            assert view.task is not None
-            await self._answer_canceled(view)
-            return AnswerNow(view.task)
-        run = self._running.get(task_id)
-        if run is None and view.owner != self.instance:
-            return None  # the owning replica answers
-        if run is not None:
-            run.request_cancel()
-
-        async def current() -> Task | None:
-            return await self.tasks.get(task_id)
-
-        return AnswerWhenStopped(lambda: self._settle_cancel(task_id, request, run), current)
-
-    async def _settle_cancel(self, task_id: str, request: str, run: _Run | None) -> Task | None:
-        """The answer of a CancelTask of a task held here, once it has stopped: stored CANCELED (by its run, or by
-        this cancel if it paused meanwhile), else TaskNotCancelable; None when another replica took it."""
-        while True:
-            if run is not None:
-                await run.finished.wait()
-            else:
-                await asyncio.sleep(0.02)  # claimed here, its run not registered (yet, or any more)
-            view = await self.tasks.cancel(task_id, self.name, request)
-            if view.outcome == "canceled":
-                await self._answer_canceled(view)
-                return view.task
-            if view.outcome == "terminal":
-                if view.state == TaskState.CANCELED:
-                    return view.task  # stopped by this cancel (or one at the same time)
-                raise TaskNotCancelable(task_id, view.state.value if view.state else "final")
-            run = self._running.get(task_id)
-            if run is None and view.owner != self.instance:
-                return None  # another replica holds it now: it answers
-            if run is not None:
-                run.request_cancel()
-
-    async def _answer_canceled(self, view: TaskRecordView) -> None:
-        """Answer the subscribers of a task this replica just stored CANCELED (callers that followed it queued)."""
-        assert view.task is not None
-        for subscriber in view.subscribers:
-            await self._answer_subscriber(subscriber, view.task, 1)
-
-    async def follow(self, agent: str, task_id: str, subscriber: Subscriber) -> bool:
-        """SubscribeToTask of a task running here: the subscriber gets a snapshot, then every event."""
-        run = self._running.get(task_id)
-        if run is None or run.msg is None or run.final_stored:
-            return False
-        target = run.add_target(subscriber)
-        if target is not None:
-            await self._send_snapshot(run, target)
-        return True
-
-    async def _send_snapshot(self, run: _Run, target: _Target) -> None:
-        """A subscriber's first event: the task as it stands (one per subscriber, whoever sends it)."""
-        token = target.subject.rsplit(".", 1)[-1]
-        await self._send(
-            target.subject,
-            encode_result(target.answer_id, StreamResponse(task=run.task)),
-            attempt=run.attempt,
-            seq=run.seq,
-            final=False,
-            msg_id=f"{run.task.id}:snapshot:{token}",
-            durable=True,
-        )

@@ -51,6 +51,7 @@ from a2amesh.errors import (
     RequestRejected,
     RetryWithFeedback,
     StateConflict,
+    StoreUnavailable,
 )
 from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard, Part, TaskState, codes
@@ -260,8 +261,8 @@ class NodeHandler:
                 return TaskOutcome(TaskState.INPUT_REQUIRED, output=e.data, message=e.prompt)
             except RequestRejected as e:
                 return self._rejected(inv, e.answer)
-            except asyncio.CancelledError:
-                raise
+            except (asyncio.CancelledError, StoreUnavailable):
+                raise  # Redis away (the handler's fence, an artifact): the task is handed back, not failed
             except Exception as e:
                 return self._failure(inv, f"{type(e).__name__}: {e}")
             return await self._accept(inv, output, None)

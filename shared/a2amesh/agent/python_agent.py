@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from a2amesh.agent.context import TaskContext, TaskOutcome
 from a2amesh.agent.definition import AgentDefinition
-from a2amesh.errors import ConfigError, InputRequired
+from a2amesh.errors import ConfigError, InputRequired, StoreUnavailable
 from a2amesh.protocol import AgentCard, TaskState
 
 Handler = Callable[[Any, TaskContext], Any]
@@ -86,8 +86,8 @@ class PythonAgent:
             output = await self.call(ctx)
         except InputRequired as e:
             return TaskOutcome(TaskState.INPUT_REQUIRED, output=e.data, message=e.prompt)
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, StoreUnavailable):
+            raise  # Redis away: the task is handed back, not failed
         except Exception as e:
             return TaskOutcome(TaskState.FAILED, message=f"{type(e).__name__}: {e}")
         return TaskOutcome(TaskState.COMPLETED, output=output)

@@ -62,6 +62,9 @@ PING_INTERVAL = 5
 MAX_OUTSTANDING_PINGS = 2
 RETRY_PAUSE = 0.1
 RETRY_PAUSE_MAX = 1.0
+DUPLICATE_IN_PROCESS = 10158
+"""JetStream's ``err_code`` for a publish whose ``Nats-Msg-Id`` a clustered stream leader is still proposing
+(an earlier attempt of the same publish): the copy may yet be stored, and a later attempt gets its ack."""
 
 
 class _Retryable(Exception):
@@ -642,6 +645,8 @@ class Bus:
                 error = TransportError(codes.UNAVAILABLE, f"JetStream refused {subject}: {err.get('description', err)}")
                 if err.get("code") == 503:  # JetStream or the stream is unavailable for a moment
                     raise _Retryable(error, maybe_stored=False)
+                if err.get("err_code") == DUPLICATE_IN_PROCESS:  # an earlier attempt's copy is being stored
+                    raise _Retryable(error, maybe_stored=True)
                 raise error
             return PubAck(str(ack["stream"]), int(ack["seq"]), bool(ack.get("duplicate", False)))
         except (ValueError, KeyError, TypeError, AttributeError) as e:

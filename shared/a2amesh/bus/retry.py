@@ -46,7 +46,10 @@ def is_transient(error: Exception) -> bool:
         | nats.errors.ConnectionReconnectingError
         | nats.errors.StaleConnectionError
         | nats.errors.OutboundBufferLimitError
-        | nats.js.errors.ServiceUnavailableError,
+        | nats.js.errors.ServiceUnavailableError
+        # a KV put (nats-py's own publish) meeting a replicated stream without a leader, or whose interest has
+        # not reached this server yet just after it was made: a 503 with no responders
+        | nats.js.errors.NoStreamResponseError,
     ):
         return True
     if isinstance(error, nats.js.errors.APIError):

@@ -108,6 +108,14 @@ class Subjects:
         """Wildcard over one lifecycle event of every stored agent definition."""
         return f"{self.ns}.events.agent.*.{event}"
 
+    def remote_event(self, remote: str, event: str) -> str:
+        """Lifecycle event of a remote agent declared through the management API (``created``, ``deleted``)."""
+        return f"{self.ns}.events.remote.{remote}.{event}"
+
+    def remote_events_of(self, event: str) -> str:
+        """Wildcard over one lifecycle event of every remote agent declared through the management API."""
+        return f"{self.ns}.events.remote.*.{event}"
+
     def node_event(self, workflow: str, event: str) -> str:
         """Lifecycle event subject of a workflow's nodes."""
         return f"{self.ns}.events.node.{workflow}.{event}"

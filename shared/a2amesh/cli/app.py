@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from a2amesh import eventloop, logs, tracing
+from a2amesh import eventloop, logs, metrics, tracing
 from a2amesh.cli import chat, deploy, gateway, mcp, mesh, rag, remote, runs, schedules, workflows
 from a2amesh.cli.exits import EXIT_INTERRUPTED, EXIT_OK, exit_code_of
 from a2amesh.cli.serve import METRICS_HELP
@@ -52,6 +52,11 @@ def _add_mesh_verbs(sub: Any) -> None:
     gateway.add_gateway_options(s, prefix="http-")
     s.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
     s.add_argument("--no-llm-host", action="store_true", help="do not start the host of the stored LLM agents")
+    s.add_argument(
+        "--no-stored-remotes",
+        action="store_true",
+        help="do not start the proxies of the remote agents declared through the API (/api/remotes)",
+    )
     s.add_argument(
         "--cluster",
         action="store_true",
@@ -241,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.verb in _CONFIGURES_LOGS:
             tracing.configure(f"a2amesh-{args.verb}")  # before the a2a-sdk is imported (see its docstring)
+            metrics.configure_export(f"a2amesh-{args.verb}")  # OTLP metrics, when OTEL_* asks for them
         code = eventloop.run(args.func(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

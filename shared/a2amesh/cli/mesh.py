@@ -146,7 +146,8 @@ def _print_result(task: Task) -> None:
     out = task.output()
     state = state_word(task.status.state)
     msg = task.status.message.text() if task.status.message else ""
-    print(f"← {state}" + (f": {msg}" if msg else ""), file=sys.stderr)
+    shown = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, separators=(",", ":"), default=str)
+    print(f"← {state}" + (f": {msg}" if msg and msg != shown else ""), file=sys.stderr)  # not the output twice
     if out is not None:
         print(out if isinstance(out, str) else json.dumps(out, indent=2))
 
@@ -166,6 +167,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         state_dir=Path(args.state_dir or settings.state_dir or ".a2amesh"),
         gateway=None if args.no_gateway else gateway_settings(args, prefix="http-"),
         llm_host=not args.no_llm_host,
+        stored_remotes=not args.no_stored_remotes,
         cluster=args.cluster,
     )
     stop = asyncio.Event()

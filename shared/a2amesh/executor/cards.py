@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from a2amesh.protocol import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, codes
-from a2amesh.workflow.dag.definition import WorkflowDefinition
-from a2amesh.workflow.graph.definition import GraphDefinition
+from a2amesh.workflow.formats import Definition
 
 __all__ = ["workflow_card"]
 
 
 def workflow_card(
     name: str,
-    definition: WorkflowDefinition | GraphDefinition,
+    definition: Definition,
     namespace: str,
     *,
     digest: str,
@@ -34,7 +33,7 @@ def workflow_card(
             input_modes=s.input_modes,
             output_modes=s.output_modes,
         )
-        for s in (definition.skills if isinstance(definition, WorkflowDefinition) else [])
+        for s in definition.skills
     ] or [AgentSkill(id=name, name=name, description=description.splitlines()[0], tags=["workflow"])]
     extensions = [
         AgentExtension(uri=codes.EXT_AGENT_TYPE, params={"type": "workflow"}),

@@ -16,11 +16,9 @@ from typing import Any
 
 from a2amesh.errors import ConfigError
 from a2amesh.logs import get_logger
-from a2amesh.workflow.dag.definition import WorkflowDefinition
-from a2amesh.workflow.dag.engine import Engine
-from a2amesh.workflow.graph.definition import GraphDefinition
-from a2amesh.workflow.graph.engine import GraphEngine
-from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow, load_file
+from a2amesh.workflow.engine_protocol import ExecutableEngine
+from a2amesh.workflow.formats import Loaded, format_of_data
+from a2amesh.workflow.loader import load_file
 
 __all__ = ["Catalog", "CatalogChange"]
 
@@ -61,37 +59,32 @@ class Catalog:
     def __init__(self, folder: Path, *, serve_folder: bool = True) -> None:
         self.folder = folder
         self.serve_folder = serve_folder
-        self.workflows: dict[str, LoadedWorkflow | LoadedGraph] = {}
+        self.workflows: dict[str, Loaded[Any]] = {}
         """What is served: the folder's workflows and the stored ones (a new dict after every change)."""
-        self.folder_workflows: dict[str, LoadedWorkflow | LoadedGraph] = {}
-        self.stored_workflows: dict[str, LoadedWorkflow | LoadedGraph] = {}
+        self.folder_workflows: dict[str, Loaded[Any]] = {}
+        self.stored_workflows: dict[str, Loaded[Any]] = {}
         self._files: dict[Path, _File] = {}
-        self._engines: dict[str, Engine | GraphEngine] = {}
+        self._engines: dict[str, ExecutableEngine[Any]] = {}
 
-    def engine(self, digest: str) -> Engine | GraphEngine | None:
+    def engine(self, digest: str) -> ExecutableEngine[Any] | None:
         """The engine of a definition version seen by this process, if any."""
         return self._engines.get(digest)
 
-    def engine_for(self, workflow: LoadedWorkflow | LoadedGraph) -> Engine | GraphEngine:
+    def engine_for(self, workflow: Loaded[Any]) -> ExecutableEngine[Any]:
         """The engine of a loaded workflow (cached by digest): a DAG engine, or a graph engine (SPEC §6)."""
         digest = workflow.digest
         engine = self._engines.get(digest)
         if engine is None:
-            if isinstance(workflow, LoadedGraph):
-                engine = self._engines[digest] = GraphEngine(workflow.definition)
-            else:
-                engine = self._engines[digest] = Engine(workflow.definition)
+            engine = self._engines[digest] = workflow.format.engine(workflow.definition)
         return engine
 
-    def from_snapshot(self, digest: str, data: dict[str, Any]) -> Engine | GraphEngine:
+    def from_snapshot(self, digest: str, data: dict[str, Any]) -> ExecutableEngine[Any]:
         """The engine of a definition snapshot read back from Redis (a version this process never loaded),
         cached by digest."""
         engine = self._engines.get(digest)
         if engine is None:
-            if "entrypointNodeId" in data or data.get("format") in ("graph", "simple"):
-                engine = GraphEngine(GraphDefinition.model_validate(data))
-            else:
-                engine = Engine(WorkflowDefinition.parse(data, source=f"definition {digest[:12]}"))
+            kind = format_of_data(data)
+            engine = kind.engine(kind.parse(data, f"definition {digest[:12]}"))
             self._engines[digest] = engine
         return engine
 
@@ -115,7 +108,7 @@ class Catalog:
         self.folder_workflows = workflows
         return self._merge(change.errors)
 
-    def set_stored(self, stored: dict[str, LoadedWorkflow | LoadedGraph]) -> CatalogChange:
+    def set_stored(self, stored: dict[str, Loaded[Any]]) -> CatalogChange:
         """Replace the stored workflows (enabled ones, by id); report what changed in what is served."""
         for workflow in stored.values():
             self.engine_for(workflow)
@@ -136,7 +129,7 @@ class Catalog:
         self.workflows = merged
         return change
 
-    def _scan_file(self, path: Path, workflows: dict[str, LoadedWorkflow | LoadedGraph], change: CatalogChange) -> None:
+    def _scan_file(self, path: Path, workflows: dict[str, Loaded[Any]], change: CatalogChange) -> None:
         try:
             st = path.stat()
         except OSError:
@@ -177,7 +170,7 @@ class Catalog:
                 log.warning("workflow.warning", workflow=workflow.name, warning=str(warning))
         self._files[path] = _File(stamp, names)
 
-    def _owner(self, name: str, workflows: dict[str, LoadedWorkflow | LoadedGraph]) -> Path | None:
+    def _owner(self, name: str, workflows: dict[str, Loaded[Any]]) -> Path | None:
         for path, known in self._files.items():
             if name in known.names and name in workflows:
                 return path

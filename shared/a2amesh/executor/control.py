@@ -153,14 +153,26 @@ class ExecutionControl:
         return True
 
     async def _follow(self, agent: str, runner: ExecutionRunner[Any], subscriber: Subscriber) -> None:
+        """Follow a running execution: its progress from the runner, its next answer from the task record.
+
+        The subscriber is recorded in the task's subscriber set first: the write that stores the task's next
+        answer (its final, or the INPUT_REQUIRED of a pause) reads that set in the same script, so it answers this
+        subscriber too; an answer stored already (a pause published a moment ago, its runner not yet parked) is
+        sent here. The runner's targets alone would miss a pause answered while this was added (issue 35, #7)."""
         ex = self.ctx
+        publisher = ReplyPublisher(ex.bus, ex.settings, agent=agent, task_id=runner.task_id, attempt=runner.epoch)
+        answer_id = subscriber.answer_id(runner.task_id)
+        view = await ex.tasks.add_subscriber(runner.task_id, subscriber)
+        if view.outcome == "terminal" and view.task is not None:
+            with contextlib.suppress(TransportError):
+                await publisher.final(subscriber.subject, answer_id, view.task, 1, streaming=True)
+            return
         if all(t.subject != subscriber.subject for t in runner.targets):
             runner.targets.append(subscriber)
-        task = await ex.tasks.get(runner.task_id)
+        task = view.task or await ex.tasks.get(runner.task_id)
         if task is not None:
-            publisher = ReplyPublisher(ex.bus, ex.settings, agent=agent, task_id=runner.task_id, attempt=runner.epoch)
             with contextlib.suppress(TransportError):
-                await publisher.snapshot(subscriber.subject, subscriber.answer_id(runner.task_id), task, 1)
+                await publisher.snapshot(subscriber.subject, answer_id, task, 1)
 
     async def _follow_when_launched(self, agent: str, task_id: str, subscriber: Subscriber) -> None:
         try:

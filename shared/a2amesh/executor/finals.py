@@ -6,23 +6,22 @@ decides when to answer (and keeps what answering changes: its final task, its ta
 
 from __future__ import annotations
 
-import contextlib
+import json
 from collections.abc import Iterable
 from typing import Any
 
 from a2amesh.bus import headers as h
 from a2amesh.config import Settings
-from a2amesh.errors import TransportError
+from a2amesh.jsontext import JsonValue
 from a2amesh.protocol import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from a2amesh.protocol.base import utc_timestamp
 from a2amesh.protocol.vocabulary import NODE_RESULT
 from a2amesh.store.artifacts import ArtifactMeta, ArtifactScope, ArtifactStore
 from a2amesh.store.tasks import Subscriber
-from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
+from a2amesh.worker.replies import ReplyInfo, ReplyPublisher, Target
 from a2amesh.worker.results import RESULT_ARTIFACT, encoded_size, file_part, spill_large_file, url_part
 from a2amesh.workflow.engine_protocol import RunState
 from a2amesh.workflow.events import ExecutionStatus, RequestReview
-from a2amesh.workflow.templates import JsonValue
 
 __all__ = ["answer_all", "final_task", "paused_task"]
 
@@ -31,6 +30,24 @@ _TASK_STATE: dict[str, TaskState] = {
     ExecutionStatus.FAILED: TaskState.FAILED,
     ExecutionStatus.CANCELED: TaskState.CANCELED,
 }
+
+
+OUTPUT_TEXT_LIMIT = 4000
+"""Characters of a workflow's output that its final status message carries as text (longer: the summary)."""
+
+
+def completed_text(workflow: str, output: Any) -> str:
+    """The text of a completed workflow's final status message: its output as text (a string as itself, a JSON
+    value compact), for the A2A clients that show only a final's text parts (ADK, Strands: docs/interop.md); the
+    summary ``workflow NAME completed`` when there is no output or it is longer than :data:`OUTPUT_TEXT_LIMIT`.
+    The output itself is ``artifacts[0]`` either way."""
+    if output is None or output == {} or output == "":
+        text = ""
+    elif isinstance(output, str):
+        text = output
+    else:
+        text = json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text if 0 < len(text) <= OUTPUT_TEXT_LIMIT else f"workflow {workflow} completed"
 
 
 async def final_task(
@@ -47,7 +64,7 @@ async def final_task(
     task_state = _TASK_STATE.get(state.status, TaskState.FAILED)
     ok = state.status == ExecutionStatus.COMPLETED
     output = state.output if ok else None
-    text = f"workflow {state.workflow} completed" if ok else (state.error or f"workflow {state.workflow} failed")
+    text = completed_text(state.workflow, output) if ok else (state.error or f"workflow {state.workflow} failed")
     parts = [Part.of_text(text)]
     artifacts_out: list[Artifact] | None = None
     node_result: dict[str, Any] | None = None
@@ -146,19 +163,9 @@ async def answer_all(
     task_id: str,
     primary_errors: bool,
 ) -> None:
-    """Send ``task`` as the final answer: to the caller's reply subject (its errors raised when
-    ``primary_errors``), then once to every other subject in ``others``, each with its own request id (their
-    errors dropped)."""
-    if reply.reply_to:
-        if primary_errors:
-            await publisher.final(reply.reply_to, reply.request_id, task, seq, streaming=reply.streaming)
-        else:
-            with contextlib.suppress(TransportError):
-                await publisher.final(reply.reply_to, reply.request_id, task, seq, streaming=reply.streaming)
-    answered = {reply.reply_to}
-    for subscriber in others:
-        if subscriber.subject in answered:
-            continue
-        answered.add(subscriber.subject)
-        with contextlib.suppress(TransportError):
-            await publisher.final(subscriber.subject, subscriber.answer_id(task_id), task, seq, streaming=False)
+    """Send ``task`` as the final answer (:meth:`ReplyPublisher.answer`): to the caller's reply subject (its
+    errors raised when ``primary_errors``), then once to every other subject in ``others``, each with its own
+    request id (their errors dropped)."""
+    targets = [Target(reply.reply_to, primary=True, answer_id=reply.request_id)] if reply.reply_to else []
+    targets += [Target(s.subject, primary=False, answer_id=s.answer_id(task_id)) for s in others]
+    await publisher.answer(targets, task, seq, streaming=reply.streaming, primary_errors=primary_errors)

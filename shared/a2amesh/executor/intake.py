@@ -46,11 +46,9 @@ from a2amesh.store.executions import ExecutionRecord, Listed
 from a2amesh.store.tasks import Subscriber
 from a2amesh.worker.decode import WorkRequest, control_part, deadline_of
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
-from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.engine_protocol import ExecutableEngine, RunState
 from a2amesh.workflow.events import EmitEvent
-from a2amesh.workflow.graph.definition import GraphDefinition
-from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow
+from a2amesh.workflow.formats import Definition, Loaded
 
 __all__ = ["CONTROL_TYPES", "Created", "ExecutionIntake", "NewExecution", "input_of"]
 
@@ -72,7 +70,7 @@ class NewExecution:
         fields: extra record fields only (a schedule's ``fire``).
     """
 
-    workflow: LoadedWorkflow | LoadedGraph
+    workflow: Loaded[Any]
     engine: ExecutableEngine[Any]
     args: StartArgs
     reply: ReplyInfo
@@ -106,10 +104,10 @@ class ExecutionIntake:
 
     Args:
         ctx: the replica's collaborators.
-        starters: the starter of each engine class (:func:`a2amesh.executor.starts.starters`).
+        starters: the starter of each format, by name (:func:`a2amesh.executor.starts.starters`).
     """
 
-    def __init__(self, ctx: ExecutorContext, starters: Mapping[type[Any], Starter[Any]]) -> None:
+    def __init__(self, ctx: ExecutorContext, starters: Mapping[str, Starter[Any]]) -> None:
         self.ctx = ctx
         self.starters = starters
         self._saved_digests: dict[str, float] = {}
@@ -180,7 +178,7 @@ class ExecutionIntake:
         return Created("created", working, runner, without_sent(commands, events=False), call_ids)
 
     def _starter(self, engine: ExecutableEngine[Any]) -> Starter[Any]:
-        return self.starters[type(engine)]
+        return self.starters[engine.format]
 
     def _branch_engine(self, engine: ExecutableEngine[Any], name: str, branch: object) -> ExecutableEngine[Any]:
         """The engine of one branch a request asks to run on its own (``INVALID_PARAMS`` when there is none)."""
@@ -194,7 +192,7 @@ class ExecutionIntake:
         except ConfigError as e:
             raise RpcError(codes.INVALID_PARAMS, f"workflow {name}: {e.problem}") from e
 
-    async def _save_definition(self, digest: str, definition: WorkflowDefinition | GraphDefinition) -> None:
+    async def _save_definition(self, digest: str, definition: Definition) -> None:
         saved = self._saved_digests.get(digest)
         if saved is not None and time.time() - saved < 3600:
             return
@@ -203,7 +201,7 @@ class ExecutionIntake:
 
     # --- requests ------------------------------------------------------------------------------
 
-    async def start_request(self, workflow: LoadedWorkflow | LoadedGraph, msg: WorkMsg, request: WorkRequest) -> None:
+    async def start_request(self, workflow: Loaded[Any], msg: WorkMsg, request: WorkRequest) -> None:
         """A request for a new run: create its execution (or follow the one it already has), ack, drive it."""
         ctx, message, name = self.ctx, request.message, request.agent
         task_id = task_id_for(name, message.message_id)

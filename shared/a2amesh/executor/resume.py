@@ -9,6 +9,7 @@ paused parent (:meth:`Resumer._forward_up`), which routes it back down so the pa
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from typing import Any
 
@@ -50,17 +51,7 @@ class Resumer:
             return  # a resend of an answer the task already took: its caller follows the task
         record, stored = paused
         body = await input_of(message, ctx.artifacts, user=None)
-        try:
-            event = ReviewAnswered.model_validate(body)
-        except ValueError as e:
-            free = _free_answer(stored, body)
-            if free is None:
-                raise RpcError(
-                    codes.INVALID_PARAMS,
-                    'a resume carries {"decision": "approve" | "edit" | "reject", "data": ..., "reason"?, "path"?}: '
-                    + str(e).splitlines()[0],
-                ) from e
-            event = free
+        event = _answer_of(stored, body)
         if NODE_PATH_KEY not in (message.metadata or {}) and await self._forward_up(msg, request, record, event):
             return
         outcome, epoch = await ctx.store.acquire(task_id, ctx.instance)
@@ -263,6 +254,52 @@ def _being_canceled(task_id: str) -> RpcError:
         codes.UNSUPPORTED_OPERATION,
         f"task {task_id} is being canceled (a CancelTask came first); it takes no more messages",
     )
+
+
+def _answer_of(stored: Task | None, body: Any) -> ReviewAnswered:
+    """The answer a resume's input gives the paused review.
+
+    Raises:
+        RpcError: ``INVALID_PARAMS`` naming the forms an answer takes and what is wrong with this one.
+    """
+    try:
+        return ReviewAnswered.model_validate(body)
+    except ValueError as e:
+        error = e
+    try:
+        answer = _free_answer(stored, body) or _text_answer(body)
+    except ValueError as e:
+        answer, error = None, e
+    if answer is None:
+        raise RpcError(
+            codes.INVALID_PARAMS,
+            'a resume carries {"decision": "approve" | "edit" | "reject", "data": ..., "reason"?, "path"?} as a '
+            'data part or as its JSON text, or the text "approve" or "reject[: reason]": ' + str(error).splitlines()[0],
+        ) from error
+    return answer
+
+
+_DECISION_TEXT = re.compile(r"\s*(approve|reject)\b[\s:,.!-]*(.*)", re.IGNORECASE | re.DOTALL)
+
+
+def _text_answer(body: Any) -> ReviewAnswered | None:
+    """The review answer of a text-only client (other frameworks' A2A clients send text parts alone): the
+    answer's JSON as text, or ``approve`` / ``reject`` (what follows a reject is its reason); None for any
+    other text.
+
+    Raises:
+        ValueError: JSON text that is not a review answer (why is in the message).
+    """
+    if not (isinstance(body, dict) and body.keys() == {"text"} and isinstance(body["text"], str)):
+        return None
+    text = body["text"].strip()
+    if text.startswith("{"):
+        return ReviewAnswered.model_validate_json(text)
+    said = _DECISION_TEXT.fullmatch(text)
+    if said is None:
+        return None
+    decision, rest = said.group(1).lower(), said.group(2).strip()
+    return ReviewAnswered(decision="reject" if decision == "reject" else "approve", reason=rest or None)
 
 
 def _free_answer(stored: Task | None, body: Any) -> ReviewAnswered | None:

@@ -11,35 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeGuard, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from a2amesh import faults, metrics, tracing
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus
-from a2amesh.client import Call, Client, EncodedMessage
+from a2amesh.client import Client
 from a2amesh.config import Settings
-from a2amesh.errors import A2AMeshError, ConfigError, StoreUnavailable
-from a2amesh.executor.deltas import STREAMING_BUILTINS, DeltaRelay, with_stream_deltas
+from a2amesh.errors import ConfigError, StoreUnavailable
+from a2amesh.executor.calls import NodeCalls
+from a2amesh.executor.deltas import DeltaRelay
 from a2amesh.executor.dispatch import (
     SEQ_OFFSET,
     CallOutcome,
-    CallRef,
-    call_error,
-    cancel_callee,
-    dispatch_call,
-    end_node_span,
     publish_event,
     result_event,
-    spill_input,
     stored_event,
-    tracing_node_span,
 )
 from a2amesh.executor.finals import answer_all, final_task, paused_task
 from a2amesh.executor.handlers import HANDLERS, CommandHandler
@@ -58,7 +51,6 @@ from a2amesh.protocol.vocabulary import (
 from a2amesh.store.artifacts import ArtifactStore
 from a2amesh.store.executions import CommitResult, ExecutionStore
 from a2amesh.store.tasks import Subscriber, TaskRecordView, TaskStore
-from a2amesh.worker.deltas import DeltaSink, delta_sink
 from a2amesh.worker.replies import ReplyInfo, ReplyPublisher
 from a2amesh.workflow.engine_protocol import ExecutableEngine, RunState
 from a2amesh.workflow.events import (
@@ -68,7 +60,6 @@ from a2amesh.workflow.events import (
     EmitEvent,
     Finish,
     NodeCall,
-    NodeFailed,
     RequestReview,
     SetTimer,
     TimerFired,
@@ -101,6 +92,14 @@ def event_json(event: EmitEvent) -> str:
 
 
 @dataclass
+class FencedWrites:
+    """Executions whose step write was refused by their lease epoch (another replica took them over while this
+    one was paused or starved): each counted once, as an agent counts its fenced runs (``task.fenced``)."""
+
+    count: int = 0
+
+
+@dataclass
 class RunnerDeps:
     """What a runner needs from its executor process."""
 
@@ -118,6 +117,8 @@ class RunnerDeps:
     alive: Callable[[], bool] = field(default=lambda: True)
     """Whether the replica's presence surely still stands (:class:`~a2amesh.executor.presence.PresenceKeeper`);
     a runner takes no step once it may have lapsed."""
+    fenced: FencedWrites = field(default_factory=FencedWrites)
+    """The replica's count of executions fenced off by a stale lease epoch (``execution.fenced``)."""
 
 
 def make_runner(
@@ -167,6 +168,8 @@ class ExecutionRunner(Generic[StateT]):
         self.targets: list[Subscriber] = []
         """Who follows the execution besides its caller (SubscribeToTask, a streaming resend): progress and answers."""
         self.lost = False
+        self.write_fenced = False
+        """A step write of this runner was refused by the lease epoch (counted and logged once)."""
         self.fenced = False
         """Stopped because this replica's presence may have lapsed: its lease is handed over when it ends."""
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -175,8 +178,7 @@ class ExecutionRunner(Generic[StateT]):
         """The task's messages from its callers (its start, then each resume), as its answers carry them; None:
         not known here yet (a takeover), read from the task record when an answer is built."""
         self._stored_final: tuple[Task, TaskRecordView] | None = None  # written by the finishing commit
-        self._calls: dict[str, asyncio.Task[None]] = {}
-        self._caller_deltas: DeltaSink | None = None
+        self.calls = NodeCalls(self)
         self._positions: dict[str, int] | None = None
         """Ordinal of each node instance in the last split checkpoint written (None: write them all next)."""
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -222,20 +224,20 @@ class ExecutionRunner(Generic[StateT]):
                 if self.inbox.empty():
                     self.cancel()
         finally:
-            for task in self._calls.values():
+            for task in self.calls.tracked.values():
                 task.cancel()
             for handle in self._timers.values():
                 handle.cancel()
-            if self._calls:
-                await asyncio.wait(set(self._calls.values()), timeout=5)
+            if self.calls.tracked:
+                await asyncio.wait(set(self.calls.tracked.values()), timeout=5)
             if not self.finished.done():
                 self.finished.set_result(None)
 
     def drop_calls(self) -> None:
         """Stop following the calls of a runner that will not run (its start failed)."""
-        for task in self._calls.values():
+        for task in self.calls.tracked.values():
             task.cancel()
-        self._calls.clear()
+        self.calls.tracked.clear()
 
     @property
     def parked(self) -> bool:
@@ -291,6 +293,18 @@ class ExecutionRunner(Generic[StateT]):
         if state is self.state or (not step.commands and state == self.state):
             return
         await self.checkpoint(state, step.commands, step.applied, touched=step.touched)
+
+    def _fence_off(self, holder: str) -> None:
+        """A step write was refused by the lease epoch: another replica holds the execution now. Nothing of the
+        step was stored; the runner stops (counted and logged once per execution, ``execution.fenced``)."""
+        self.lost = True
+        if self.write_fenced:
+            return
+        self.write_fenced = True
+        self.deps.fenced.count += 1
+        if metrics.enabled:
+            metrics.fenced("executor")
+        self.log.warning("execution.fenced", epoch=self.epoch, holder=holder, fenced_total=self.deps.fenced.count)
 
     def prepare(self, commands: Sequence[BaseModel], state: StateT | None = None) -> dict[str, str]:
         """Mint the call id of every dispatch and record its reply subject in the state (before the write)."""
@@ -351,9 +365,7 @@ class ExecutionRunner(Generic[StateT]):
         if sending is not None:
             await sending
         if result.outcome == "stale":
-            if not self.lost:  # logged once: the renewal that found the lease lost may have logged it
-                self.log.warning("execution.lease_lost", holder=result.detail)
-            self.lost = True
+            self._fence_off(result.detail)
             return False
         if result.outcome == "duplicate":
             # Redis holds a step this runner never saw (a retried write that had landed after all), so
@@ -455,7 +467,7 @@ class ExecutionRunner(Generic[StateT]):
     ) -> None:
         for event in events:
             await self._emit(event)
-        await self._dispatch_all(dispatches, call_ids)
+        await self.calls.dispatch_all(dispatches, call_ids)
 
     # --- commands ----------------------------------------------------------------------------
 
@@ -469,7 +481,7 @@ class ExecutionRunner(Generic[StateT]):
             elif isinstance(command, RequestReview):
                 review = command
             elif isinstance(command, CancelCall):
-                await self._cancel_call(command)
+                await self.calls.cancel(command)
             elif isinstance(command, SetTimer):
                 self._arm(command.timer_id, command.due)
             elif isinstance(command, ClearTimer):
@@ -482,18 +494,11 @@ class ExecutionRunner(Generic[StateT]):
                 finish = command
             else:
                 self._start_io(command)
-        await self._dispatch_all(dispatches, call_ids)
+        await self.calls.dispatch_all(dispatches, call_ids)
         if finish is not None:
             await self.publish_final()
         elif review is not None:
             await self.publish_paused(review)
-
-    async def _dispatch_all(self, dispatches: list[NodeCall], call_ids: dict[str, str] | None) -> None:
-        ids = call_ids or {}
-        if len(dispatches) == 1:
-            await self._dispatch(dispatches[0], ids.get(dispatches[0].path))  # no task: one less loop turn
-        elif dispatches:
-            await asyncio.gather(*(self._dispatch(d, ids.get(d.path)) for d in dispatches))
 
     def _start_io(self, command: BaseModel) -> None:
         """Hand a command the engine leaves to the executor to its handler; follow the work like a call."""
@@ -503,159 +508,16 @@ class ExecutionRunner(Generic[StateT]):
             self.log.error("command.unhandled", kind=type(command).__name__)
             return
         key, work = started
-        self._track(key, self._await_io(work))
+        self.calls.track(key, self._await_io(work))
 
     async def _await_io(self, work: Awaitable[BaseModel]) -> None:
         self.inbox.put_nowait(await work)
-
-    async def _dispatch(self, command: NodeCall, call_id: str | None) -> None:
-        deadline = command.deadline or (time.time() + self.deps.settings.tasks_max_age)
-        state = self.state
-        sink = self._delta_sink(command)
-        # a new call's request written straight to bytes, without a Message model, when nothing spills
-        encoded = (
-            None
-            if sink is not None
-            else command.message_json(
-                execution_id=self.execution_id,
-                workflow=state.workflow,
-                context_id=state.context_id,
-                inline_limit=self.deps.settings.inline_threshold,
-            )
-        )
-        message: Message | EncodedMessage
-        if encoded is not None:
-            build = functools.partial(
-                command.message, execution_id=self.execution_id, workflow=state.workflow, context_id=state.context_id
-            )
-            message = EncodedMessage(command.message_id, encoded, build)
-        else:
-            message = command.message(
-                execution_id=self.execution_id, workflow=state.workflow, context_id=state.context_id
-            )
-            if sink is not None and self.deps.deltas is not None:
-                call_id = call_id or nuid()
-                message = with_stream_deltas(message)
-                await self.deps.deltas.route(call_id, sink)
-            message = await spill_input(
-                message,
-                command,
-                settings=self.deps.settings,
-                artifacts=self.deps.artifacts,
-                context_id=state.context_id,
-                task_id=self.task_id,
-                user=self.reply.headers.get(h.USER),
-            )
-        publish = functools.partial(
-            dispatch_call,
-            self.deps.client,
-            command,
-            message,
-            deadline=deadline,
-            headers=self.reply.headers,
-            call_id=call_id,
-            lost=lambda: self.lost,
-            log=lambda: self.log,
-        )
-        span = None if self.span is None else tracing_node_span(self.span, command)
-        ref = CallRef(command.path, command.attempt, command.agent, span, time.monotonic() if metrics.enabled else 0.0)
-        if self.deps.client.registry.get(command.agent) is None:
-            # no live card known: the dispatch may wait up to a card TTL for one (dispatch_call), in a task of
-            # its own, so this execution's other events (results, cancels, timers) go on meanwhile
-            self._track(command.path, self._dispatch_later(ref, call_id, publish))
-            return
-        with tracing.use(span):  # the request goes out under the node's span
-            call = await publish()
-        if self._dispatched(call, call_id, ref):
-            self._follow(ref, call)
-
-    def _dispatched(self, call: Call | NodeFailed, call_id: str | None, ref: CallRef) -> TypeGuard[Call]:
-        """Whether the request went out (a call to follow); a failure goes to the engine."""
-        if isinstance(call, NodeFailed):
-            end_node_span(ref, call, self.state.workflow)
-            if call_id is not None and self.deps.deltas is not None:
-                self.deps.deltas.unroute(call_id)
-            self.inbox.put_nowait(call)
-            return False
-        faults.crash_point("after_dispatch_publish")
-        return True
-
-    async def _dispatch_later(
-        self, ref: CallRef, call_id: str | None, publish: Callable[[], Awaitable[Call | NodeFailed]]
-    ) -> None:
-        """Dispatch, then wait for the answer, in the task that follows the node instance at ``ref.path``."""
-        with tracing.use(ref.span):
-            call = await publish()
-        del publish  # the request (its input may be large) is not kept while the answer is awaited
-        if self._dispatched(call, call_id, ref):
-            await self._await_result(ref, call)
-
-    def _follow(self, ref: CallRef, call: Call) -> None:
-        # the waiter keeps only the call's reference, not the dispatch (its input may be large)
-        self._track(ref.path, self._await_result(ref, call))
-
-    def _track(self, path: str, work: Coroutine[Any, Any, None]) -> None:
-        """Follow the work of the node instance at ``path`` (replacing any older work for it)."""
-        old = self._calls.pop(path, None)
-        if old is not None:
-            old.cancel()
-        task = asyncio.create_task(work, name=f"call-{path}")
-        self._calls[path] = task
-        task.add_done_callback(functools.partial(self._call_done, path))
-
-    def _call_done(self, path: str, task: asyncio.Task[None]) -> None:
-        if self._calls.get(path) is task:
-            del self._calls[path]
-        if not task.cancelled() and task.exception() is not None:
-            self.log.error("call.crashed", path=path, error=repr(task.exception()))
-
-    def _delta_sink(self, command: NodeCall) -> DeltaSink | None:
-        """Where the token deltas of this call go: the streaming caller's delta subject, for a built-in model
-        node of a workflow with ``streaming_enabled`` (its input then asks for ``stream``)."""
-        reply = self.reply
-        if not (reply.streaming and reply.reply_to) or command.agent not in STREAMING_BUILTINS:
-            return None
-        if not (isinstance(command.input, dict) and command.input.get("stream") is True):
-            return None
-        if self._caller_deltas is None:
-            self._caller_deltas = delta_sink(
-                self.deps.bus,
-                reply_subject=reply.reply_to,
-                agent=self.state.workflow,
-                task_id=self.task_id,
-                context_id=self.state.context_id or "",
-            )
-        return self._caller_deltas
-
-    async def _await_result(self, ref: CallRef, call: Call) -> None:
-        try:
-            task = await call.result()
-        except A2AMeshError as e:
-            self.inbox.put_nowait(end_node_span(ref, call_error(ref, e), self.state.workflow))
-            return
-        except asyncio.CancelledError:
-            end_node_span(ref, None, self.state.workflow)
-            raise
-        finally:
-            if self.deps.deltas is not None:
-                self.deps.deltas.unroute(call.call_id)
-        event = await self.result_event(ref.path, ref.attempt, ref.agent, task)
-        self.inbox.put_nowait(end_node_span(ref, event, self.state.workflow))
 
     async def result_event(self, path: str, attempt: int, agent: str, task: Task) -> CallOutcome:
         """The engine event a callee's final Task stands for."""
         return await result_event(
             path, attempt, agent, task, artifacts=self.deps.artifacts, user=self.reply.headers.get(h.USER)
         )
-
-    async def _cancel_call(self, command: CancelCall) -> None:
-        task = self._calls.pop(command.path, None)
-        if task is not None:
-            task.cancel()
-        try:
-            await cancel_callee(self.deps.bus, self.deps.tasks, command)
-        except Exception as e:  # a failed cancel must not stop the execution; the callee's deadline still holds
-            self.log.warning("call.cancel_failed", path=command.path, error=str(e) or type(e).__name__)
 
     async def _emit(self, event: EmitEvent) -> None:
         if self.span is not None and event.event == "node.retrying":

@@ -29,13 +29,12 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from a2amesh import faults
+from a2amesh.jsontext import JsonValue
 from a2amesh.logs import get_logger
-from a2amesh.schedules import ScheduleSpec, ScheduleState, parse_schedule, resolve_timezone, run_id
+from a2amesh.schedules import ScheduleSpec, ScheduleState, resolve_timezone, run_id
 from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.schedules import ScheduleStore, StoredSchedule, schedule_id
-from a2amesh.workflow.dag.definition import WorkflowDefinition
-from a2amesh.workflow.graph.definition import GraphDefinition
-from a2amesh.workflow.templates import JsonValue
+from a2amesh.workflow.formats import Definition
 
 __all__ = ["FINISHED", "ScheduledGraph", "Scheduler", "StartRun", "scheduled_graphs"]
 
@@ -71,24 +70,16 @@ class _Loaded(Protocol):
     def name(self) -> str: ...
 
     @property
-    def definition(self) -> WorkflowDefinition | GraphDefinition: ...
+    def definition(self) -> Definition: ...
 
 
 def scheduled_graphs(workflows: Iterable[_Loaded]) -> dict[str, ScheduledGraph]:
     """Every scheduled graph of loaded workflows (DAG and graph, with their branches), by schedule id."""
     graphs: dict[str, ScheduledGraph] = {}
     for workflow in workflows:
-        definition = workflow.definition
-        if isinstance(definition, WorkflowDefinition):
-            if definition.execution_mode != "one_time":
-                spec = parse_schedule(definition.execution_mode, definition.schedule)
-                value = {} if definition.schedule_input is None else definition.schedule_input
-                graph = ScheduledGraph(workflow.name, None, spec, value)
-                graphs[graph.id] = graph
-        else:
-            for branch, part in definition.scheduled():
-                graph = ScheduledGraph(workflow.name, branch, part.schedule_spec(), {})
-                graphs[graph.id] = graph
+        for branch, spec, value in workflow.definition.schedules():
+            graph = ScheduledGraph(workflow.name, branch, spec, value)
+            graphs[graph.id] = graph
     return graphs
 
 

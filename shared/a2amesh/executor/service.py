@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from a2amesh import metrics
-from a2amesh.bus.nats import Bus, PullConsumer, Received, Subscription, WorkMsg
-from a2amesh.bus.setup import ensure_consumer, init_mesh
+from a2amesh.bus.nats import Bus, Received, WorkMsg
+from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.errors import ConfigError
@@ -45,7 +46,7 @@ from a2amesh.executor.starts import starters
 from a2amesh.executor.stored import StoredWorkflows
 from a2amesh.executor.takeover import Takeover
 from a2amesh.ids import instance_id
-from a2amesh.lifecycle import STOP_LIMIT, Background, Worker, cancel_and_wait
+from a2amesh.lifecycle import Background, Worker
 from a2amesh.logs import get_logger
 from a2amesh.registry import CardPublisher
 from a2amesh.service import ProcessService
@@ -58,8 +59,9 @@ from a2amesh.store.schedules import ScheduleStore
 from a2amesh.store.tasks import TaskStore
 from a2amesh.worker.control import ControlPlane
 from a2amesh.worker.decode import WorkRequest
+from a2amesh.worker.endpoint import Endpoint
 from a2amesh.worker.intake import Intake
-from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow
+from a2amesh.workflow.formats import Loaded
 
 __all__ = ["CONTROL_TYPES", "WorkflowExecutor", "executor_service"]
 
@@ -70,10 +72,7 @@ class _Served:
 
     name: str
     digest: str
-    publisher: CardPublisher
-    consumer: PullConsumer
-    control: Subscription
-    pull: asyncio.Task[None]
+    endpoint: Endpoint
 
 
 class WorkflowExecutor(Worker):
@@ -174,6 +173,11 @@ class WorkflowExecutor(Worker):
         )
 
     @property
+    def fenced(self) -> int:
+        """Executions whose step write was refused by a stale lease epoch (each counted once)."""
+        return self.ctx.deps.fenced.count
+
+    @property
     def runners(self) -> dict[str, ExecutionRunner[Any]]:
         """The runners of the executions driven here, by execution id."""
         return self.drivers.runners
@@ -221,25 +225,23 @@ class WorkflowExecutor(Worker):
 
     def _wake_consumers(self) -> None:
         for served in self.served.values():
-            served.consumer.wake()
+            served.endpoint.wake()
 
     async def _shutdown_sequence(self) -> None:
-        for served in list(self.served.values()):
-            served.pull.cancel()
-        for served in list(self.served.values()):
-            await cancel_and_wait(served.pull, limit=STOP_LIMIT)
-            await served.consumer.stop()
-            for msg in served.consumer.drain_queued():
-                with contextlib.suppress(Exception):
-                    await msg.nak()
+        """Leave every workflow's endpoint (see :mod:`~a2amesh.worker.endpoint`): first no workflow pulls (each
+        one's queued messages nak'ed), then the requests being taken in and the drivers finish or hand over,
+        then the control subjects are unsubscribed and the cards withdrawn."""
+        endpoints = [s.endpoint for s in self.served.values()]
+        # all pulls end together: a pull loop still taking work would fill the slots the drain frees
+        await asyncio.gather(*(e.stop_pulling() for e in endpoints))
         await self._intake_tasks.wait(timeout=5)
         await self.drivers.stop(self.store, grace=self.settings.shutdown_grace)
         self.background.cancel()
         await self.background.wait(timeout=5)
-        for served in list(self.served.values()):
-            await served.control.unsubscribe()
-            with contextlib.suppress(Exception):
-                await served.publisher.withdraw()
+        for endpoint in endpoints:
+            await endpoint.close()
+        # all at once: each is bounded (WITHDRAW_LIMIT) when NATS is away, so the stop is bounded once, not per card
+        await asyncio.gather(*(e.withdraw() for e in endpoints))
         self.served.clear()
 
     # --- serving workflows -------------------------------------------------------------------
@@ -250,34 +252,39 @@ class WorkflowExecutor(Worker):
             name, workflow.definition, self.settings.namespace, digest=workflow.digest, mcp_export=workflow.mcp_export
         )
         publisher = CardPublisher(self.bus, card, instance=self.instance, card_ttl=self.settings.card_ttl)
-        try:
-            await publisher.publish()
-        except ConfigError as e:
-            self.log.error("workflow.not_served", workflow=name, error=str(e))
-            return
-        await ensure_consumer(self.bus, self.settings, name, max_ack_pending=max(self.max_executions * 2, 256))
-        consumer = await self.bus.pull_consumer(self.bus.subjects.tasks_stream, self.bus.subjects.consumer(name))
 
         async def on_control(msg: Received) -> None:
             await self.control.handle(msg, name)
 
-        control = await self.bus.subscribe(self.bus.subjects.control(name), on_control)
-        pull = asyncio.create_task(self._pull_loop(name, consumer), name=f"pull-{name}")  # owned by _Served
-        self.served[name] = _Served(name, workflow.digest, publisher, consumer, control, pull)
+        def start(msg: WorkMsg) -> None:
+            task = self._intake_tasks.spawn(self.intake.handle(msg, name))
+            task.add_done_callback(lambda _: endpoint.wake())
+
+        endpoint = Endpoint(
+            self.bus,
+            self.settings,
+            publisher,
+            on_control=on_control,
+            start_work=start,
+            free=lambda: min(self._free_slots(), 64),
+            until=self._stop,
+            max_ack_pending=max(self.max_executions * 2, 256),
+            heartbeat=False,  # every served card is refreshed by the one _heartbeat_loop
+        )
+        try:
+            await endpoint.publish()
+        except ConfigError as e:
+            self.log.error("workflow.not_served", workflow=name, error=str(e))
+            return
+        await endpoint.start()
+        self.served[name] = _Served(name, workflow.digest, endpoint)
         self.log.info("workflow.served", workflow=name, digest=workflow.digest[:12])
 
     async def _unserve(self, name: str) -> None:
         served = self.served.pop(name, None)
         if served is None:
             return
-        await cancel_and_wait(served.pull, limit=STOP_LIMIT)
-        await served.consumer.stop()
-        for msg in served.consumer.drain_queued():
-            with contextlib.suppress(Exception):
-                await msg.nak()
-        await served.control.unsubscribe()
-        with contextlib.suppress(Exception):
-            await served.publisher.withdraw()
+        await served.endpoint.stop()
         self.log.info("workflow.removed", workflow=name)
 
     async def _reload_loop(self) -> None:
@@ -298,7 +305,7 @@ class WorkflowExecutor(Worker):
         if self.on_folder_change is not None and after != before:
             await self.on_folder_change()
 
-    async def _apply_stored(self, stored: dict[str, LoadedWorkflow | LoadedGraph]) -> None:
+    async def _apply_stored(self, stored: dict[str, Loaded[Any]]) -> None:
         async with self._changes:
             change = self.catalog.set_stored(stored)
             await self._apply_change(change)
@@ -317,14 +324,14 @@ class WorkflowExecutor(Worker):
                 await self._serve(name)
                 continue
             served.digest = workflow.digest
-            served.publisher.card = workflow_card(
+            served.endpoint.publisher.card = workflow_card(
                 name,
                 workflow.definition,
                 self.settings.namespace,
                 digest=workflow.digest,
                 mcp_export=workflow.mcp_export,
             )
-            await served.publisher.refresh()
+            await served.endpoint.publisher.refresh()
             self.log.info("workflow.reloaded", workflow=name, digest=workflow.digest[:12])
 
     async def _heartbeat_loop(self) -> None:
@@ -332,19 +339,12 @@ class WorkflowExecutor(Worker):
             await asyncio.sleep(self.settings.card_ttl / 3)
             for served in list(self.served.values()):
                 try:
-                    await served.publisher.refresh()
+                    await served.endpoint.publisher.refresh()
                 except Exception as e:
                     self.log.warning("card.refresh_failed", workflow=served.name, error=str(e) or type(e).__name__)
 
     def _free_slots(self) -> int:
         return self.max_executions - len(self.drivers) - len(self._intake_tasks)
-
-    async def _pull_loop(self, name: str, consumer: PullConsumer) -> None:
-        def start(msg: WorkMsg) -> None:
-            task = self._intake_tasks.spawn(self.intake.handle(msg, name))
-            task.add_done_callback(lambda _: consumer.wake())
-
-        await consumer.serve(start, lambda: min(self._free_slots(), 64), self._stop)
 
     async def _accept(self, msg: WorkMsg, request: WorkRequest) -> None:
         """A valid request (the intake's ``accept``): a new run, or the answer to a paused one; then ack."""
@@ -352,6 +352,8 @@ class WorkflowExecutor(Worker):
         if workflow is None:
             await msg.nak(delay=1)
             return
+        if metrics.enabled:  # queue wait, redeliveries and backlog of the workflow's requests, as an agent's
+            metrics.task_received(request.agent, msg.num_delivered, *msg.queue_info(), time.time())
         async with msg.kept_alive(self.settings.ack_wait / 3):  # Redis may be slow or paused
             if request.message.task_id:
                 await self.resumer.resume(msg, request)

@@ -3,7 +3,7 @@
 The engines' ``start`` differ in one argument each: a DAG's takes the outputs an ``a2amesh retry``
 reuses from an earlier execution (``reuse``), a conversational graph's the state its previous turn on
 the contextId left (``previous``, read after taking the turn). A :class:`Starter` per format does that
-reading and calls its engine's ``start``; the intake picks one by the engine's class from
+reading and calls its engine's ``start``; the intake picks one by the engine's ``format`` from
 :func:`starters` (a table, as the command handlers are), so no caller tests the format.
 """
 
@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from a2amesh.errors import RpcError, TransportError
+from a2amesh.jsontext import JsonValue
 from a2amesh.protocol import Message, codes
 from a2amesh.protocol.vocabulary import RETRY_REQUEST
 from a2amesh.store.executions import ExecutionStore
@@ -26,9 +27,9 @@ from a2amesh.workflow.dag.engine import Engine
 from a2amesh.workflow.dag.nodes import LoopNode
 from a2amesh.workflow.dag.state import ExecutionState, NodeStatus
 from a2amesh.workflow.engine_protocol import ExecutableEngine, RunState
+from a2amesh.workflow.formats import DAG, GRAPH
 from a2amesh.workflow.graph.engine import GraphEngine
 from a2amesh.workflow.graph.state import GraphState
-from a2amesh.workflow.templates import JsonValue
 
 __all__ = ["TURN_START_GRACE", "DagStarter", "GraphStarter", "StartArgs", "Starter", "starters"]
 
@@ -234,9 +235,9 @@ class GraphStarter:
         return None if raw is None else GraphState.model_validate_json(raw)
 
 
-def starters(store: ExecutionStore) -> Mapping[type[Any], Starter[Any]]:
-    """The starter of each engine class."""
-    return {Engine: DagStarter(store), GraphEngine: GraphStarter(store)}
+def starters(store: ExecutionStore) -> Mapping[str, Starter[Any]]:
+    """The starter of each format, by name (an engine's ``format``)."""
+    return {DAG.name: DagStarter(store), GRAPH.name: GraphStarter(store)}
 
 
 def _parse_turn_pointer(pointer: str) -> tuple[str, str, int]:

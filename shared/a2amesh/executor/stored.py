@@ -18,13 +18,14 @@ from a2amesh.bus.nats import Bus, Received, Subscription
 from a2amesh.errors import ConfigError
 from a2amesh.lifecycle import reconcile_forever
 from a2amesh.store.definitions import DefinitionHead, DefinitionStore, definition_body
-from a2amesh.workflow.loader import LoadedGraph, LoadedWorkflow, load_data
+from a2amesh.workflow.formats import Loaded as _Loaded
+from a2amesh.workflow.loader import load_data
 
 __all__ = ["DEFINITION_EVENTS", "StoredWorkflows"]
 
 DEFINITION_EVENTS = ("created", "updated", "deleted")
 
-Loaded = LoadedWorkflow | LoadedGraph
+Loaded = _Loaded[Any]
 
 
 class StoredWorkflows:

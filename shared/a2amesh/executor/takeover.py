@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from a2amesh import faults, metrics, tracing
 from a2amesh.errors import TransportError
 from a2amesh.executor.context import ExecutorContext, stored_reply_to
-from a2amesh.executor.runner import open_runner
+from a2amesh.executor.runner import ExecutionRunner, open_runner
 from a2amesh.store.executions import ExecutionRecord
+from a2amesh.store.tasks import cancellers_of
+from a2amesh.worker.control import answer_canceller
 from a2amesh.worker.replies import ReplyInfo
 from a2amesh.workflow.events import TimerFired
 
@@ -133,6 +136,11 @@ class Takeover:
         runner = open_runner(ctx.deps, engine, raw, epoch=epoch, reply=reply)  # a scheduled branch run: its graph
         if record.cancel:
             runner.cancel()
+            cancellers = cancellers_of(record.extra.get("canceled_by"), record.extra.get("canceled_also"))
+            if cancellers:
+                ctx.background.spawn(
+                    self._answer_cancellers(runner, cancellers), name=f"answer-cancellers-{execution_id}"
+                )
         next_due = min(runner.state.timers.values(), default=None)
         await ctx.store.reindex_timers(execution_id, None if next_due is None else int(next_due * 1000))
         ctx.log.info("execution.adopted", execution_id=execution_id, epoch=epoch, paused=runner.parked)
@@ -146,6 +154,16 @@ class Takeover:
         else:
             ctx.drivers.launch(runner, [], before=runner.resume_calls)
         return True
+
+    async def _answer_cancellers(self, runner: ExecutionRunner[Any], cancellers: list[str]) -> None:
+        """Answer the CancelTasks that marked an execution whose holder died: every replica that got one left it
+        to that holder, so they are answered here, once the cancellation applied by this takeover is stored."""
+        ctx = self.ctx
+        await asyncio.shield(runner.finished)
+        task = await ctx.tasks.get(runner.task_id)
+        if task is not None and task.status.state.terminal:
+            for canceller in cancellers:
+                await answer_canceller(ctx.bus, canceller, runner.state.workflow, task, log=ctx.log)
 
     async def retry_final(self, execution_id: str, record: ExecutionRecord) -> None:
         """Publish the answer of a finished execution that was never answered: a few tries with backoff, then

@@ -10,8 +10,10 @@ limit (429), the body limit (413) and the content type (415), each with an A2A e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,7 @@ from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.gateway.streams import v0_3_streams_first_event_first
 from a2amesh.ids import NAME_RE
 from a2amesh.logs import get_logger
+from a2amesh.manage.facade import Management
 from a2amesh.protocol import codes
 from a2amesh.store.keys import Keys
 from a2amesh.store.push import PushConfigStore
@@ -304,18 +307,20 @@ def sdk_routes(handler: MeshRequestHandler, card_modifier: Any, settings: Gatewa
     return routes
 
 
-def metrics_route(client: Client, auth: Authenticator, redis: Redis | None) -> Route:
+async def read_execution_counts(counts: Callable[[], Awaitable[dict[str, int]]]) -> None:
+    """Set the namespace's executions per status from the store (2 s at most; a failure leaves the last values)."""
+    try:
+        async with asyncio.timeout(2):
+            metrics.set_executions(await counts())
+    except Exception as e:  # the other series are still worth serving
+        log.warning("metrics.counts_failed", error=str(e) or type(e).__name__)
+
+
+def metrics_route(client: Client, auth: Authenticator, manage: Management | None) -> Route:
     """``/metrics``: this process's metrics in the Prometheus text format, with the namespace's executions per
     status read for each scrape; with API keys, it asks for a key with the ``read`` scope (docs/observability.md)."""
     metrics.enable()
-    counts = None
-    if redis is not None:
-        from a2amesh.manage.executions import Executions
-        from a2amesh.store.executions import ExecutionStore
-
-        cs = client.settings
-        executions = ExecutionStore(redis, Keys(cs.namespace), retention=cs.task_retention, lease_ttl=cs.lease_ttl)
-        counts = Executions(executions).counts
+    counts = None if manage is None else manage.executions.counts
 
     async def metrics_text(request: Request) -> Response:
         try:
@@ -323,15 +328,34 @@ def metrics_route(client: Client, auth: Authenticator, redis: Redis | None) -> R
         except AuthFailed as e:
             return JSONResponse({"error": str(e)}, status_code=e.status)
         if counts is not None:
-            try:
-                async with asyncio.timeout(2):
-                    metrics.set_executions(await counts())
-            except Exception as e:  # the other series are still worth serving
-                log.warning("metrics.counts_failed", error=str(e) or type(e).__name__)
+            await read_execution_counts(counts)
         body, ctype = metrics.exposition()
         return Response(body, media_type=ctype)
 
     return Route("/metrics", metrics_text, methods=["GET"])
+
+
+@contextlib.asynccontextmanager
+async def exported_execution_counts(manage: Management | None) -> AsyncIterator[None]:
+    """While the gateway serves with OTLP metrics export on: the executions per status read every export interval,
+    since no scrape reads them for the exporter."""
+    interval = metrics.export_interval()
+    if manage is None or interval is None:
+        yield
+        return
+
+    async def refresh() -> None:
+        while True:
+            await read_execution_counts(manage.executions.counts)
+            await asyncio.sleep(interval)  # the export's period, not a wait for an event
+
+    task = asyncio.create_task(refresh(), name="a2amesh-execution-counts")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def create_app(
@@ -347,6 +371,7 @@ def create_app(
     """
     errors.register()
     auth = Authenticator(settings.api_keys)
+    manage = None if redis is None else Management(client, redis)
     push = None
     if redis is not None:
         store = PushConfigStore(redis, Keys(client.settings.namespace), ttl=client.settings.task_retention)
@@ -412,14 +437,14 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-        metrics_route(client, auth, redis),
+        metrics_route(client, auth, manage),
         Route("/agents", list_agents, methods=["GET"]),
         Mount("/agents/{agent}", app=gate),
     ]
-    mcp = McpMount(client, settings, auth=auth, redis=redis)
+    mcp = McpMount(client, settings, auth=auth, manage=manage)
     routes.append(Route(MCP_PATH, endpoint=mcp))  # MCP over streamable HTTP (docs/mcp.md)
     routes.append(Route(WORKFLOW_MCP_PATH, endpoint=mcp))  # one workflow's own MCP server
-    if redis is not None:
+    if redis is not None and manage is not None:
         from a2amesh.gateway.api import ApiMesh, create_api
         from a2amesh.gateway.dashboard import dashboard_routes
 
@@ -429,12 +454,19 @@ def create_app(
             settings=client.settings,
             http=settings,
             auth=auth,
+            manage=manage,
+            mcp_servers=mcp.server.workflows,
             closing=closing or asyncio.Event(),
         )
-        mesh.extras["mcp_servers"] = mcp.server.workflows
         routes[:0] = dashboard_routes(mesh, directory=list_agents)  # its /agents answers JSON unless asked for HTML
         routes.append(Mount("", app=create_api(mesh)))  # last: /api/…, /openapi.json, /docs
-    app = Starlette(routes=routes, middleware=middleware, lifespan=mcp.lifespan, exception_handlers={404: _no_route})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with mcp.lifespan(app), exported_execution_counts(manage):
+            yield
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers={404: _no_route})
     app.state.push = push  # closed by the server once it stops serving (queued deliveries get a grace period)
     return app
 

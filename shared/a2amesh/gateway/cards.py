@@ -1,8 +1,9 @@
 """Cards as the gateway serves them, and the ``/agents`` directory built from the live registry.
 
-A card from the registry lists its NATS interface; the gateway adds its JSON-RPC and HTTP+JSON URLs (first, so
-HTTP clients pick them), declares the security schemes the gateway enforces, and never claims what it does not
-serve (push notifications without the Redis store, an extended card).
+A card from the registry lists its NATS interface; the gateway replaces it with its JSON-RPC and HTTP+JSON URLs
+(an HTTP client can use no other, and some refuse a card listing a ``nats://`` URL: Google ADK), declares the
+security schemes the gateway enforces, and never claims what it does not serve (push notifications without the
+Redis store, an extended card).
 """
 
 from __future__ import annotations
@@ -54,11 +55,10 @@ def rewrite_card(
             AgentInterface(url=f"{base}/", protocol_binding=JSONRPC, protocol_version=V0_3),
             AgentInterface(url=base, protocol_binding=HTTP_JSON, protocol_version=V0_3),
         ]
-    others = [i for i in card.supported_interfaces if i.protocol_binding not in (JSONRPC, HTTP_JSON)]
     caps = card.capabilities.model_copy(update={"streaming": True, "push_notifications": push})
     if caps.extended_agent_card:
         caps = caps.model_copy(update={"extended_agent_card": False})
-    update: dict[str, Any] = {"supported_interfaces": [*http, *others], "capabilities": caps}
+    update: dict[str, Any] = {"supported_interfaces": http, "capabilities": caps}
     if security is not None:
         update["security_schemes"], update["security_requirements"] = security
     return card.model_copy(update=update)

@@ -31,13 +31,10 @@ from a2amesh.gateway.auth import Authenticator, AuthFailed, Caller, RateLimiter
 from a2amesh.gateway.bodies import read_body, replay
 from a2amesh.gateway.settings import GatewaySettings, is_loopback
 from a2amesh.logs import get_logger
-from a2amesh.mcp_server import ACCESS_SCOPE_KEY, MeshMcpServer, ToolProvider
+from a2amesh.manage.facade import Management
+from a2amesh.mcp_server import ACCESS_SCOPE_KEY, MeshMcpServer
 from a2amesh.mcp_server.access import WORKFLOW_SCOPE_KEY
-from a2amesh.mcp_server.management import management_of
-from a2amesh.store.artifacts import ArtifactStore
-from a2amesh.store.executions import ExecutionStore
-from a2amesh.store.keys import Keys
-from a2amesh.store.redis import Redis
+from a2amesh.mcp_server.management import ManagementTools
 
 log = get_logger("gateway")
 
@@ -112,30 +109,24 @@ def _tools_called(body: bytes) -> list[str]:
 class McpMount:
     """The ASGI app at ``/mcp`` (its :meth:`lifespan` runs the SDK's session manager and the registry watch)."""
 
-    def __init__(self, client: Client, settings: GatewaySettings, *, auth: Authenticator, redis: Redis | None) -> None:
+    def __init__(
+        self, client: Client, settings: GatewaySettings, *, auth: Authenticator, manage: Management | None
+    ) -> None:
         self.settings = settings
         self.auth = auth
         self.limiter = RateLimiter(settings.rate_limit, settings.rate_burst)
-        self._executions: ExecutionStore | None = None
-        artifacts: ArtifactStore | None = None
-        mesh = client.settings
-        if redis is not None:
-            keys = Keys(mesh.namespace)
-            self._executions = ExecutionStore(redis, keys, retention=mesh.task_retention, lease_ttl=mesh.lease_ttl)
-            artifacts = ArtifactStore(redis, keys, retention=mesh.artifact_retention, max_bytes=mesh.artifact_max_bytes)
-        providers: list[ToolProvider] = []
-        details = None
-        if self._executions is not None:
-            management, details = management_of(client, self._executions)
-            providers.append(management)
-        self.server = MeshMcpServer(
-            client,
-            settings.mcp,
-            artifacts=artifacts,
-            executions=self._executions,
-            details=details,
-            providers=providers,
-        )
+        self._manage = manage
+        if manage is None:
+            self.server = MeshMcpServer(client, settings.mcp)
+        else:
+            self.server = MeshMcpServer(
+                client,
+                settings.mcp,
+                artifacts=manage.artifacts,
+                executions=manage.execution_store,
+                details=manage.executions,
+                providers=[ManagementTools(manage.workflows, manage.runs)],
+            )
         self.manager = StreamableHTTPSessionManager(
             app=self.server.server,
             security_settings=transport_security(settings),
@@ -147,8 +138,8 @@ class McpMount:
         """Run the session manager and the tool-list watch while the gateway serves."""
         async with self.server.running(), self.manager.run():
             yield
-        if self._executions is not None:
-            await self._executions.aclose()
+        if self._manage is not None:
+            await self._manage.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -40,7 +40,6 @@ from a2amesh.store.definitions import (
     definition_body,
 )
 from a2amesh.workflow.dag.validation import Issue
-from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.loader import check_source, read_document
 
 __all__ = [
@@ -389,7 +388,7 @@ def validate_definition(
         id=item.name,
         name=name,
         description=description,
-        format=definition.format if isinstance(definition, GraphDefinition) else "dag",
+        format=definition.format,
         digest=content_digest(document),
         warnings=[DefinitionIssue.of(i) for i in item.report.warnings],
         enabled=document.get("enabled"),

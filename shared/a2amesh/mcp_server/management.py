@@ -18,7 +18,6 @@ from typing import Any
 import mcp_types as types
 from pydantic import BaseModel
 
-from a2amesh.client import Client
 from a2amesh.errors import A2AMeshError
 from a2amesh.manage.definitions import (
     DefinitionService,
@@ -28,15 +27,13 @@ from a2amesh.manage.definitions import (
     WorkflowSummary,
     parse_body,
 )
-from a2amesh.manage.executions import MAX_LIMIT, STATUSES, ExecutionQuery, Executions
+from a2amesh.manage.executions import MAX_LIMIT, STATUSES, ExecutionQuery
 from a2amesh.manage.failures import RunsError
 from a2amesh.manage.runs import ExecuteRequest, Runs
 from a2amesh.mcp_server.calls import error_result, watch_task
 from a2amesh.mcp_server.providers import ProvidedTool, ToolOutcome, ToolRequest
-from a2amesh.store.definitions import DefinitionStore
-from a2amesh.store.executions import ExecutionStore
 
-__all__ = ["ManagementTools", "invalid_text", "management_of"]
+__all__ = ["ManagementTools", "invalid_text"]
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[A-Za-z0-9_-]+$"}
 _DEFINITION = {
@@ -288,15 +285,3 @@ class ManagementTools:
             return error_result(str(e))
         items = [_dump(x) for x in page.items if request.access.allows(x.workflow)]
         return _result({"items": items, "next_cursor": page.next_cursor})
-
-
-def management_of(client: Client, store: ExecutionStore) -> tuple[ManagementTools, Executions]:
-    """The management tools of a mesh client over the Redis of ``store``, and the execution reader they share
-    with the run tools."""
-    definitions = DefinitionService(
-        DefinitionStore(store.redis, store.keys),
-        bus=client.bus,
-        known_agents=lambda: [card.name for card in client.cards()],
-    )
-    executions = Executions(store)
-    return ManagementTools(definitions, Runs(client, executions)), executions

@@ -5,12 +5,10 @@ from __future__ import annotations
 from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.logs import get_logger
-from a2amesh.mcp_server.management import management_of
+from a2amesh.manage.facade import Management
+from a2amesh.mcp_server.management import ManagementTools
 from a2amesh.mcp_server.server import MeshMcpServer
 from a2amesh.mcp_server.settings import McpSettings
-from a2amesh.store.artifacts import ArtifactStore
-from a2amesh.store.executions import ExecutionStore
-from a2amesh.store.keys import Keys
 from a2amesh.store.redis import connect_redis
 
 log = get_logger("mcp")
@@ -24,20 +22,20 @@ async def serve_stdio(settings: Settings, mcp: McpSettings) -> None:
     client = await Client.connect(settings, name="a2amesh-mcp")
     try:
         redis = await connect_redis(settings, check=False)
-        keys = Keys(settings.namespace)
-        executions = ExecutionStore(redis, keys, retention=settings.task_retention, lease_ttl=settings.lease_ttl)
-        artifacts = ArtifactStore(
-            redis, keys, retention=settings.artifact_retention, max_bytes=settings.artifact_max_bytes
-        )
+        manage = Management(client, redis)
         try:
-            management, details = management_of(client, executions)
             server = MeshMcpServer(
-                client, mcp, artifacts=artifacts, executions=executions, details=details, providers=[management]
+                client,
+                mcp,
+                artifacts=manage.artifacts,
+                executions=manage.execution_store,
+                details=manage.executions,
+                providers=[ManagementTools(manage.workflows, manage.runs)],
             )
             log.info("mcp.stdio_serving", namespace=settings.namespace, tools=len(server.catalog().tools))
             await server.serve_stdio()
         finally:
-            await executions.aclose()
+            await manage.aclose()
             await redis.aclose()
     finally:
         await client.close()

@@ -32,6 +32,7 @@ from a2amesh.protocol import AgentCard, Artifact, Part, TaskState, TaskStatus
 from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES, NODE_REQUEST
 from a2amesh.remote.cards import RemoteCard
 from a2amesh.remote.convert import message_to_proto, parts_from_proto, task_from_proto, to_json
+from a2amesh.remote.limit import MeshSemaphore
 from a2amesh.remote.spec import RemoteSpec
 from a2amesh.worker.decode import control_part
 
@@ -57,12 +58,14 @@ class RemoteRuntime:
         http: httpx.AsyncClient,
         *,
         on_failure: Callable[[], None] = lambda: None,
+        gate: MeshSemaphore | None = None,
     ) -> None:
         self.definition = definition
         self.spec = spec
         self.remote = remote
         self._card = card
         self._on_failure = on_failure
+        self._gate = gate
         self.streaming = bool(remote.card.capabilities.streaming)
         config = ClientConfig(streaming=self.streaming, httpx_client=http, supported_protocol_bindings=[remote.binding])
         self.client = ClientFactory(config).create(remote.card)
@@ -98,6 +101,12 @@ class RemoteRuntime:
             raise
 
     async def _forward(self, ctx: TaskContext, follow: _Follow, saved: dict[str, Any]) -> TaskOutcome:
+        if self._gate is None:
+            return await self._forward_now(ctx, follow, saved)
+        async with self._gate.held(ctx.task_id):  # mesh_concurrency: a slot shared by every replica
+            return await self._forward_now(ctx, follow, saved)
+
+    async def _forward_now(self, ctx: TaskContext, follow: _Follow, saved: dict[str, Any]) -> TaskOutcome:
         try:
             async with asyncio.timeout(self.spec.task_timeout):
                 if follow.task_id and saved.get("message_id") == ctx.message.message_id:

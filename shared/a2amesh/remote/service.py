@@ -24,9 +24,11 @@ from a2amesh.lifecycle import STOP_LIMIT, Worker, cancel_and_wait
 from a2amesh.logs import get_logger
 from a2amesh.remote.cards import RemoteCard, fetch_card, mesh_card, mesh_name
 from a2amesh.remote.http import make_http_client
+from a2amesh.remote.limit import MeshSemaphore
 from a2amesh.remote.runtime import RemoteRuntime
 from a2amesh.remote.spec import RemoteSpec
 from a2amesh.service import ProcessService
+from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis
 
 __all__ = ["RemoteWorker", "remote_service"]
@@ -51,6 +53,7 @@ class RemoteWorker(Worker):
         self.host: AgentHost | None = None
         self.name: str | None = None
         self._wake = asyncio.Event()
+        self.gate: MeshSemaphore | None = None
         self.log = get_logger("remote", url=spec.url)
 
     def definition(self, name: str, remote: RemoteCard) -> AgentDefinition:
@@ -73,8 +76,11 @@ class RemoteWorker(Worker):
         """The runtime for this card, wrapped in the node handler (schemas, node results) like any agent's;
         ``problem``: why the remote's card cannot be fetched now (its card says so)."""
         card = mesh_card(self.spec, remote, self.settings.namespace, name, problem=problem)
+        if self.gate is None and self.spec.mesh_concurrency is not None:
+            key = Keys(self.settings.namespace).remote_slots(name)
+            self.gate = MeshSemaphore(self.redis, key, self.spec.mesh_concurrency)
         forward = RemoteRuntime(
-            self.definition(name, remote), self.spec, remote, card, self.http, on_failure=self._wake.set
+            self.definition(name, remote), self.spec, remote, card, self.http, on_failure=self._wake.set, gate=self.gate
         )
         return NodeHandler(forward)
 

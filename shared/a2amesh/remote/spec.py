@@ -116,6 +116,9 @@ class RemoteSpec(_Strict):
     retries: int = Field(default=3, ge=0, description="Retries on connection errors, 5xx and 429 (never other 4xx).")
     backoff: float = Field(default=0.5, gt=0, description="First retry delay in seconds, doubled each retry.")
     max_concurrency: int = Field(default=16, ge=1, description="Tasks forwarded at once by one proxy replica.")
+    mesh_concurrency: int | None = Field(
+        default=None, ge=1, description="Tasks forwarded at once by all replicas together (a Redis semaphore)."
+    )
     refresh: float = Field(default=300.0, gt=0, description="Seconds between card refreshes.")
     verify_tls: bool = True
     ca_file: str | None = Field(default=None, description="A CA bundle to verify the remote's certificate with.")

@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2amesh.config import Settings
 from a2amesh.errors import ArtifactError, ArtifactNotFound
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, Scripts, load_script
@@ -207,6 +208,16 @@ class ArtifactStore:
         retention: seconds an artifact is kept after its last save (or refresh).
         max_bytes: the largest content one version may have.
     """
+
+    @classmethod
+    def for_settings(cls, redis: Redis, settings: Settings) -> ArtifactStore:
+        """The namespace's artifacts, kept ``artifact_retention`` seconds, at most ``artifact_max_bytes`` each."""
+        return cls(
+            redis,
+            Keys(settings.namespace),
+            retention=settings.artifact_retention,
+            max_bytes=settings.artifact_max_bytes,
+        )
 
     def __init__(self, redis: Redis, keys: Keys, *, retention: float, max_bytes: int) -> None:
         self._r = redis

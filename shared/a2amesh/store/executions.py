@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, cast
 
+from a2amesh.config import Settings
 from a2amesh.jsontext import dumps_text
 from a2amesh.protocol import Task
 from a2amesh.store.keys import Keys
@@ -280,6 +281,11 @@ class ExecutionStore:
         retention: seconds a finished execution's keys are kept.
         lease_ttl: seconds a lease lives without renewal.
     """
+
+    @classmethod
+    def for_settings(cls, redis: Redis, settings: Settings) -> ExecutionStore:
+        """The namespace's executions, kept ``task_retention`` seconds, leased for ``lease_ttl``."""
+        return cls(redis, Keys(settings.namespace), retention=settings.task_retention, lease_ttl=settings.lease_ttl)
 
     def __init__(self, redis: Redis, keys: Keys, *, retention: float, lease_ttl: float) -> None:
         self.redis = redis

@@ -183,6 +183,14 @@ class Keys:
         """The execution id of a conversational graph workflow's latest turn on a contextId (SPEC §6)."""
         return f"{self.ns}:conv:{workflow}:{{{context_id}}}"
 
+    def remote_slots(self, agent: str) -> str:
+        """Sorted set of the tasks forwarded to a remote agent now (``mesh_concurrency``), scored by lease end."""
+        return f"{self.ns}:remote:{agent}:slots"
+
+    def remotes(self) -> str:
+        """Hash of the remote agents declared through the management API (``remote:`` declaration JSON) by name."""
+        return f"{self.ns}:remotes"
+
     # stored definitions (kind ``workflows`` or ``llm-agents``): every key shares the ``{defs}`` hash tag (one
     # script writes a head and a version)
     def definition_heads(self, kind: str) -> str:

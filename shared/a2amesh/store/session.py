@@ -34,7 +34,7 @@ async def open_store(settings: Settings) -> AsyncIterator[StoreSession]:
     """
     redis = await connect_redis(settings, check=False)
     keys = Keys(settings.namespace)
-    executions = ExecutionStore(redis, keys, retention=settings.task_retention, lease_ttl=settings.lease_ttl)
+    executions = ExecutionStore.for_settings(redis, settings)
     try:
         yield StoreSession(executions=executions, schedules=ScheduleStore(redis, keys), memory=MemoryStore(redis, keys))
     finally:

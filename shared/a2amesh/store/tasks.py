@@ -271,6 +271,12 @@ class TaskStore:
             await self._r.zadd(self._k.agent_tasks(agent, self._k.shard(task_id)), {task_id: now_ms()})
         return view
 
+    async def cancellers(self, task_id: str) -> list[str]:
+        """The CancelTasks of the task, as the control plane names them: its ``canceled_by`` first, then the later
+        ones noted before its final (``cancellers.lua``)."""
+        first, also = await self._r.hmget(self._k.task(task_id), ["canceled_by", "canceled_also"])
+        return cancellers_of(first, also)
+
     async def is_canceled(self, task_id: str) -> bool:
         """Whether the task carries a cancel mark."""
         return await self._r.hget(self._k.task(task_id), "cancel") == "1"
@@ -329,3 +335,13 @@ class TaskStore:
                     continue
                 tasks.append(t)
         return tasks[offset : offset + limit], len(tasks)
+
+
+def cancellers_of(first: str | bytes | None, also: str | bytes | None) -> list[str]:
+    """The CancelTasks noted on a task or execution hash: ``canceled_by`` and then each of ``canceled_also``."""
+    named = [_text(first), *_text(also).split("\n")]
+    return [n for n in named if n]
+
+
+def _text(value: str | bytes | None) -> str:
+    return value.decode() if isinstance(value, bytes) else value or ""

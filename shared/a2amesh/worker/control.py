@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, Received
 from a2amesh.config import Settings
-from a2amesh.errors import A2AMeshError, RpcError, TaskNotFound, TransportError, to_rpc_error
+from a2amesh.errors import A2AMeshError, RpcError, TaskNotCancelable, TaskNotFound, TransportError, to_rpc_error
 from a2amesh.jsontext import dumps_bytes
 from a2amesh.lifecycle import CANCEL_ANSWER_LIMIT
 from a2amesh.protocol import (
@@ -27,15 +27,16 @@ from a2amesh.protocol import (
     ListTasksResponse,
     SubscribeToTaskRequest,
     Task,
+    TaskState,
     TaskStatus,
     codes,
 )
 from a2amesh.protocol.jsonrpc import JsonRpcId
 from a2amesh.protocol.vocabulary import SUMMARY_KEY
-from a2amesh.rpc import encode_error, encode_result, encode_task_result
+from a2amesh.rpc import encode_error, encode_result
 from a2amesh.store.tasks import Subscriber, TaskStore
 from a2amesh.worker.decode import parse_body, validate_request
-from a2amesh.worker.replies import publish_durable, reply_headers, send_error, valid_reply_subject
+from a2amesh.worker.replies import ReplyPublisher, send_error, valid_reply_subject
 
 __all__ = [
     "AnswerNow",
@@ -43,6 +44,7 @@ __all__ = [
     "Cancellation",
     "ControlBackend",
     "ControlPlane",
+    "answer_canceller",
 ]
 
 DEFAULT_PAGE_SIZE = 50
@@ -176,6 +178,10 @@ class ControlPlane:
             )
         await self.bus.publish(msg.reply, body, {h.AGENT: agent})
 
+    async def answer_canceller(self, request: str, agent: str, task: Task) -> None:
+        """:func:`answer_canceller` on this plane's bus."""
+        await answer_canceller(self.bus, request, agent, task, log=self.log)
+
     async def _error(self, msg: Received, agent: str, request_id: JsonRpcId, error: RpcError) -> None:
         try:
             if msg.reply:
@@ -195,7 +201,11 @@ class ControlPlane:
 
     # CancelTask
     async def _cancel(self, msg: Received, agent: str, request_id: JsonRpcId, task_id: str) -> None:
-        outcome = await self.backend.cancel(agent, task_id, msg.reply or "")
+        # the CancelTask named as a subscriber (its reply subject and JSON-RPC id): stored as the task's
+        # 'canceled_by', it lets the replica that stores the CANCELED final answer it when the owner the cancel
+        # was left to died holding the task (:meth:`answer_canceller`)
+        request = Subscriber(msg.reply, request_id).member() if msg.reply else ""
+        outcome = await self.backend.cancel(agent, task_id, request)
         if isinstance(outcome, AnswerNow):
             await self._answer(msg, agent, request_id, outcome.task.to_json_dict())
         elif isinstance(outcome, AnswerWhenStopped):
@@ -242,18 +252,9 @@ class ControlPlane:
             return
         view = await self.tasks.add_subscriber(task_id, subscriber)
         if view.outcome == "terminal" and view.task is not None:
-            token = reply_to.rsplit(".", 1)[-1]
-            hdrs = reply_headers(
-                self.settings,
-                agent=agent,
-                attempt=1,
-                seq=1,
-                final=True,
-                durable=True,
-                msg_id=f"{task_id}:final:{token}",
-            )
+            publisher = ReplyPublisher(self.bus, self.settings, agent=agent, task_id=task_id, attempt=1)
             try:
-                await publish_durable(self.bus, reply_to, encode_task_result(request_id, view.task), hdrs)
+                await publisher.final(reply_to, request_id, view.task, 0, streaming=False)
             except TransportError as e:
                 self.log.warning("reply.undeliverable", agent=agent, subject=reply_to, error=str(e))
 
@@ -308,3 +309,25 @@ def _summary(task: Task) -> Task:
     """A task too large for a list page: its id, context and state (GetTask has the rest)."""
     status = TaskStatus(state=task.status.state, timestamp=task.status.timestamp)
     return Task(id=task.id, context_id=task.context_id, status=status, metadata={SUMMARY_KEY: True})
+
+
+async def answer_canceller(bus: Bus, request: str, agent: str, task: Task, *, log: Any) -> None:
+    """Answer the CancelTask ``request`` names (as :meth:`ControlPlane._cancel` names it) with the final ``task``
+    stored since: CANCELED, else ``TaskNotCancelable``.
+
+    The replicas that got a CancelTask leave it to the task's holder; when that holder was gone (SIGKILLed holding
+    its claim or lease), the replica that later finds the cancel mark (an agent claiming the redelivery, an
+    executor taking the execution over) stores CANCELED and answers the canceller so. Never raises: the
+    canceller times out, as unanswered."""
+    canceller = Subscriber.parse(request)
+    if not canceller.subject:
+        return
+    try:
+        if task.status.state == TaskState.CANCELED:
+            body = encode_result(canceller.request_id, task.to_json_dict())
+        else:
+            error = to_rpc_error(TaskNotCancelable(task.id, task.status.state.value))
+            body = encode_error(canceller.request_id, error)
+        await bus.publish(canceller.subject, body, {h.AGENT: agent})
+    except Exception as e:
+        log.warning("control.answer_failed", task_id=task.id, error=str(e) or type(e).__name__)

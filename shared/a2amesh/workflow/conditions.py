@@ -27,14 +27,14 @@ import operator
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import simpleeval
 
 from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import A2AMeshError
+from a2amesh.jsontext import JsonValue
 from a2amesh.workflow.templates import (
-    JsonValue,
     Reference,
     TemplateError,
     TemplateScope,
@@ -178,7 +178,7 @@ def _kind(value: JsonValue) -> str:
     return _KIND_WORDS.get(kind, kind)
 
 
-def _is_number(value: JsonValue) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -218,6 +218,11 @@ def _comparison(compare: Callable[[Any, Any], Any]) -> Callable[[JsonValue, Json
     return apply
 
 
+Operand: TypeAlias = Any
+"""An arithmetic operand: a JSON value whose kind Python's own operator checks (its TypeError is the condition's
+error, with the kinds named)."""
+
+
 def _in(item: JsonValue, container: JsonValue) -> bool:
     if isinstance(container, str) and not isinstance(item, str):
         item = to_text(item)
@@ -232,17 +237,17 @@ def _not_in(item: JsonValue, container: JsonValue) -> bool:
     return not _in(item, container)
 
 
-def _sized(value: JsonValue) -> bool:
+def _sized(value: Operand) -> bool:
     return isinstance(value, str | list | tuple)
 
 
-def _add(left: JsonValue, right: JsonValue) -> JsonValue:
+def _add(left: Operand, right: Operand) -> Operand:
     if _sized(left) and _sized(right) and len(left) + len(right) > MAX_TEXT_LENGTH:
         raise ValueError(f"the result would be longer than {MAX_TEXT_LENGTH}")
     return left + right
 
 
-def _mul(left: JsonValue, right: JsonValue) -> JsonValue:
+def _mul(left: Operand, right: Operand) -> Operand:
     for seq, count in ((left, right), (right, left)):
         if _sized(seq) and isinstance(count, int) and len(seq) * max(count, 0) > MAX_TEXT_LENGTH:
             raise ValueError(f"the result would be longer than {MAX_TEXT_LENGTH}")
@@ -251,13 +256,13 @@ def _mul(left: JsonValue, right: JsonValue) -> JsonValue:
     return left * right
 
 
-def _mod(left: JsonValue, right: JsonValue) -> JsonValue:
+def _mod(left: Operand, right: Operand) -> Operand:
     if not (_is_number(left) and _is_number(right)):
         raise TypeError("% works on numbers only (text formatting is not available)")
     return left % right
 
 
-def _pow(base: JsonValue, exponent: JsonValue) -> JsonValue:
+def _pow(base: Operand, exponent: Operand) -> Operand:
     if not (_is_number(base) and _is_number(exponent)):
         raise TypeError(f"** needs numbers, not {_kind(base)} and {_kind(exponent)}")
     if abs(exponent) > MAX_EXPONENT:
@@ -267,8 +272,8 @@ def _pow(base: JsonValue, exponent: JsonValue) -> JsonValue:
     return base**exponent
 
 
-def _numeric(apply: Callable[[Any, Any], Any], symbol: str) -> Callable[[JsonValue, JsonValue], JsonValue]:
-    def checked(left: JsonValue, right: JsonValue) -> JsonValue:
+def _numeric(apply: Callable[[Any, Any], Any], symbol: str) -> Callable[[Operand, Operand], Operand]:
+    def checked(left: Operand, right: Operand) -> Operand:
         if not (_is_number(left) and _is_number(right)):
             raise TypeError(f"{symbol} needs numbers, not {_kind(left)} and {_kind(right)}")
         return apply(left, right)

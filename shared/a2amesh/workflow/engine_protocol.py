@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from pydantic import BaseModel
 
+from a2amesh.jsontext import JsonValue
 from a2amesh.workflow.events import RequestReview, ReviewAnswered
-from a2amesh.workflow.templates import JsonValue
 
 if TYPE_CHECKING:
     from a2amesh.workflow.dag.engine import Engine
@@ -184,6 +184,11 @@ class ExecutableEngine(Protocol[RunStateT]):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def format(self) -> str:
+        """The name of the engine's format (:mod:`a2amesh.workflow.formats`)."""
+        ...
 
     @property
     def io_commands(self) -> tuple[type[BaseModel], ...]:

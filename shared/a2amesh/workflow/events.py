@@ -16,8 +16,8 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2amesh.jsontext import JsonValue
 from a2amesh.protocol import Message
-from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
     "CancelCall",

@@ -22,13 +22,12 @@ both are reported as warnings.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import yaml
 
@@ -37,12 +36,13 @@ from a2amesh.ids import check_name
 from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.nodes import NODE_TYPES, node_type_name
 from a2amesh.workflow.dag.validation import Issue, ValidationReport, validate_data
-from a2amesh.workflow.graph.definition import GraphDefinition
-from a2amesh.workflow.graph.validation import check_graph, is_graph_document
+from a2amesh.workflow.formats import Definition, Loaded, LoadedGraph, LoadedWorkflow, is_graph_document, loaded
+from a2amesh.workflow.graph.validation import check_graph
 
 __all__ = [
     "DEFINITION_SUFFIXES",
     "CheckedWorkflow",
+    "Loaded",
     "LoadedGraph",
     "LoadedWorkflow",
     "check_file",
@@ -67,45 +67,6 @@ _SAM_DEFAULTS = (
 )
 
 
-DefinitionT = TypeVar("DefinitionT", WorkflowDefinition, GraphDefinition)
-
-
-@dataclass(frozen=True)
-class _Loaded(Generic[DefinitionT]):
-    """A definition that loaded without errors (either format).
-
-    Attributes:
-        name: the workflow's name (also its agent name on the mesh).
-        definition: the validated definition (its ``name`` is set to ``name``).
-        warnings: what validation and the file reader warned about.
-        source: the file it came from, or ``None`` for data.
-        version: its version in the definitions store, when it was read from there.
-        mcp_export: whether MCP servers expose it as a tool (the document's ``mcpExport``, seed 004 §6).
-    """
-
-    name: str
-    definition: DefinitionT
-    warnings: tuple[Issue, ...]
-    source: Path | None
-    version: int | None = None
-    mcp_export: bool = True
-
-    @functools.cached_property
-    def digest(self) -> str:
-        """The definition's content hash (see its ``digest()``), computed once."""
-        return self.definition.digest()
-
-
-@dataclass(frozen=True)
-class LoadedWorkflow(_Loaded[WorkflowDefinition]):
-    """A DAG workflow that loaded without errors."""
-
-
-@dataclass(frozen=True)
-class LoadedGraph(_Loaded[GraphDefinition]):
-    """A graph workflow (SPEC §6) that loaded without errors; the counterpart of :class:`LoadedWorkflow`."""
-
-
 @dataclass(frozen=True)
 class CheckedWorkflow:
     """The outcome of checking one workflow, errors included (what ``a2amesh validate`` prints).
@@ -120,7 +81,7 @@ class CheckedWorkflow:
     """
 
     name: str
-    definition: WorkflowDefinition | GraphDefinition | None
+    definition: Definition | None
     report: ValidationReport
     source: Path | None
     mcp_export: bool = True
@@ -441,27 +402,18 @@ def check_file(
     )
 
 
-def _loaded(checked: list[CheckedWorkflow], source: str) -> list[LoadedWorkflow | LoadedGraph]:
-    loaded: list[LoadedWorkflow | LoadedGraph] = []
+def _loaded(checked: list[CheckedWorkflow], source: str) -> list[Loaded[Any]]:
+    found: list[Loaded[Any]] = []
     for item in checked:
         item.report.raise_for_errors(source if len(checked) == 1 else f"{source} ({item.name})")
         assert item.definition is not None
-        if isinstance(item.definition, GraphDefinition):
-            loaded.append(
-                LoadedGraph(item.name, item.definition, item.report.warnings, item.source, mcp_export=item.mcp_export)
-            )
-        else:
-            loaded.append(
-                LoadedWorkflow(
-                    item.name, item.definition, item.report.warnings, item.source, mcp_export=item.mcp_export
-                )
-            )
-    return loaded
+        found.append(loaded(item.name, item.definition, item.report.warnings, item.source, mcp_export=item.mcp_export))
+    return found
 
 
 def load_file(
     path: str | Path, *, name: str | None = None, known_agents: Collection[str] | None = None
-) -> list[LoadedWorkflow | LoadedGraph]:
+) -> list[Loaded[Any]]:
     """Load every workflow of a YAML/JSON file (several for a SAM file with several workflow apps).
 
     Args:
@@ -479,7 +431,7 @@ def load_file(
 
 def load_data(
     data: Any, *, name: str | None = None, source: str = "<data>", known_agents: Collection[str] | None = None
-) -> list[LoadedWorkflow | LoadedGraph]:
+) -> list[Loaded[Any]]:
     """Load every workflow in already-parsed data (no ``!include``).
 
     Raises:
@@ -494,7 +446,7 @@ def load_workflow(
     *,
     name: str | None = None,
     known_agents: Collection[str] | None = None,
-) -> LoadedWorkflow | LoadedGraph:
+) -> Loaded[Any]:
     """Load exactly one workflow (DAG or graph) from a file or data.
 
     Raises:

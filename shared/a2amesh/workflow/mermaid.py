@@ -30,6 +30,7 @@ from a2amesh.workflow.dag.nodes import (
     ToolLoopNode,
     WorkflowNode,
 )
+from a2amesh.workflow.formats import Definition, by_format
 from a2amesh.workflow.graph.definition import GraphDefinition
 
 __all__ = ["graph_to_mermaid", "to_mermaid"]
@@ -136,7 +137,7 @@ def _branch_labels(node: Node) -> dict[str, list[str]]:
     return labels
 
 
-def to_mermaid(definition: WorkflowDefinition | GraphDefinition, *, direction: str = "TD") -> str:
+def to_mermaid(definition: Definition, *, direction: str = "TD") -> str:
     """Render a definition as Mermaid flowchart source.
 
     Args:
@@ -147,8 +148,14 @@ def to_mermaid(definition: WorkflowDefinition | GraphDefinition, *, direction: s
     Returns:
         The Mermaid text, ending with a newline.
     """
-    if isinstance(definition, GraphDefinition):
-        return graph_to_mermaid(definition, direction=direction)
+    return by_format(
+        definition,
+        dag=lambda d: _dag_to_mermaid(d, direction=direction),
+        graph=lambda g: graph_to_mermaid(g, direction=direction),
+    )
+
+
+def _dag_to_mermaid(definition: WorkflowDefinition, *, direction: str) -> str:
     ids = _mermaid_ids(definition)
     lines = [f"flowchart {direction}"]
     drawn: set[str] = set()

@@ -26,16 +26,17 @@ import json
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final
 
 from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import A2AMeshError
+from a2amesh.jsontext import JsonValue
 
 __all__ = [
     "JSON_KINDS",
     "OPERATORS",
     "UNSET",
-    "JsonValue",
+    "Unset",
     "RefKind",
     "Reference",
     "TemplateError",
@@ -54,18 +55,16 @@ __all__ = [
     "to_text",
 ]
 
-JsonValue = Any
-"""A JSON value: None, bool, int, float, str, list or dict of JSON values."""
 
 OPERATORS: Final = ("coalesce", "concat")
 JSON_KINDS: Final = frozenset({"null", "boolean", "number", "string", "list", "object"})
 """What :func:`json_kind` names a JSON value."""
 
 
-class _Unset:
-    _instance: _Unset | None = None
+class Unset:
+    _instance: Unset | None = None
 
-    def __new__(cls) -> _Unset:
+    def __new__(cls) -> Unset:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -77,7 +76,7 @@ class _Unset:
         return False
 
 
-UNSET: Final = _Unset()
+UNSET: Final = Unset()
 """Marks a scope value that is not defined here (e.g. ``_map_item`` outside a map)."""
 
 
@@ -401,7 +400,7 @@ class TemplateScope:
     workflow_input: JsonValue = field(default_factory=dict)
     outputs: Mapping[str, JsonValue] = field(default_factory=dict)
     node_ids: frozenset[str] = frozenset()
-    map_item: JsonValue = UNSET
+    map_item: JsonValue | Unset = UNSET
     map_index: int | None = None
     loop_iteration: int | None = None
     workflow_status: str | None = None
@@ -524,8 +523,9 @@ def _apply(operator: str, operands: JsonValue, scope: TemplateScope, path: str, 
     present = [v for v in values if v is not None]
     if not present:
         return None
-    if all(isinstance(v, list) for v in present):
-        return [item for v in present for item in v]
+    lists = [v for v in present if isinstance(v, list)]
+    if len(lists) == len(present):
+        return [item for v in lists for item in v]
     return "".join(to_text(v) for v in present)
 
 
@@ -560,7 +560,7 @@ def _lookup(ref: Reference, scope: TemplateScope, lenient: bool) -> JsonValue:
     if ref.kind is RefKind.ERROR:
         return scope.workflow_error
     if ref.kind is RefKind.MAP_ITEM:
-        if scope.map_item is UNSET:
+        if isinstance(scope.map_item, Unset):
             return _outside(ref, "a map iteration (the target node of a map)", lenient)
         return _walk_data(ref, scope.map_item, "the map item", lenient)
     if ref.kind is RefKind.MAP_INDEX:

@@ -25,7 +25,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def _routers() -> list[APIRouter]:
-    from a2amesh.gateway.api import events, executions, llm_agents, mcp_servers, memory, schedules, workflows
+    from a2amesh.gateway.api import events, executions, llm_agents, mcp_servers, memory, remotes, schedules, workflows
 
     routers: list[APIRouter] = [
         workflows.router,
@@ -35,6 +35,7 @@ def _routers() -> list[APIRouter]:
         events.router,
         memory.router,
         mcp_servers.router,
+        remotes.router,
     ]
     return routers
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from fastapi import Request
 
@@ -14,7 +14,11 @@ from a2amesh.config import Settings
 from a2amesh.gateway.api.problems import Problem
 from a2amesh.gateway.auth import Authenticator, AuthFailed, Caller
 from a2amesh.gateway.settings import GatewaySettings
+from a2amesh.manage.facade import Management
 from a2amesh.store.redis import Redis
+
+if TYPE_CHECKING:
+    from a2amesh.mcp_server.workflow_servers import WorkflowServers
 
 __all__ = ["ApiMesh", "Scope", "mesh_of", "require"]
 
@@ -31,7 +35,8 @@ class ApiMesh:
         settings: the mesh settings (namespace, timeouts).
         http: the gateway's settings (keys, limits).
         auth: checks API keys.
-        extras: what a router keeps per process (made lazily by the router that needs it).
+        manage: the management services every route, page and MCP tool of this gateway shares.
+        mcp_servers: the per-workflow MCP servers this gateway serves (None: it serves no MCP).
         closing: set when the gateway stops: open streams end.
     """
 
@@ -40,7 +45,8 @@ class ApiMesh:
     settings: Settings
     http: GatewaySettings
     auth: Authenticator
-    extras: dict[str, Any] = field(default_factory=dict)
+    manage: Management
+    mcp_servers: WorkflowServers | None = None
     closing: asyncio.Event = field(default_factory=asyncio.Event)
 
 

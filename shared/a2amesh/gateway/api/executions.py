@@ -20,13 +20,11 @@ from a2amesh.errors import RpcError, StoreUnavailable, TransportError
 from a2amesh.gateway.api.deps import ApiMesh, mesh_of, require
 from a2amesh.gateway.api.problems import Problem, problem_doc
 from a2amesh.gateway.auth import Caller
-from a2amesh.manage.executions import MAX_LIMIT, ExecutionDetail, ExecutionPage, ExecutionQuery, Executions, NodePage
+from a2amesh.manage.executions import MAX_LIMIT, ExecutionDetail, ExecutionPage, ExecutionQuery, NodePage
 from a2amesh.manage.failures import RunsError
 from a2amesh.manage.runs import ExecuteRequest, ResumeRequest, RetryRequest, Runs, Started
 from a2amesh.protocol import codes
 from a2amesh.protocol.states import parse_state
-from a2amesh.store.executions import ExecutionStore
-from a2amesh.store.keys import Keys
 
 __all__ = ["Accepted", "Admin", "Reader", "Reviewer", "Runner", "router", "runs_of", "translated"]
 
@@ -66,16 +64,8 @@ UNAVAILABLE: Documented = {503: problem_doc("The mesh (NATS, Redis or the workfl
 
 
 def runs_of(mesh: ApiMesh) -> Runs:
-    """The process's :class:`Runs` (made on first use, kept in ``mesh.extras``)."""
-    runs = mesh.extras.get("runs")
-    if not isinstance(runs, Runs):
-        settings = mesh.settings
-        store = ExecutionStore(
-            mesh.redis, Keys(settings.namespace), retention=settings.task_retention, lease_ttl=settings.lease_ttl
-        )
-        runs = Runs(mesh.client, Executions(store))
-        mesh.extras["runs"] = runs
-    return runs
+    """The process's :class:`Runs`."""
+    return mesh.manage.runs
 
 
 @asynccontextmanager

@@ -56,8 +56,8 @@ class McpServerInfo(BaseModel):
 
 
 def _servers(mesh: ApiMesh) -> WorkflowServers:
-    servers = mesh.extras.get("mcp_servers")
-    if not isinstance(servers, WorkflowServers):
+    servers = mesh.mcp_servers
+    if servers is None:
         raise Problem(503, "unavailable", "this gateway serves no MCP")
     return servers
 

@@ -11,8 +11,6 @@ from a2amesh.gateway.api.executions import NOT_FOUND, UNAVAILABLE, Admin, Reader
 from a2amesh.gateway.api.problems import Problem
 from a2amesh.gateway.auth import Caller
 from a2amesh.manage.memory import NAME, MemoryItem, MemoryPage, MemoryService, NewMemory
-from a2amesh.store.keys import Keys
-from a2amesh.store.memory import MemoryStore
 
 __all__ = ["router"]
 
@@ -28,12 +26,8 @@ def _allowed(who: Caller, agent: str) -> None:
 
 
 def memory_of(mesh: ApiMesh) -> MemoryService:
-    """The process's :class:`MemoryService` (made on first use)."""
-    found = mesh.extras.get("memory")
-    if not isinstance(found, MemoryService):
-        found = MemoryService(MemoryStore(mesh.redis, Keys(mesh.settings.namespace)), mesh.client)
-        mesh.extras["memory"] = found
-    return found
+    """The process's :class:`MemoryService`."""
+    return mesh.manage.memory
 
 
 @router.get("", response_model=MemoryPage, summary="An agent's memory entries")

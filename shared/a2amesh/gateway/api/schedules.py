@@ -9,8 +9,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from a2amesh.gateway.api.deps import ApiMesh, mesh_of
 from a2amesh.gateway.api.executions import CONFLICT, NOT_FOUND, Admin, Reader, Runner, translated
 from a2amesh.manage.schedules import Schedule, SchedulePage, Schedules
-from a2amesh.store.keys import Keys
-from a2amesh.store.schedules import ScheduleStore, schedule_id
+from a2amesh.store.schedules import schedule_id
 
 __all__ = ["router"]
 
@@ -24,12 +23,8 @@ Branch = Annotated[
 
 
 def schedules_of(mesh: ApiMesh) -> Schedules:
-    """The process's :class:`Schedules` (made on first use)."""
-    found = mesh.extras.get("schedules")
-    if not isinstance(found, Schedules):
-        found = Schedules(ScheduleStore(mesh.redis, Keys(mesh.settings.namespace)), mesh.client.registry)
-        mesh.extras["schedules"] = found
-    return found
+    """The process's :class:`Schedules`."""
+    return mesh.manage.schedules
 
 
 @router.get("", response_model=SchedulePage, summary="Every schedule with its next fire time")

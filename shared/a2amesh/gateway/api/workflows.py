@@ -28,8 +28,6 @@ from a2amesh.manage.definitions import (
     WriteResult,
     parse_body,
 )
-from a2amesh.store.definitions import DefinitionStore
-from a2amesh.store.keys import Keys
 
 __all__ = ["definitions_of", "definitions_router", "router"]
 
@@ -57,16 +55,8 @@ _STALE: Responses = {412: _problem(412, "If-Match is not the current ETag.")}
 
 
 def definitions_of(mesh: ApiMesh) -> DefinitionService:
-    """The gateway process's :class:`DefinitionService` (made on first use)."""
-    service = mesh.extras.get("definitions")
-    if service is None:
-        store = DefinitionStore(mesh.redis, Keys(mesh.settings.namespace))
-        registry = mesh.client.registry
-        service = mesh.extras["definitions"] = DefinitionService(
-            store, bus=mesh.client.bus, known_agents=lambda: [card.name for card in registry.cards()]
-        )
-    assert isinstance(service, DefinitionService)
-    return service
+    """The gateway process's workflow definitions service."""
+    return mesh.manage.workflows
 
 
 _SERVICES: dict[str, Callable[[ApiMesh], DefinitionService]] = {}

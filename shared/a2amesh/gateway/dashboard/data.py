@@ -3,8 +3,8 @@
 Each function is one operation of the management API (``GET /api/executions`` → :func:`list_executions`…)
 and runs the same :mod:`a2amesh.manage` call that operation's route runs, over the same per-process services
 (:func:`~a2amesh.gateway.api.executions.runs_of`, :func:`~a2amesh.gateway.api.schedules.schedules_of`,
-:func:`~a2amesh.gateway.api.workflows.definitions_of`), so a page and the API always answer alike. What
-differs is only the shape handed to the templates: times as epoch seconds, names the pages use.
+:func:`~a2amesh.gateway.api.workflows.definitions_of`), so a page and the API always answer alike. The pages
+render the same models the API answers with (:mod:`a2amesh.manage`), times formatted by the templates' filters.
 """
 
 from __future__ import annotations
@@ -27,18 +27,14 @@ from a2amesh.manage.definitions import InvalidWorkflow, StaleWorkflow, WorkflowN
 from a2amesh.manage.events import EventQuery, MeshEvent, follow_events, last_event_id
 from a2amesh.manage.failures import NotFound, RunsError
 from a2amesh.manage.runs import ExecuteRequest, ResumeRequest, RetryRequest
+from a2amesh.manage.schedules import Schedule
 from a2amesh.protocol import AgentCard, codes
 
 __all__ = [
     "STATUSES",
     "AgentView",
-    "Attempt",
     "DataError",
-    "Execution",
-    "NodeRecord",
-    "Page",
     "Review",
-    "ScheduleView",
     "VersionView",
     "WorkflowView",
     "cancel_execution",
@@ -104,108 +100,17 @@ async def _answered() -> AsyncIterator[None]:
         raise DataError(502, f"the workflow answered error {e.code}: {e}") from e
 
 
-def _seconds(at: datetime | None) -> float | None:
-    return at.timestamp() if at is not None else None
-
-
 # --- executions ------------------------------------------------------------------------------------
-
-
-class Execution(BaseModel):
-    """An execution, as ``GET /api/executions/{id}`` answers it (times in epoch seconds)."""
-
-    id: str
-    workflow: str
-    version: int | None = Field(None, description="The stored definition version it runs, when known.")
-    digest: str = Field("", description="The definition's content digest.")
-    status: str
-    input: Any = None
-    output: Any = None
-    error: str | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    usage: dict[str, Any] = Field(default_factory=dict)
-    parent_id: str | None = None
-    children: list[str] = Field(default_factory=list, description="Sub-workflow executions it started.")
-    reused_from: str | None = None
-    review: dict[str, Any] | None = Field(None, description="What a paused execution waits for.")
-    trace_id: str | None = Field(None, description="The trace its request carried, if any.")
-
-
-class Page(BaseModel):
-    """A page of a list: its items and the cursor of the next page (None at the end)."""
-
-    items: list[Execution]
-    next_cursor: str | None = None
-
-
-class Attempt(BaseModel):
-    """One attempt of a node instance (times in epoch seconds)."""
-
-    attempt: int
-    status: str
-    started_at: float | None = None
-    finished_at: float | None = None
-    error: str | None = None
-
-
-class NodeRecord(BaseModel):
-    """One node instance of an execution, as ``GET /api/executions/{id}/nodes`` answers it."""
-
-    path: str
-    node_id: str
-    type: str = ""
-    status: str = "pending"
-    attempt: int = 0
-    attempts: list[Attempt] = Field(default_factory=list)
-    agent: str | None = None
-    task_id: str | None = None
-    sub_execution_id: str | None = None
-    input: Any = None
-    output: Any = None
-    error: str | None = None
-    reason: str | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    usage: dict[str, Any] | None = None
-
-    @property
-    def parent(self) -> str | None:
-        """The container instance of a map item, loop iteration or fork branch (None at the top level)."""
-        cut = max(self.path.rfind("["), self.path.rfind("#"))
-        return self.path[:cut] if cut > 0 else None
 
 
 class Review(BaseModel):
     """A paused execution's review: where it waits, what it asks, its data and the edit form's schema."""
 
-    execution: Execution
+    execution: mx.ExecutionDetail
     path: str
     prompt: str = ""
     data: Any = None
     edit_schema: dict[str, Any] | None = None
-
-
-def _execution(e: mx.Execution) -> Execution:
-    detail = e if isinstance(e, mx.ExecutionDetail) else None
-    return Execution(
-        id=e.id,
-        workflow=e.workflow,
-        version=e.version,
-        digest=e.digest or "",
-        status=e.status,
-        input=e.input,
-        output=e.output,
-        error=e.error,
-        started_at=_seconds(e.started_at),
-        finished_at=_seconds(e.finished_at),
-        usage=e.usage or {},
-        parent_id=e.parent_id,
-        children=detail.children if detail else [],
-        reused_from=detail.reused_from if detail else None,
-        review=detail.review if detail else None,
-        trace_id=detail.trace_id if detail else None,
-    )
 
 
 async def list_executions(
@@ -218,7 +123,7 @@ async def list_executions(
     parent: str | None = None,
     cursor: str | None = None,
     limit: int = 50,
-) -> Page:
+) -> mx.ExecutionPage:
     """``GET /api/executions``: newest first, with the API's filters and cursor.
 
     Raises:
@@ -228,8 +133,7 @@ async def list_executions(
         workflow=workflow, status=status, since=since, until=until, parent=parent, limit=limit, cursor=cursor
     )
     async with _answered():
-        page = await runs_of(mesh).executions.list(query)
-    return Page(items=[_execution(e) for e in page.items], next_cursor=page.next_cursor)
+        return await runs_of(mesh).executions.list(query)
 
 
 async def count_executions(mesh: ApiMesh, *, since: datetime | None = None) -> dict[str, int]:
@@ -238,7 +142,7 @@ async def count_executions(mesh: ApiMesh, *, since: datetime | None = None) -> d
         return await runs_of(mesh).executions.counts(since=since)
 
 
-async def get_execution(mesh: ApiMesh, execution_id: str) -> Execution:
+async def get_execution(mesh: ApiMesh, execution_id: str) -> mx.ExecutionDetail:
     """``GET /api/executions/{id}`` (a unique start of the id is enough, as in ``a2amesh show``).
 
     Raises:
@@ -247,51 +151,20 @@ async def get_execution(mesh: ApiMesh, execution_id: str) -> Execution:
     executions = runs_of(mesh).executions
     async with _answered():
         try:
-            return _execution(await executions.get(execution_id))
+            return await executions.get(execution_id)
         except NotFound:
             if len(execution_id) < 4:
                 raise
-            return _execution(await executions.get(await executions.resolve(execution_id)))
+            return await executions.get(await executions.resolve(execution_id))
 
 
-def _attempt(a: mx.NodeAttempt) -> Attempt:
-    return Attempt(
-        attempt=a.attempt,
-        status=a.status,
-        started_at=_seconds(a.started_at),
-        finished_at=_seconds(a.finished_at),
-        error=a.error,
-    )
-
-
-async def list_execution_nodes(mesh: ApiMesh, execution_id: str) -> list[NodeRecord]:
+async def list_execution_nodes(mesh: ApiMesh, execution_id: str) -> list[mx.NodeRun]:
     """``GET /api/executions/{id}/nodes``: every node instance, in start order (not started ones last)."""
     async with _answered():
-        page = await runs_of(mesh).executions.nodes(execution_id)
-    return [
-        NodeRecord(
-            path=n.path,
-            node_id=n.node_id,
-            type=n.type,
-            status=n.status,
-            attempt=n.attempt,
-            attempts=[_attempt(a) for a in n.attempts],
-            agent=n.agent,
-            task_id=n.task_id,
-            sub_execution_id=n.sub_execution_id,
-            input=n.input,
-            output=n.output,
-            error=n.error,
-            reason=n.reason,
-            started_at=_seconds(n.started_at),
-            finished_at=_seconds(n.finished_at),
-            usage=n.usage,
-        )
-        for n in page.items
-    ]
+        return (await runs_of(mesh).executions.nodes(execution_id)).items
 
 
-async def get_definition(mesh: ApiMesh, execution: Execution) -> dict[str, Any] | None:
+async def get_definition(mesh: ApiMesh, execution: mx.Execution) -> dict[str, Any] | None:
     """The definition an execution runs: its pinned snapshot, else the workflow's live card's."""
     if execution.digest:
         async with _answered():
@@ -327,7 +200,7 @@ async def list_reviews(mesh: ApiMesh, *, limit: int = 50) -> list[Review]:
     return reviews
 
 
-async def _detail_or_none(mesh: ApiMesh, execution_id: str) -> Execution | None:
+async def _detail_or_none(mesh: ApiMesh, execution_id: str) -> mx.ExecutionDetail | None:
     try:
         return await get_execution(mesh, execution_id)
     except DataError as e:
@@ -336,14 +209,14 @@ async def _detail_or_none(mesh: ApiMesh, execution_id: str) -> Execution | None:
         raise
 
 
-async def cancel_execution(mesh: ApiMesh, execution_id: str) -> Execution:
+async def cancel_execution(mesh: ApiMesh, execution_id: str) -> mx.ExecutionDetail:
     """``POST /api/executions/{id}/cancel``.
 
     Raises:
         DataError: 404 unknown, 409 when it has already finished or its workflow has no live executor.
     """
     async with _answered():
-        return _execution(await runs_of(mesh).cancel(execution_id))
+        return await runs_of(mesh).cancel(execution_id)
 
 
 async def resume_execution(
@@ -429,7 +302,7 @@ class VersionView(BaseModel):
     author: str | None = None
     message: str | None = None
     runs: int = Field(0, description="Executions of it among the newest looked at (folder workflows).")
-    last_run: float | None = None
+    last_run: datetime | None = None
 
 
 async def _replicas(mesh: ApiMesh) -> dict[str, int]:
@@ -567,7 +440,8 @@ async def list_workflow_versions(mesh: ApiMesh, workflow: WorkflowView) -> list[
         digest = execution.digest
         view = seen.setdefault(digest, VersionView(key=digest, label=digest[:12], digest=digest, current=False))
         view.runs += 1
-        view.last_run = max(view.last_run or 0.0, execution.started_at or 0.0) or None
+        if execution.started_at is not None and (view.last_run is None or execution.started_at > view.last_run):
+            view.last_run = execution.started_at
     return list(seen.values())
 
 
@@ -607,40 +481,10 @@ async def set_workflow_enabled(mesh: ApiMesh, name: str, enabled: bool, *, autho
 # --- schedules -------------------------------------------------------------------------------------------
 
 
-class ScheduleView(BaseModel):
-    """A schedule, as ``GET /api/schedules`` answers it (times in epoch seconds)."""
-
-    id: str
-    workflow: str
-    branch: str
-    mode: str
-    describe: str
-    timezone: str
-    paused: bool
-    running: bool
-    last_fire: float | None = None
-    next_fire: float | None = None
-
-
-async def list_schedules(mesh: ApiMesh, *, workflow: str | None = None) -> list[ScheduleView]:
+async def list_schedules(mesh: ApiMesh, *, workflow: str | None = None) -> list[Schedule]:
     """``GET /api/schedules?workflow=``: every schedule (of ``workflow``), with its next fire time."""
     async with _answered():
-        page = await schedules_of(mesh).all(workflow)
-    return [
-        ScheduleView(
-            id=s.id,
-            workflow=s.workflow,
-            branch=s.branch,
-            mode=s.mode,
-            describe=s.describe,
-            timezone=s.timezone,
-            paused=s.paused,
-            running=s.running,
-            last_fire=_seconds(s.last_fire),
-            next_fire=_seconds(s.next_fire),
-        )
-        for s in page.items
-    ]
+        return (await schedules_of(mesh).all(workflow)).items
 
 
 async def pause_schedule(mesh: ApiMesh, schedule: str) -> None:

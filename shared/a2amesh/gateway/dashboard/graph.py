@@ -15,6 +15,7 @@ from typing import Any
 from a2amesh.gateway.dashboard.layout import Edge, Layout, layout, node_width
 from a2amesh.workflow.dag.definition import WorkflowDefinition
 from a2amesh.workflow.dag.nodes import ConditionalNode, HumanReviewNode, LoopNode, MapNode, SwitchNode
+from a2amesh.workflow.formats import by_format
 from a2amesh.workflow.graph.definition import GraphDefinition
 from a2amesh.workflow.loader import load_data
 
@@ -182,9 +183,7 @@ def definition_shape(data: Mapping[str, Any], name: str | None = None) -> Shape:
     """
     [loaded] = load_data(dict(data), name=name)[:1]
     definition = loaded.definition
-    if isinstance(definition, GraphDefinition):
-        return _graph_shape(definition)
-    return _dag_shape(definition)
+    return by_format(definition, dag=_dag_shape, graph=_graph_shape)
 
 
 _RANK = {

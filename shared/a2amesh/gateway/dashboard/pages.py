@@ -165,7 +165,7 @@ class Dashboard:
         graph_error = None
         if definition is not None:
             try:
-                shape = self._shape(execution.digest, definition, execution.workflow)
+                shape = self._shape(execution.digest or "", definition, execution.workflow)
                 records = {n.path: n.model_dump() for n in nodes}
                 graph = graph_view(shape, node_states(records), finished=execution.status == "completed")
             except Exception as e:  # an old snapshot this version cannot read: the page still shows the rest

@@ -14,6 +14,7 @@ import yaml
 
 from a2amesh.gateway.api.deps import ApiMesh
 from a2amesh.gateway.dashboard import data
+from a2amesh.manage.executions import Execution, NodeRun
 
 __all__ = [
     "SINCE",
@@ -43,18 +44,18 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def iso(seconds: float | None) -> str:
-    """Epoch seconds as ISO 8601 UTC (the browser shows it in its own zone)."""
-    if seconds is None:
+def iso(at: dt.datetime | None) -> str:
+    """An instant as ISO 8601 UTC to the millisecond (the browser shows it in its own zone)."""
+    if at is None:
         return ""
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return at.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def duration(start: float | None, end: float | None = None) -> str:
+def duration(start: dt.datetime | None, end: dt.datetime | None = None) -> str:
     """``1.25 s``, ``3 min 4 s``; running ones count to now; empty without a start."""
     if start is None:
         return ""
-    seconds = max((end if end is not None else time.time()) - start, 0.0)
+    seconds = max(((end or dt.datetime.now(dt.UTC)) - start).total_seconds(), 0.0)
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
@@ -110,20 +111,28 @@ class Segment:
 
 @dataclass(frozen=True)
 class Bar:
-    """One node instance's row on the timeline: a segment per attempt (a retried node has several)."""
+    """One node instance's row on the timeline: a segment per attempt (a retried node has several).
 
-    node: data.NodeRecord
+    ``nested``: the instance is inside a container (a map item, loop iteration or fork branch)."""
+
+    node: NodeRun
     segments: list[Segment]
     label: str
+    nested: bool
 
 
-def timeline(execution: data.Execution, nodes: list[data.NodeRecord]) -> list[Bar]:
+def _seconds(at: dt.datetime | None) -> float | None:
+    return at.timestamp() if at is not None else None
+
+
+def timeline(execution: Execution, nodes: list[NodeRun]) -> list[Bar]:
     """A row per node instance on the execution's time axis, with one bar per attempt (not started ones last,
     empty)."""
     now = time.time()
-    t0 = execution.started_at or min((n.started_at for n in nodes if n.started_at), default=now)
-    ends = [n.finished_at or now for n in nodes if n.started_at]
-    t1 = max([execution.finished_at or now, *ends])
+    starts = [s for n in nodes if (s := _seconds(n.started_at)) is not None]
+    t0 = _seconds(execution.started_at) or min(starts, default=now)
+    ends = [_seconds(n.finished_at) or now for n in nodes if n.started_at is not None]
+    t1 = max([_seconds(execution.finished_at) or now, *ends])
     span = max(t1 - t0, 0.001)
 
     def segment(attempt: int, status: str, start: float, end: float | None, error: str | None) -> Segment:
@@ -137,14 +146,21 @@ def timeline(execution: data.Execution, nodes: list[data.NodeRecord]) -> list[Ba
         attempts = [a for a in n.attempts if a.started_at is not None]
         if attempts:
             segments = [
-                segment(a.attempt, a.status if a.finished_at else n.status, a.started_at or t0, a.finished_at, a.error)
+                segment(
+                    a.attempt,
+                    a.status if a.finished_at else n.status,
+                    _seconds(a.started_at) or t0,
+                    _seconds(a.finished_at),
+                    a.error,
+                )
                 for a in attempts
             ]
-        elif n.started_at is not None:
-            segments = [segment(max(n.attempt, 1), n.status, n.started_at, n.finished_at, n.error)]
+        elif (started := _seconds(n.started_at)) is not None:
+            segments = [segment(max(n.attempt, 1), n.status, started, _seconds(n.finished_at), n.error)]
         else:
             segments = []
-        bars.append(Bar(n, segments, label))
+        cut = max(n.path.rfind("["), n.path.rfind("#"))
+        bars.append(Bar(n, segments, label, nested=cut > 0))
     return bars
 
 

@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from a2amesh.durations import Duration
+from a2amesh.jsontext import JsonValue
 from a2amesh.workflow.dag.node_base import NodeBase, RetryStrategy
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, field_problem
-from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
     "BUILTIN_AGENTS",
@@ -354,7 +354,7 @@ class EmbedNode(BuiltinNode):
         return [("input", self.input)]
 
     def call_input(self, config: AgentConfig | None, max_tool_iterations: int) -> JsonValue:
-        return {"op": "embed", "input": self.input, "model": self.model or (config and config.embedding_model)}
+        return {"op": "embed", "input": self.input, "model": self.model or (config.embedding_model if config else None)}
 
 
 class MemoryNodeBase(BuiltinNode):
@@ -376,7 +376,8 @@ class MemoryNodeBase(BuiltinNode):
         return out
 
     def _scope(self, config: AgentConfig | None) -> dict[str, JsonValue]:
-        return {"agent": self.agent, "user": self.user, "model": self.model or (config and config.embedding_model)}
+        model = self.model or (config.embedding_model if config else None)
+        return {"agent": self.agent, "user": self.user, "model": model}
 
 
 class MemoryWriteNode(MemoryNodeBase):

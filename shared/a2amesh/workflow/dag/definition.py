@@ -21,8 +21,8 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from a2amesh.diagnostics import did_you_mean, field_path
 from a2amesh.durations import Duration
 from a2amesh.errors import DefinitionError, ScheduleError
-from a2amesh.jsontext import content_digest
-from a2amesh.schedules import parse_schedule
+from a2amesh.jsontext import JsonValue, content_digest
+from a2amesh.schedules import ScheduleSpec, parse_schedule
 from a2amesh.workflow.dag.nodes import (
     NODE_TYPES,
     AgentConfig,
@@ -35,7 +35,7 @@ from a2amesh.workflow.dag.nodes import (
     Skill,
 )
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, field_problem
-from a2amesh.workflow.templates import JsonValue, TemplateScope
+from a2amesh.workflow.templates import TemplateScope
 
 __all__ = ["DefinitionProblem", "ExitHandlers", "WorkflowDefinition", "parse_definition", "problems_from_error"]
 
@@ -258,6 +258,18 @@ class WorkflowDefinition(DefinitionModel):
         """
         ids: frozenset[str] = self.__pydantic_private__["_ids"]  # type: ignore[index]
         return TemplateScope(workflow_input=workflow_input, outputs=outputs or {}, node_ids=ids)
+
+    def schedules(self) -> list[tuple[str | None, ScheduleSpec, JsonValue]]:
+        """``(None, schedule, input)`` when the workflow runs on a schedule (mode other than one_time)."""
+        if self.execution_mode == "one_time":
+            return []
+        value = {} if self.schedule_input is None else self.schedule_input
+        return [(None, parse_schedule(self.execution_mode, self.schedule), value)]
+
+    @property
+    def format(self) -> Literal["dag"]:
+        """The format's name (see :mod:`a2amesh.workflow.formats`)."""
+        return "dag"
 
     def to_data(self) -> dict[str, JsonValue]:
         """The definition as canonical plain data (snake_case, durations in seconds, nulls left out)."""

@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Literal, TypeAlias
 from pydantic import Field, field_validator
 
 from a2amesh.durations import Duration
+from a2amesh.jsontext import JsonValue
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, as_list
-from a2amesh.workflow.templates import JsonValue
 
 __all__ = ["Backoff", "NodeBase", "RetryPolicy", "RetryStrategy", "node_type_name"]
 

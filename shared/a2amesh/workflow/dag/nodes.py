@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from a2amesh.durations import Duration
+from a2amesh.jsontext import JsonValue
 from a2amesh.workflow.dag.agent_nodes import (
     BUILTIN_AGENTS,
     AgentConfig,
@@ -33,7 +34,6 @@ from a2amesh.workflow.dag.agent_nodes import (
 )
 from a2amesh.workflow.dag.node_base import Backoff, NodeBase, RetryPolicy, RetryStrategy, node_type_name
 from a2amesh.workflow.dag.spellings import DefinitionModel, also_accepts, as_list, field_problem
-from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
     "NODE_TYPES",

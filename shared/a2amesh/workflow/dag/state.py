@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2amesh.jsontext import JsonValue
 from a2amesh.protocol import Message, Part, Role
 from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, NODE_PATH_KEY, NODE_REQUEST
 from a2amesh.workflow.events import (
@@ -42,7 +43,6 @@ from a2amesh.workflow.events import (
     SetTimer,
     TimerFired,
 )
-from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
     "Command",

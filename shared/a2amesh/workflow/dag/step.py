@@ -1,19 +1,38 @@
-"""The base of one DAG engine step: copy-on-write node instances, events and timers, the node lifecycle."""
+"""The context of one DAG engine step (:class:`StepContext`): copy-on-write node instances, events and timers, the
+node lifecycle every node kind shares.
+
+What a node kind does is not here: each kind has a handler (:mod:`.kinds` maps node type → handler) that
+receives the context, as :mod:`.calls`, :mod:`.review`, :mod:`.branches` and :mod:`.containers` do; the DAG
+schedule, timers, cancellation and the execution's end are :mod:`.flow`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
-from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS, LoopNode, MapNode
+from a2amesh.jsontext import JsonValue
+from a2amesh.workflow.conditions import ConditionError, evaluate
+from a2amesh.workflow.dag.nodes import BUILTIN_AGENTS, LoopNode, MapNode, Node
 from a2amesh.workflow.dag.state import Command, ExecutionState, NodeRun, NodeStatus
 from a2amesh.workflow.events import CancelCall, ClearTimer, EmitEvent, ErrorKind, SetTimer
-from a2amesh.workflow.templates import UNSET, JsonValue, TemplateScope
+from a2amesh.workflow.templates import UNSET, TemplateScope, Unset
 
 if TYPE_CHECKING:
     from a2amesh.workflow.dag.engine import Engine
 
-__all__ = ["CALL_TYPES", "EXECUTION_TIMEOUT", "Nodes", "StepBase", "add_usage", "timeout_timer"]
+__all__ = [
+    "CALL_TYPES",
+    "EXECUTION_TIMEOUT",
+    "ChildDone",
+    "NodeKinds",
+    "Nodes",
+    "Starter",
+    "StepContext",
+    "add_usage",
+    "timeout_timer",
+]
 
 EXECUTION_TIMEOUT = "execution_timeout"
 """Timer id of the whole execution's timeout."""
@@ -52,7 +71,7 @@ class Nodes(dict[str, NodeRun]):
     A step's state starts as a shallow copy of its input's ``nodes``; looking an instance up
     (``[]``, ``get``) copies it first, so the step mutates its own copy and never the input's. The
     paths looked up or added are ``touched`` (a superset of those changed). Iteration (``values``,
-    ``items``) sees the shared instances: read them only (:meth:`_Step.node` to mutate).
+    ``items``) sees the shared instances: read them only (``[]`` to mutate).
 
     It also indexes the instances waiting for input and the busy ones, so pausing needs no scan; the
     index follows the touched paths (refreshed before use) and carries over to the next step.
@@ -126,18 +145,38 @@ class Nodes(dict[str, NodeRun]):
         return (dict, (dict(self),))
 
 
-class StepBase:
-    """One step of one execution: mutates its own copy of the state and collects commands.
+Starter = Callable[["StepContext", NodeRun, Node], None]
+"""A node kind's handler of a starting instance (its ``when`` already held)."""
 
-    The state, the output (events, timers) and the node lifecycle every concept uses; the concepts
-    themselves are mixed in by :class:`a2amesh.workflow.dag.engine._Step`: calls and retries
-    (:mod:`.calls`), review and pause (:mod:`.review`), switch, conditional and join
-    (:mod:`.branches`), map, loop and fork (:mod:`.containers`).
+ChildDone = Callable[["StepContext", NodeRun, NodeRun], None]
+"""A container kind's handler of a child that became final: ``(context, container, child)``."""
+
+
+@dataclass(frozen=True)
+class NodeKinds:
+    """What each node kind does, by node type (:data:`a2amesh.workflow.dag.kinds.KINDS` is the one registry)."""
+
+    start: Mapping[str, Starter]
+    """Every node type → how an instance of it starts."""
+    child_done: Mapping[str, ChildDone]
+    """Every container type (map, loop, fork) → what a child becoming final does to it."""
+    dag_failure: Callable[[StepContext, NodeRun], None]
+    """What a top-level DAG node's failure does: fail fast, unless a join absorbs it."""
+
+
+class StepContext:
+    """One step of one execution: its own copy of the state, the commands it emits, the clock and the definition.
+
+    The handlers of the node kinds (``kinds``) advance the state through this context only: events and
+    timers (:meth:`emit`, :meth:`set_timer`, :meth:`clear_timer`), templates (:meth:`scope_for`), the
+    node lifecycle (:meth:`start_node`, :meth:`complete`, :meth:`fail`, :meth:`skip`, :meth:`cancel`)
+    and the execution's leaving of the DAG (:meth:`fail_execution`, :meth:`enter_exit`).
     """
 
-    def __init__(self, engine: Engine, state: ExecutionState, now: float) -> None:
+    def __init__(self, engine: Engine, state: ExecutionState, now: float, kinds: NodeKinds) -> None:
         self.engine = engine
         self.definition = engine.definition
+        self.kinds = kinds
         self.state = state
         if not isinstance(state.nodes, Nodes):
             state.__dict__["nodes"] = Nodes(state.nodes)
@@ -146,7 +185,8 @@ class StepBase:
         """The state's node instances: ``self.nodes[path]`` to change one, ``peek`` to read one."""
         self.now = float(now)  # an int clock would be stored as "5" where the state's floats say "5.0"
         self.commands: list[Command] = []
-        self._launching: set[str] = set()
+        self.launching: set[str] = set()
+        """Containers launching their children now (a child settling meanwhile must not settle the container)."""
 
     def emit(self, event: str, run: NodeRun | None = None, *, status: str | None = None, **data: Any) -> None:
         self.state.seq += 1
@@ -173,7 +213,7 @@ class StepBase:
     def scope_for(self, run: NodeRun | None) -> TemplateScope:
         """What templates of this instance see: outputs, its map item, its loop iteration."""
         overlay: dict[str, JsonValue] = {}
-        map_item: JsonValue = UNSET
+        map_item: JsonValue = None  # with map_index
         map_index: int | None = None
         loop_iteration: int | None = None
         current = run
@@ -187,7 +227,7 @@ class StepBase:
                     loop_iteration = current.iteration
                 target = self._container_target(parent)
                 latest = self._latest_output(parent)
-                if target not in overlay and latest is not UNSET:
+                if target not in overlay and not isinstance(latest, Unset):
                     overlay[target] = latest
             current = parent
         outputs: Mapping[str, JsonValue] = {**self.state.outputs, **overlay} if overlay else self.state.outputs
@@ -205,12 +245,28 @@ class StepBase:
         assert isinstance(node, MapNode | LoopNode)
         return node.node
 
-    def _latest_output(self, loop: NodeRun) -> JsonValue:
+    def _latest_output(self, loop: NodeRun) -> JsonValue | Unset:
         for path in reversed(loop.children):
             child = self.nodes.peek(path)
             if child.status is NodeStatus.COMPLETED:
                 return child.output
         return UNSET
+
+    # --- the node lifecycle ---------------------------------------------------------------------
+
+    def start_node(self, run: NodeRun) -> None:
+        """Start one instance: evaluate ``when``, then hand it to its kind's handler."""
+        node = self.definition.node(run.node_id)
+        run.started_at = self.now
+        if node.when is not None and run.type != "branch":
+            try:
+                if not evaluate(node.when, self.scope_for(run)):
+                    self.skip(run, "when is false")
+                    return
+            except ConditionError as exc:
+                self.fail(run, f"when: {exc}", "error")
+                return
+        self.kinds.start[node.type](self, run, node)
 
     def _set_final(self, run: NodeRun, status: NodeStatus) -> None:
         """Give an instance its final status, keeping its container's child counts."""
@@ -220,7 +276,7 @@ class StepBase:
             return
         parent = self.nodes[run.parent]
         if parent.open_children is None:
-            self._count_children(parent)
+            self.count_children(parent)
             return
         parent.open_children -= 1
         if status is NodeStatus.COMPLETED:
@@ -228,7 +284,7 @@ class StepBase:
         elif status is NodeStatus.FAILED:
             parent.failed_children = (parent.failed_children or 0) + 1
 
-    def _count_children(self, container: NodeRun) -> tuple[int, int, int]:
+    def count_children(self, container: NodeRun) -> tuple[int, int, int]:
         """(open, completed, failed) children of a container (counted once, then kept)."""
         if container.open_children is None:
             children = [self.nodes.peek(c) for c in container.children]
@@ -264,12 +320,14 @@ class StepBase:
 
     def _after_final(self, run: NodeRun) -> None:
         if run.parent is not None:
-            self._child_done(self.state.nodes[run.parent], run)
+            container = self.state.nodes[run.parent]
+            if container.status is NodeStatus.RUNNING:
+                self.kinds.child_done[self.definition.node(container.node_id).type](self, container, run)
             return
         if run.status is NodeStatus.COMPLETED:
             self.state.outputs[run.node_id] = run.output
         if run.path in self.engine.dag and run.status is NodeStatus.FAILED:
-            self._dag_failure(run)
+            self.kinds.dag_failure(self, run)
 
     def cancel(self, run: NodeRun, reason: str) -> None:
         """Stop an instance and everything under it, without propagating (fail-fast, cancel, joins)."""
@@ -295,21 +353,26 @@ class StepBase:
         run.finished_at = self.now
         self.emit("node.canceled", run, reason=reason)
 
-    def _cancel_all(self, reason: str) -> None:
+    def cancel_all(self, reason: str) -> None:
         for path, run in list(self.nodes.items()):
             if run.parent is None and not run.final:
                 self.cancel(self.nodes[path], reason)
 
-    # --- hooks the concept classes implement (:class:`a2amesh.workflow.dag.engine._Step` has them all) ---
+    # --- leaving the DAG ------------------------------------------------------------------------
 
-    def start_node(self, run: NodeRun) -> None:
-        """Start one instance (:mod:`a2amesh.workflow.dag.engine`)."""
-        raise NotImplementedError
+    def enter_exit(self, outcome: Literal["success", "failure", "cancel"]) -> None:
+        """Leave the DAG: run the outcome's exit handlers, then finish (:mod:`.flow`)."""
+        if self.state.phase != "dag":
+            return
+        self.state.phase = "exit"
+        self.state.outcome = outcome
+        self.clear_timer(EXECUTION_TIMEOUT)
+        self.state.exit_queue = self.definition.exit_handlers.handlers_for(outcome)
 
-    def _child_done(self, container: NodeRun, child: NodeRun) -> None:
-        """A container's child became final (:mod:`a2amesh.workflow.dag.containers`)."""
-        raise NotImplementedError
-
-    def _dag_failure(self, run: NodeRun) -> None:
-        """A DAG node failed: fail fast unless a join absorbs it (:mod:`a2amesh.workflow.dag.engine`)."""
-        raise NotImplementedError
+    def fail_execution(self, error: str) -> None:
+        """Fail fast: cancel whatever runs, then run the failure exit handlers."""
+        if self.state.phase != "dag":
+            return
+        self.state.error = error
+        self.cancel_all("the execution failed")
+        self.enter_exit("failure")

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from a2amesh.diagnostics import did_you_mean
 from a2amesh.errors import DefinitionError
+from a2amesh.jsontext import JsonValue
 from a2amesh.workflow.conditions import ConditionError, compile_condition
 from a2amesh.workflow.dag.definition import WorkflowDefinition, problems_from_error
 from a2amesh.workflow.dag.nodes import (
@@ -40,7 +41,6 @@ from a2amesh.workflow.dag.nodes import (
     WorkflowNode,
 )
 from a2amesh.workflow.templates import (
-    JsonValue,
     Reference,
     RefKind,
     TemplateError,

@@ -33,9 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 from a2amesh.durations import Duration
-from a2amesh.jsontext import content_digest
+from a2amesh.jsontext import JsonValue, content_digest
 from a2amesh.schedules import ScheduleSpec, parse_schedule
-from a2amesh.workflow.templates import JsonValue
+from a2amesh.workflow.dag.nodes import Skill
 
 __all__ = [
     "DEFAULT_STEP_LIMIT",
@@ -327,6 +327,15 @@ class GraphDefinition(_GraphModel):
             graphs.append((None, self))
         graphs.extend((b.id, b) for b in self.branches if b.execution_mode != "one_time")
         return graphs
+
+    @property
+    def skills(self) -> tuple[Skill, ...]:
+        """A graph declares no skills (its card gets the default one)."""
+        return ()
+
+    def schedules(self) -> list[tuple[str | None, ScheduleSpec, JsonValue]]:
+        """``(branch id or None, schedule, input)`` of every graph that runs on its own (input: ``{}``)."""
+        return [(branch, part.schedule_spec(), {}) for branch, part in self.scheduled()]
 
     # --- serialisation ---
 

@@ -63,6 +63,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pydantic import BaseModel
 
 from a2amesh.errors import ConfigError, InvalidTransition
+from a2amesh.jsontext import JsonValue
 from a2amesh.workflow.engine_protocol import Advance, OpenCall, StateWrite
 from a2amesh.workflow.events import (
     CancelRequested,
@@ -84,7 +85,6 @@ from a2amesh.workflow.graph.state import (
     ToolsCompleted,
 )
 from a2amesh.workflow.graph.step import CALLER_DEADLINE, GRAPH_TIMEOUT, GraphStep
-from a2amesh.workflow.templates import JsonValue
 
 __all__ = ["CALLER_DEADLINE", "GRAPH_TIMEOUT", "GraphEngine"]
 
@@ -229,6 +229,9 @@ class GraphEngine:
         return run.state, run.commands
 
     # --- what the executor needs (ExecutableEngine) --------------------------------------------
+
+    format = "graph"
+    """The format's name (:data:`a2amesh.workflow.formats.GRAPH`)."""
 
     io_commands: tuple[type[BaseModel], ...] = (RunTools,)
     """Tool runs (Python functions or mesh agents) are carried out by an executor-side handler."""

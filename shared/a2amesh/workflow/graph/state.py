@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from a2amesh.jsontext import JsonValue
 from a2amesh.protocol import Message, Part, Role
 from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, NODE_PATH_KEY
 from a2amesh.workflow.events import (
@@ -32,7 +33,6 @@ from a2amesh.workflow.events import (
     TimerFired,
 )
 from a2amesh.workflow.graph.definition import Guard
-from a2amesh.workflow.templates import JsonValue
 
 __all__ = [
     "DispatchGraphNode",

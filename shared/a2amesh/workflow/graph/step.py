@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from a2amesh.diagnostics import schema_errors
 from a2amesh.errors import InvalidTransition
 from a2amesh.ids import node_message_id, task_id_for
+from a2amesh.jsontext import JsonValue
 from a2amesh.protocol.vocabulary import GRAPH_NODE_REQUEST, REVIEW_REQUEST
 from a2amesh.workflow.events import (
     CancelCall,
@@ -41,7 +42,6 @@ from a2amesh.workflow.graph.state import (
     ToolResult,
     ToolsCompleted,
 )
-from a2amesh.workflow.templates import JsonValue
 
 if TYPE_CHECKING:
     from a2amesh.workflow.graph.engine import GraphEngine

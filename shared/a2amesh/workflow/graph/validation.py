@@ -38,14 +38,7 @@ from a2amesh.workflow.graph.definition import (
     ToolSpec,
 )
 
-__all__ = ["check_graph", "is_graph_document", "parse_graph", "sanitize_agent_name"]
-
-_GRAPH_KEYS = frozenset({"edges", "entrypointNodeId", "entrypoint_node_id", "branches"})
-
-
-def is_graph_document(data: Any) -> bool:
-    """Whether parsed data is a graph workflow (it has ``edges``, ``entrypointNodeId`` or ``branches``)."""
-    return isinstance(data, Mapping) and "apps" not in data and any(key in data for key in _GRAPH_KEYS)
+__all__ = ["check_graph", "parse_graph", "sanitize_agent_name"]
 
 
 def sanitize_agent_name(agent_id: str) -> str:
