@@ -30,7 +30,7 @@ from a2amesh.servers import NatsServer, ValkeyCluster, ValkeyServer
 from a2amesh.store.cluster import ClusterRedis
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import connect_redis
-from tests.chaos.conftest import ChaosSummary
+from tests.chaos.conftest import ChaosSummary, completions
 from tests.chaos.test_executor_chaos import (
     Mesh,
     alive,
@@ -189,9 +189,22 @@ async def run_with_fault(
     if count_fenced:
         summary.fenced = sum(log_count(p, *FENCE_EVENTS) for p in agents + executors)
     report(summary)
+    if summary.duplicated:
+        print(await duplicates_seen(m, effects, agents + executors))
     check(summary, tasks)
     alive(agents + executors)
     return summary
+
+
+async def duplicates_seen(m: Mesh, effects: dict[str, int], procs: list[Proc]) -> str:
+    """For each side effect completed more than once: the pids that completed it and every process's log
+    lines about its task, so a duplicate found in CI explains itself."""
+    out: list[str] = []
+    for task_id in [t for t, n in effects.items() if n > 1]:
+        out.append(f"task {task_id} completed by pids {await completions(m.redis, m.settings.namespace, task_id)}")
+        for p in procs:
+            out += [f"  pid {p.pid}: {line}" for line in p.output().splitlines() if task_id in line]
+    return "\n".join(out)
 
 
 async def test_sigkill_tasks_stream_leader(

@@ -13,7 +13,6 @@ import asyncio
 import json
 import random
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from a2amesh.store.redis import Redis
 from a2amesh.store.tasks import Subscriber, TaskStore
 from tests.integration.gateway.test_gateway_conformance import BINDINGS, REST_CODES, V, message, reason, rpc, send
 from tests.support.cancelling import cancel_at_once, canceled_once_at_least
-from tests.support.inbox import Inbox
+from tests.support.inbox import Inbox, publish_request
 from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually, within
 
@@ -268,16 +267,6 @@ async def test_cancel_of_a_paused_task_over_http(http: httpx.AsyncClient, bindin
 # 3. an exact resend with a new Nats-Msg-Id
 
 
-async def _publish(bus: Bus, agent: str, body: bytes, msg_id: str, reply_to: str) -> None:
-    hdrs = {
-        h.VERSION: codes.A2A_VERSION,
-        h.REPLY_TO: reply_to,
-        h.DEADLINE: str(int((time.time() + 60) * 1000)),
-        h.MSG_ID: msg_id,
-    }
-    await bus.js_publish(bus.subjects.request(agent), body, hdrs)
-
-
 async def _final(inbox: Inbox, what: str) -> dict[str, Any]:
     replies = await inbox.until_final(what, timeout=15)
     return replies[-1][0]
@@ -292,7 +281,7 @@ async def _resend_race(bus: Bus, agent: str, tries: int) -> list[tuple[Any, Any,
         msg = make_message(data={"n": i})
         first, second = await Inbox(bus, agent).start(), await Inbox(bus, agent).start()
         first_id, second_id = f"first-{i}", f"second-{i}"
-        await _publish(
+        await publish_request(
             bus,
             agent,
             encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), first_id),
@@ -304,7 +293,7 @@ async def _resend_race(bus: Bus, agent: str, tries: int) -> list[tuple[Any, Any,
             await asyncio.sleep(random.uniform(0, 0.06))
         else:
             await asyncio.wait({answer_first}, timeout=15)
-        await _publish(
+        await publish_request(
             bus,
             agent,
             encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), second_id),
@@ -373,10 +362,10 @@ async def test_resend_while_running_on_the_same_replica_runs_once(
     msg = make_message(data={"x": 1})
     first, second = await Inbox(bus, "lc_held").start(), await Inbox(bus, "lc_held").start()
     body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), "one")
-    await _publish(bus, "lc_held", body, f"lc_held:{msg.message_id}", first.subject)
+    await publish_request(bus, "lc_held", body, f"lc_held:{msg.message_id}", first.subject)
     await within(started.wait(), 10, "the first copy to run")
     body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), "two")
-    await _publish(bus, "lc_held", body, f"lc_held:{msg.message_id}:again", second.subject)
+    await publish_request(bus, "lc_held", body, f"lc_held:{msg.message_id}:again", second.subject)
     tasks = TaskStore(redis, Keys(settings.namespace), retention=60, queued_ttl=60)
     task_id = task_id_for("lc_held", msg.message_id)
 
@@ -420,11 +409,11 @@ async def test_a_running_continuation_is_working_and_its_resend_follows_it(
     follow = make_message(data={"answer": 2}, task_id=paused.id)
     first, second = await Inbox(bus, "lc_slow").start(), await Inbox(bus, "lc_slow").start()
     body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=follow), "one")
-    await _publish(bus, "lc_slow", body, f"lc_slow:{follow.message_id}:{paused.id}", first.subject)
+    await publish_request(bus, "lc_slow", body, f"lc_slow:{follow.message_id}:{paused.id}", first.subject)
     await within(started.wait(), 10, "the continuation to run")
     assert (await client.get_task("lc_slow", paused.id)).status.state == TaskState.WORKING
     body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=follow), "two")
-    await _publish(bus, "lc_slow", body, f"lc_slow:{follow.message_id}:again", second.subject)
+    await publish_request(bus, "lc_slow", body, f"lc_slow:{follow.message_id}:again", second.subject)
     tasks = TaskStore(redis, Keys(settings.namespace), retention=60, queued_ttl=60)
 
     async def following() -> bool:
@@ -470,7 +459,7 @@ async def test_resend_of_a_continuation_follows_the_task(
     inboxes = [await Inbox(bus, name).start() for _ in range(3)]
     for n in range(2):
         body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=follow), f"copy-{n}")
-        await _publish(bus, name, body, f"{name}:{follow.message_id}:{paused.id}:{n}", inboxes[n].subject)
+        await publish_request(bus, name, body, f"{name}:{follow.message_id}:{paused.id}:{n}", inboxes[n].subject)
         await eventually(lambda: runs >= 1, timeout=10, what="the continuation to run")
         assert (await client.get_task(name, paused.id)).status.state == TaskState.WORKING
 
@@ -482,7 +471,7 @@ async def test_resend_of_a_continuation_follows_the_task(
     gate.set()
     answers = [await _final(inboxes[n], f"copy {n}'s answer") for n in range(2)]
     body = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=follow), "copy-2")
-    await _publish(bus, name, body, f"{name}:{follow.message_id}:{paused.id}:2", inboxes[2].subject)
+    await publish_request(bus, name, body, f"{name}:{follow.message_id}:{paused.id}:2", inboxes[2].subject)
     answers.append(await _final(inboxes[2], "the late copy's answer"))
     assert [a["id"] for a in answers] == ["copy-0", "copy-1", "copy-2"], answers
     assert {a.get("result", {}).get("task", {}).get("status", {}).get("state") for a in answers} == {
@@ -540,7 +529,7 @@ async def test_a_resend_racing_the_first_call_of_a_review_is_answered(
                 return request_id, task.id, task.status.state.value
             inbox = await Inbox(bus, "lc_review").start()
             encoded = encode_request(codes.SEND_MESSAGE, SendMessageRequest(message=msg), request_id)
-            await _publish(bus, "lc_review", encoded, f"lc_review:{msg.message_id}:resend-{i}", inbox.subject)
+            await publish_request(bus, "lc_review", encoded, f"lc_review:{msg.message_id}:resend-{i}", inbox.subject)
             again = await _final(inbox, f"the resend's answer ({i})")
             task = again.get("result", {}).get("task", {})
             return again["id"], task.get("id"), task.get("status", {}).get("state")

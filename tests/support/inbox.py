@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
+from a2amesh.bus import headers as h
 from a2amesh.bus.nats import Bus, Received
 from a2amesh.ids import nuid
+from a2amesh.protocol import codes
 from tests.support.waiting import within
 
 
@@ -38,3 +41,15 @@ class Inbox:
             out.append((body, headers))
             if headers.get("A2A-Final") == "true":
                 return out
+
+
+async def publish_request(bus: Bus, agent: str, body: bytes, msg_id: str, reply_to: str) -> None:
+    """Publish a request body to ``agent``'s work queue as a raw client does, with the ``Nats-Msg-Id`` given
+    (a resend gets one of its own, so JetStream keeps it)."""
+    hdrs = {
+        h.VERSION: codes.A2A_VERSION,
+        h.REPLY_TO: reply_to,
+        h.DEADLINE: str(int((time.time() + 60) * 1000)),
+        h.MSG_ID: msg_id,
+    }
+    await bus.js_publish(bus.subjects.request(agent), body, hdrs)

@@ -251,6 +251,8 @@ class AgentHost(Worker):
         if metrics.enabled:
             metrics.task_received(self.name, attempt, *msg.queue_info(), time.time())
         picked_up = time.monotonic()
+        if attempt > 1:
+            self.log.info("task.redelivered", message_id=message.message_id, attempt=attempt)
         history: list[Message] = []
         running = self._running.get(message.task_id or task_id_for(self.name, message.message_id))
         if running is not None:
@@ -353,6 +355,7 @@ class AgentHost(Worker):
             await msg.ack()
             return
         if view.outcome == "busy":
+            self.log.info("task.claimed_elsewhere", task_id=run.task.id, attempt=run.attempt)
             await self._subscribe_caller(run.task.id, msg, Subscriber(run.targets[0].subject, run.request_id))
             return
         if view.outcome == "canceled":
@@ -471,7 +474,6 @@ class AgentHost(Worker):
             return TaskOutcome(TaskState.FAILED, message=f"internal error: {type(e).__name__}: {e}")
         finally:
             tracing.end(span)
-            run.working = False
             run.cancel_requested.remove_done_callback(on_cancel)
             if timer is not None:
                 timer.cancel()
@@ -510,10 +512,16 @@ class AgentHost(Worker):
     async def _heartbeat(self) -> None:
         """Every ack_wait/3: in-progress acks for the running tasks, and their claims renewed in one round trip.
 
-        One loop for all tasks (not a task each): a host running thousands of tasks sends one pipeline.
+        One loop for all tasks (not a task each): a host running thousands of tasks sends one pipeline. The loop
+        keeps its rate while the renewals are slow (Redis failing over): a renewal is bounded by what is left of
+        the period, so the in-progress acks never come further apart than ack_wait/3 and a sweep.
         """
+        loop = asyncio.get_running_loop()
+        period = self.settings.ack_wait / 3
+        due = loop.time()
         while True:
-            await asyncio.sleep(self.settings.ack_wait / 3)
+            due = max(due + period, loop.time())
+            await asyncio.sleep(due - loop.time())
             for claiming in list(self._claiming):
                 with contextlib.suppress(Exception):
                     await claiming.in_progress()
@@ -527,7 +535,7 @@ class AgentHost(Worker):
                     await run.msg.in_progress()
             try:
                 # bounded, so a paused Redis never delays the next in-progress ack past ack_wait
-                async with asyncio.timeout(self.settings.ack_wait / 3):
+                async with asyncio.timeout_at(due + period):
                     lost, canceled = await self.tasks.renew(
                         [r.task.id for r in runs], self.instance, self._claim_ttl, {r.task.id: r.fence for r in runs}
                     )
@@ -641,6 +649,7 @@ class AgentHost(Worker):
         assert run.msg is not None
         record = run.task.to_json_bytes()  # the stored record and the answers' task: one encoding
         view = await self._write_final(run, record)
+        run.working = False
         if view.outcome == "fenced":
             self._fence_off(run, "final_write")
             return  # the task is another replica's now: its final is that replica's to store and answer

@@ -99,7 +99,9 @@ class Run:
     deadline: float | None = None  # A2A-Deadline (epoch seconds)
     call_depth: int = 0  # A2A-Call-Depth
     continues: bool = False  # the request continues an interrupted task (it named the task id)
-    working: bool = False  # the handler runs: the host's heartbeat keeps the delivery and the claim alive
+    # from the handler's start until its final is stored (a store outage can hold that up for longer than a
+    # claim's TTL): the host's heartbeat keeps the delivery and the claim alive
+    working: bool = False
     fence: str = ""  # the claim's fencing token: every write of this run carries it
     fenced: bool = False  # another replica took the task over: nothing more of this run is stored or answered
     encoded: tuple[Task, bytes] | None = None  # the final task and its ProtoJSON, encoded once for its record

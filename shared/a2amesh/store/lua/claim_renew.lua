@@ -10,7 +10,10 @@ if KEYS[2] and ARGV[3] and ARGV[3] ~= '' then
     return 1
   end
   if not held then
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    local state = redis.call('HGET', KEYS[2], 'state')
+    local terminal = {TASK_STATE_COMPLETED=1, TASK_STATE_FAILED=1, TASK_STATE_CANCELED=1, TASK_STATE_REJECTED=1}
+    -- a final just stored by this claim released it: nothing to take back
+    if not (state and terminal[state]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
     return 1
   end
   return 0
