@@ -588,3 +588,34 @@ async def test_cancel_of_a_task_whose_agent_was_sigkilled_is_answered(
     final = await within(call.result(), 40, "the task's final")
     assert final.status.state == TaskState.CANCELED, final
     assert (await client.get_task("lc_killed", call.task_id)).status.state == TaskState.CANCELED
+
+
+@pytest.mark.parametrize("kind", ["agent", "workflow"])
+async def test_a_task_canceled_before_its_request_keeps_the_request_context(
+    kind: str, agent_host: Any, executor: Any, client: Client
+) -> None:
+    """A CancelTask that reaches the task before its request (the model test's cancel racing a send) stores a
+    CANCELED record that knows nothing of the request; the request, pulled then, is answered CANCELED and the
+    record completed with the request's context and message, so ListTasks by that context lists the task
+    GetTask shows (it did not: the record had no contextId)."""
+    if kind == "agent":
+        target = "lc_ask"
+        await agent_host(target, ask)
+    else:
+        target = "lc_review"
+        await executor({target: FIRST_REVIEW})
+    await client.registry.wait_for(target, 5)
+    context_id = "ctx-" + nuid()
+    message = make_message(data={"n": 1}, context_id=context_id)
+    task_id = task_id_for(target, message.message_id)
+    canceled = await within(client.cancel_task(target, task_id), 15, "CancelTask before the request")
+    assert canceled.status.state == TaskState.CANCELED
+    answered = await within(client.send(target, message), 15, "the canceled request's answer")
+    assert answered.status.state == TaskState.CANCELED, answered.status
+    assert answered.context_id == context_id, answered
+    got = await client.get_task(target, task_id)
+    assert got.status.state == TaskState.CANCELED, got
+    assert got.context_id == context_id, got
+    assert [m.message_id for m in got.history or []][:1] == [message.message_id], got.history
+    listed = await client.list_tasks(target, ListTasksRequest(context_id=context_id, page_size=10))
+    assert [t.id for t in listed.tasks] == [task_id], listed

@@ -347,7 +347,7 @@ class AgentHost(Worker):
                 refusal = continuation_refusal(view.task, message)
                 if refusal is not None:
                     raise refusal
-            run.task = view.task
+            run.task = await self.tasks.complete_canceled(view.task, run.task)
             try:
                 await self._publish_final(run)
             except TransportError as e:  # NATS away: the final stays in Redis, where GetTask answers it

@@ -224,7 +224,7 @@ class ExecutionIntake:
                 await self._attach(name, task_id, record, reply, msg)
                 return
             if canceled:
-                await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
+                await self._answer_canceled_before_start(name, task_id, context_id, message, reply, msg)
                 return
         chain = (message.metadata or {}).get(CALL_CHAIN_KEY)
         args = StartArgs(
@@ -242,7 +242,7 @@ class ExecutionIntake:
         history = [message.model_copy(update={"task_id": task_id, "context_id": context_id})]
         created = await self.create(NewExecution(workflow, engine, args, reply, history=history))
         if created.outcome == "canceled":
-            await self._answer_canceled_before_start(name, task_id, context_id, reply, msg)
+            await self._answer_canceled_before_start(name, task_id, context_id, message, reply, msg)
             return
         if created.runner is None:
             await self._attach(name, task_id, await ctx.store.execution(task_id) or ExecutionRecord(), reply, msg)
@@ -280,18 +280,20 @@ class ExecutionIntake:
         ctx.log.info("request.attached", execution_id=task_id, delivered=msg.num_delivered)
 
     async def _answer_canceled_before_start(
-        self, name: str, task_id: str, context_id: str, reply: ReplyInfo, msg: WorkMsg
+        self, name: str, task_id: str, context_id: str, message: Message, reply: ReplyInfo, msg: WorkMsg
     ) -> None:
         ctx = self.ctx
         task = Task(
             id=task_id,
             context_id=context_id,
             status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp()),
+            history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
             metadata={"workflow": name},
         )
         view = await ctx.tasks.write(task, name, ctx.instance, release=True)
         if view.outcome == "terminal" and view.task is not None:
-            task = view.task  # stored CANCELED by the CancelTask: that is the answer
+            # stored CANCELED by the CancelTask, which is the answer (completed with this request's context)
+            task = await ctx.tasks.complete_canceled(view.task, task)
         publisher = ReplyPublisher(ctx.bus, ctx.settings, agent=name, task_id=task_id, attempt=msg.num_delivered)
         others = [s for s in view.subscribers if s.subject != reply.reply_to]
         for subject, request_id, streaming in [

@@ -125,6 +125,7 @@ class TaskStore:
         self._cancel = redis.register_script(load_script("task_cancel"))
         self._cancel_final = redis.register_script(load_script("task_cancel_final"))
         self._subscribe = redis.register_script(load_script("task_subscribe"))
+        self._complete_canceled = redis.register_script(load_script("task_complete_canceled"))
 
     async def claim(self, task: Task, agent: str, instance: str, claim_ttl: float) -> TaskRecordView:
         """Claim ``task`` for ``instance``: ``claimed`` (with its fencing token, ``view.fence``), ``done``
@@ -270,6 +271,31 @@ class TaskStore:
         if view.outcome == "canceled":
             await self._r.zadd(self._k.agent_tasks(agent, self._k.shard(task_id)), {task_id: now_ms()})
         return view
+
+    async def complete_canceled(self, stored: Task, request: Task) -> Task:
+        """``stored``, the final found when ``request``'s task was pulled, completed with the request's context and
+        history when it is the record of a CancelTask that reached the task before its request (it knew only the
+        task id: ``task_complete_canceled.lua``); any other final is returned as it is. Returns the record stored."""
+        if stored.context_id is not None or stored.status.state != TaskState.CANCELED or request.context_id is None:
+            return stored
+        message = stored.status.message
+        status = (
+            stored.status
+            if message is None
+            else stored.status.model_copy(
+                update={"message": message.model_copy(update={"context_id": request.context_id})}
+            )
+        )
+        completed = stored.model_copy(
+            update={
+                "context_id": request.context_id,
+                "history": request.history,
+                "status": status,
+                "metadata": {**(request.metadata or {}), **(stored.metadata or {})} or None,
+            }
+        )
+        raw = await self._complete_canceled(keys=[self._k.task(stored.id)], args=[task_record_json(completed)])
+        return Task.model_validate_json(raw) if raw else stored
 
     async def cancellers(self, task_id: str) -> list[str]:
         """The CancelTasks of the task, as the control plane names them: its ``canceled_by`` first, then the later
