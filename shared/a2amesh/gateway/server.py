@@ -51,6 +51,13 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+KEEP_ALIVE = 65
+"""Seconds an idle keep-alive connection stays open. Longer than clients' own idle limits (httpx 5 s, aiohttp
+15 s) and load balancers' (60 s), so the client closes it, never the server: a server closing at the moment
+the client sends its next request on the connection fails that request (uvicorn's default is 5 s, httpx's too).
+"""
+
+
 class Gateway:
     """The HTTP gateway service: ``run_until(stop)`` serves until ``stop`` is set; ``url`` once ``ready``.
 
@@ -111,6 +118,7 @@ class Gateway:
                     log_config=None,
                     access_log=False,
                     timeout_graceful_shutdown=SHUTDOWN_GRACE,
+                    timeout_keep_alive=KEEP_ALIVE,
                 )
                 server = uvicorn.Server(config)
                 host, port = sock.getsockname()[:2]

@@ -162,3 +162,27 @@ async def test_agents_appear_after_start_and_cors_is_opt_in(agent_host: Any, gat
         assert allowed.headers.get("access-control-allow-origin") == "https://app.example"
         denied = await http.options(f"{plain}/agents/late/", headers=preflight)
         assert "access-control-allow-origin" not in denied.headers
+
+
+async def test_an_idle_keep_alive_connection_outlives_the_clients_own_limit(gateway: Any) -> None:
+    """A connection idle for longer than httpx's (and uvicorn's default) 5 s keep-alive is still open: the client
+    closes it, not the gateway, so a request sent on it the moment a server would have closed it is not lost
+    (the lifecycle model's soak saw that race as an httpx ReadError)."""
+    url = httpx.URL(await gateway())
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    request = f"GET /healthz HTTP/1.1\r\nHost: {url.host}\r\n\r\n".encode()
+    try:
+        for turn in ("first", "after 6 s idle"):
+            writer.write(request)
+            await writer.drain()
+            status = await within(reader.readline(), 5, f"the {turn} answer")
+            assert status.startswith(b"HTTP/1.1 200"), f"{turn}: {status!r} (the gateway closed the connection)"
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            await reader.readexactly(length)
+            if turn == "first":
+                await asyncio.sleep(6)  # idle past the 5 s limit of uvicorn's default: what is tested
+    finally:
+        writer.close()
