@@ -3,6 +3,12 @@
 ``run()`` serves until ``shutdown()`` (or the event given to ``run_until``) and returns when shutdown
 is done; ``shutdown()`` is idempotent, safe before ``run()``, and waits. ``start()`` runs a worker in a task of
 its own and returns once it serves; ``async with worker:`` does the same and shuts it down on exit.
+
+Background work has one owner per kind, and only this module starts tasks (``tests/unit/test_background_tasks.py``
+holds the rest of the package to it, with the hot paths it names as exceptions): a task that lives as long as an
+object (a watch, a heartbeat, the runs an object follows) or is started from a synchronous callback belongs to a
+:class:`Background` the object holds; a task that lives for one block of a function is a :func:`side_task`;
+children that fail together are an ``asyncio.TaskGroup``.
 """
 
 from __future__ import annotations
@@ -60,11 +66,7 @@ class Worker:
         """
         running = asyncio.create_task(self.run() if stop is None else self.run_until(stop), name=type(self).__name__)
         self._serving = running
-        ready = asyncio.create_task(self.ready.wait())
-        try:
-            await asyncio.wait({ready, running}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            ready.cancel()
+        await wait_set_or_done(self.ready, running, timeout=limit)
         if self.ready.is_set() and not running.done():
             return running
         (stop or self._stop).set()
@@ -107,8 +109,9 @@ async def cancel_and_wait(task: asyncio.Future[Any], *, limit: float, every: flo
 
 
 class Background:
-    """The one owner of tasks started from synchronous callbacks (a timer, a reconnect hook, a generator's
-    ``finally``), where no ``asyncio.TaskGroup`` can be entered.
+    """The one owner of tasks that outlive the call that starts them: an object's own loops and followers
+    (started when it opens, stopped when it closes) and tasks started from synchronous callbacks (a timer, a
+    reconnect hook, a generator's ``finally``), where no ``asyncio.TaskGroup`` can be entered.
 
     Each task stays referenced until it ends (a dropped reference lets the loop collect a running task);
     its error is retrieved and handed to ``on_error`` if given, else dropped (the coroutines handle their
@@ -145,10 +148,42 @@ class Background:
         for task in list(self._tasks):
             task.cancel()
 
-    async def wait(self, timeout: float) -> None:
-        """Wait at most ``timeout`` seconds for every task running now to end."""
+    async def wait(self, timeout: float | None = None) -> None:
+        """Wait at most ``timeout`` seconds (None: without a bound) for every task running now to end."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout)
+
+
+@contextlib.asynccontextmanager
+async def side_task(coro: Coroutine[Any, Any, None], *, name: str | None = None) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``coro`` in a task of its own for the duration of the block (a heartbeat, a refresh loop, a pump).
+
+    On leaving the block the task is stopped with :func:`cancel_and_wait` (bounded by :data:`STOP_LIMIT`). A
+    failure of the task does not interrupt the block: its error is raised when the block is left, unless the
+    block itself is raising. Unlike an ``asyncio.TaskGroup`` child, the side task's end is never the block's.
+    """
+    task = asyncio.get_running_loop().create_task(coro, name=name)
+    raising = True
+    try:
+        yield task
+        raising = False
+    finally:
+        await cancel_and_wait(task, limit=STOP_LIMIT)
+        if not raising and task.done() and not task.cancelled() and (error := task.exception()) is not None:
+            raise error
+
+
+async def wait_set_or_done(event: asyncio.Event, task: asyncio.Future[Any], *, timeout: float | None = None) -> None:
+    """Wait until ``event`` is set or ``task`` is done, at most ``timeout`` seconds (None: without a bound).
+
+    Neither is cancelled, and the task's error is not raised."""
+    if event.is_set() or task.done():
+        return
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter, task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
 
 
 async def until_set(stop: asyncio.Event, items: AsyncIterator[T]) -> AsyncIterator[T]:

@@ -12,6 +12,7 @@ from a2amesh.bus.kv import Kv, KvEntry
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.retry import ELECTION_WAIT
 from a2amesh.errors import ConfigError, TransportError
+from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard, codes
 
@@ -38,6 +39,7 @@ class Registry:
         self._ttl = card_ttl
         self._cards: dict[str, tuple[AgentCard, dt.datetime | None]] = {}
         self._kv: Kv | None = None
+        self._watching = Background()
         self._watch: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self.changed = asyncio.Condition()
@@ -47,7 +49,7 @@ class Registry:
         if self._watch is not None:
             return
         self._kv = await self._bus.kv(self._bus.subjects.cards_bucket)
-        self._watch = asyncio.create_task(self._run_watch(self._kv), name="registry-watch")
+        self._watch = self._watching.spawn(self._run_watch(self._kv), name="registry-watch")
         try:
             async with asyncio.timeout(ELECTION_WAIT):  # the watch rides out an election of the bucket
                 await self._ready.wait()
@@ -61,8 +63,8 @@ class Registry:
         """Stop watching."""
         watch, self._watch = self._watch, None
         if watch is not None:
-            watch.cancel()
-            await asyncio.wait({watch}, timeout=2)
+            self._watching.cancel()
+            await self._watching.wait(timeout=2)
             if not self._ready.is_set():
                 self._ready.set()
 

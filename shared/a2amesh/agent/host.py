@@ -33,7 +33,7 @@ from a2amesh.errors import (
     transport_rpc_error,
 )
 from a2amesh.ids import instance_id, nuid, task_id_for
-from a2amesh.lifecycle import STOP_LIMIT, Worker, cancel_and_wait
+from a2amesh.lifecycle import STOP_LIMIT, Worker, cancel_and_wait, side_task
 from a2amesh.logs import get_logger
 from a2amesh.protocol import (
     Artifact,
@@ -185,15 +185,16 @@ class AgentHost(Worker):
         unsubscribe the control subject (so a CancelTask of a draining task is still answered)."""
         await endpoint.start()
         self._publisher = endpoint.publisher
-        task_beats = asyncio.create_task(self._heartbeat(), name=f"{self.name}-task-heartbeat")
-        self.log.info("agent.ready", concurrency=self.concurrency)
-        self.ready.set()
         try:
-            await endpoint.pulled()
+            async with side_task(self._heartbeat(), name=f"{self.name}-task-heartbeat"):
+                self.log.info("agent.ready", concurrency=self.concurrency)
+                self.ready.set()
+                try:
+                    await endpoint.pulled()
+                finally:
+                    await endpoint.stop_pulling()
+                    await self._drain_workers()
         finally:
-            await endpoint.stop_pulling()
-            await self._drain_workers()
-            await cancel_and_wait(task_beats, limit=STOP_LIMIT)
             await endpoint.close()
 
     async def _drain_workers(self) -> None:
@@ -207,6 +208,8 @@ class AgentHost(Worker):
                 await asyncio.wait(pending, timeout=5)
 
     def _start_worker(self, msg: WorkMsg) -> None:
+        # a task of its own per message, not a Background's: :meth:`_worker_done` is the one callback it needs
+        # (the exception named in tests/unit/test_background_tasks.py)
         worker = asyncio.create_task(self.intake.handle(msg, self.name))
         self._workers.add(worker)
         worker.add_done_callback(self._worker_done)
@@ -428,6 +431,8 @@ class AgentHost(Worker):
         runtime = self._runtimes.acquire()  # the task finishes on it even if the agent is replaced meanwhile
         span = tracing.handler_span(self.name, run.task.id) if tracing.enabled else None
         with tracing.use(span):  # the handler's task starts with its span current
+            # owned by this call (awaited through ``settled``, stopped by _stop_handler): no owner object, no
+            # extra callback per task (the exception named in tests/unit/test_background_tasks.py)
             work = asyncio.create_task(runtime.run(ctx), name=f"task-{run.task.id}")
         run.working = True
         # The first of: the work ends, a cancel request, the deadline. Callbacks on one future rather than

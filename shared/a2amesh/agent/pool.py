@@ -13,7 +13,6 @@ leaves the last good one served.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +24,7 @@ from a2amesh.bus.nats import Bus, Received, Subscription
 from a2amesh.bus.setup import init_mesh
 from a2amesh.config import Settings
 from a2amesh.errors import ConfigError, WorkerNotReady
-from a2amesh.lifecycle import Worker, reconcile_forever
+from a2amesh.lifecycle import Worker, reconcile_forever, side_task
 from a2amesh.logs import get_logger
 from a2amesh.store.definitions import LLM_AGENTS, DefinitionHead, DefinitionStore, definition_body
 from a2amesh.store.keys import Keys
@@ -82,13 +81,8 @@ class LlmAgentPool(Worker):
             await self.sync()
             self.log.info("llm_host.ready", agents=sorted(self.hosts))
             self.ready.set()
-            loop = asyncio.create_task(self._loop(), name="llm-host-sync")
-            try:
+            async with side_task(self._loop(), name="llm-host-sync"):
                 await self._stop.wait()
-            finally:
-                loop.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await loop
         finally:
             for sub in subs:
                 await sub.unsubscribe()

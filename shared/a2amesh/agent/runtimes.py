@@ -7,10 +7,10 @@ connections) is released once nothing runs on it: at once when idle, else after 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from a2amesh.agent.python_agent import AgentRuntime
+from a2amesh.lifecycle import Background
 
 __all__ = ["Runtimes"]
 
@@ -23,7 +23,8 @@ class Runtimes:
         self._log = log
         self._in_use: dict[int, int] = {}  # id(runtime) → tasks running on it
         self._retired: dict[int, AgentRuntime] = {}  # replaced, with tasks still running on it
-        self._closing: set[asyncio.Task[None]] = set()
+        self._closing = Background()
+        """Replaced runtimes being closed after their last task (from :meth:`release`, a synchronous call)."""
 
     def acquire(self) -> AgentRuntime:
         """The runtime a new task runs on (hand it back with :meth:`release` when the task ends)."""
@@ -39,9 +40,7 @@ class Runtimes:
             return
         del self._in_use[id(runtime)]
         if self._retired.pop(id(runtime), None) is not None:
-            closing = asyncio.create_task(self._close(runtime), name="close-runtime")
-            self._closing.add(closing)
-            closing.add_done_callback(self._closing.discard)
+            self._closing.spawn(self._close(runtime), name="close-runtime")
 
     async def replace(self, runtime: AgentRuntime) -> None:
         """Serve new tasks with ``runtime``; the old one is closed now if idle, else after its last task."""
@@ -55,8 +54,7 @@ class Runtimes:
 
     async def aclose(self) -> None:
         """Close every runtime (the host has stopped: no task runs any more)."""
-        if self._closing:
-            await asyncio.gather(*self._closing, return_exceptions=True)
+        await self._closing.wait()
         for runtime in [*self._retired.values(), self.current]:
             await self._close(runtime)
         self._retired.clear()

@@ -9,6 +9,7 @@ from typing import Any
 
 from a2amesh.config import Settings
 from a2amesh.errors import UsageError
+from a2amesh.lifecycle import side_task
 
 __all__ = ["METRICS_HELP", "serve_metrics", "serve_until_signal"]
 
@@ -36,17 +37,16 @@ async def serve_until_signal(
 ) -> None:
     """Run ``run()``; a signal sets an event, and the event calls ``shutdown()`` (signals never cancel)."""
     loop = asyncio.get_running_loop()
-    task = asyncio.create_task(run())
     stopping = asyncio.Event()
 
     def on_signal() -> None:
         stopping.set()
 
+    async def stop_when_signalled() -> None:
+        await stopping.wait()
+        await shutdown()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    waiter = asyncio.create_task(stopping.wait())
-    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    if stopping.is_set() and not task.done():
-        await shutdown()
-    waiter.cancel()
-    await task
+    async with side_task(stop_when_signalled(), name="a2amesh-signals"):
+        await run()

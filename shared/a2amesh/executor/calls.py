@@ -150,6 +150,8 @@ class NodeCalls:
         old = self.tracked.pop(path, None)
         if old is not None:
             old.cancel()
+        # one task per node call, owned by ``tracked`` with one callback (the exception named in
+        # tests/unit/test_background_tasks.py)
         task = asyncio.create_task(work, name=f"call-{path}")
         self.tracked[path] = task
         task.add_done_callback(functools.partial(self._call_done, path))

@@ -460,6 +460,8 @@ class ExecutionRunner(Generic[StateT]):
         if not dispatches:
             return None
         emitted = [c for c in commands if isinstance(c, EmitEvent)] if events else []
+        # one task per step, awaited by the caller: no owner's callback added (the exception named in
+        # tests/unit/test_background_tasks.py)
         return asyncio.ensure_future(self._send_step(emitted, dispatches, call_ids))
 
     async def _send_step(

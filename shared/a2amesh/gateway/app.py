@@ -46,6 +46,7 @@ from a2amesh.gateway.push import PushNotifications, PushSettings
 from a2amesh.gateway.settings import GatewaySettings
 from a2amesh.gateway.streams import v0_3_streams_first_event_first
 from a2amesh.ids import NAME_RE
+from a2amesh.lifecycle import side_task
 from a2amesh.logs import get_logger
 from a2amesh.manage.facade import Management
 from a2amesh.protocol import codes
@@ -349,13 +350,8 @@ async def exported_execution_counts(manage: Management | None) -> AsyncIterator[
             await read_execution_counts(manage.executions.counts)
             await asyncio.sleep(interval)  # the export's period, not a wait for an event
 
-    task = asyncio.create_task(refresh(), name="a2amesh-execution-counts")
-    try:
+    async with side_task(refresh(), name="a2amesh-execution-counts"):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def create_app(

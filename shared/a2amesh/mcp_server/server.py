@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from a2amesh.bus import headers as h
 from a2amesh.client import Client
 from a2amesh.diagnostics import did_you_mean, validate
+from a2amesh.lifecycle import side_task
 from a2amesh.logs import get_logger
 from a2amesh.manage.executions import Executions
 from a2amesh.mcp_server.access import Access, access_of, workflow_of
@@ -349,15 +350,12 @@ class MeshMcpServer:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MeshMcpServer]:
         """Watch the registry while the context is open; close listen streams on exit."""
-        watcher = asyncio.create_task(self.watch(), name="mcp-registry-watch")
-        try:
-            yield self
-        finally:
-            self._listen.close()
-            await self.tasks.close()
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+        async with side_task(self.watch(), name="mcp-registry-watch"):
+            try:
+                yield self
+            finally:
+                self._listen.close()
+                await self.tasks.close()
 
     async def serve_stdio(self) -> None:
         """Serve one session over this process's stdin and stdout until the client closes stdin."""

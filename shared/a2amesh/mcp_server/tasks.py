@@ -32,6 +32,7 @@ from mcp.shared.exceptions import MCPError
 
 from a2amesh.client import Call
 from a2amesh.errors import A2AMeshError
+from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.mcp_server.calls import CANCEL_TIMEOUT, META_STATE, CallScope, MeshCaller, error_result
 from a2amesh.mcp_server.catalog import MeshTool
@@ -126,6 +127,8 @@ class McpTasks:
     def __init__(self, caller: MeshCaller) -> None:
         self.caller = caller
         self._tasks: dict[str, McpTask] = {}
+        self._runners = Background()
+        """The tasks following the runs (stopped by :meth:`close`; the runs go on in the mesh)."""
 
     # --- creating --------------------------------------------------------------------------------
 
@@ -151,7 +154,7 @@ class McpTasks:
             task.task_id = started.task_id
             task.tool, task.scope = tool, scope
             self._tasks[task.task_id] = task
-            task.runner = asyncio.create_task(self._run(task, tool, started, scope), name=f"mcp-task-{task.task_id}")
+            task.runner = self._runners.spawn(self._run(task, tool, started, scope), name=f"mcp-task-{task.task_id}")
         log.info("mcp.task_created", task_id=task.task_id, tool=tool.name, status=task.status)
         return types.CreateTaskResult(task=task.wire())
 
@@ -181,7 +184,7 @@ class McpTasks:
             return  # still paused, or another request already rejoined it
         task.settled = asyncio.Event()
         await self._update(task, "working", None)
-        task.runner = asyncio.create_task(
+        task.runner = self._runners.spawn(
             self._outcome(task, tool, self.caller.rejoin(tool, task.task_id, scope)), name=f"mcp-task-{task.task_id}"
         )
 
@@ -282,9 +285,5 @@ class McpTasks:
 
     async def close(self) -> None:
         """Stop following the runs (the runs go on in the mesh)."""
-        runners = [t.runner for t in self._tasks.values() if t.runner is not None and not t.runner.done()]
-        for runner in runners:
-            runner.cancel()
-        for runner in runners:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await runner
+        self._runners.cancel()
+        await self._runners.wait()

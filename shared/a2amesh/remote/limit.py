@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from a2amesh.lifecycle import side_task
 from a2amesh.store.redis import Redis
 
 __all__ = ["LEASE", "MeshSemaphore"]
@@ -83,13 +84,10 @@ class MeshSemaphore:
     async def held(self, holder: str) -> AsyncIterator[None]:
         """Hold a slot for the block, renewing its lease; released at the end, also on cancellation."""
         await self.acquire(holder)
-        renew = asyncio.create_task(self._renew(holder), name=f"slot-{holder}")
         try:
-            yield
+            async with side_task(self._renew(holder), name=f"slot-{holder}"):
+                yield
         finally:
-            renew.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renew
             await asyncio.shield(self.release(holder))
 
     async def _renew(self, holder: str) -> None:

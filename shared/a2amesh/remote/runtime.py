@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from a2amesh.agent.context import TaskContext, TaskOutcome
 from a2amesh.agent.definition import AgentDefinition
 from a2amesh.errors import RemoteError
-from a2amesh.lifecycle import Background
+from a2amesh.lifecycle import Background, wait_set_or_done
 from a2amesh.logs import get_logger
 from a2amesh.protocol import AgentCard, Artifact, Part, TaskState, TaskStatus
 from a2amesh.protocol.vocabulary import CONTROL_PART_TYPES, NODE_REQUEST
@@ -69,6 +69,8 @@ class RemoteRuntime:
         self.streaming = bool(remote.card.capabilities.streaming)
         config = ClientConfig(streaming=self.streaming, httpx_client=http, supported_protocol_bindings=[remote.binding])
         self.client = ClientFactory(config).create(remote.card)
+        self._forwards = Background()
+        """The forwards running (each awaited by its task's :meth:`run`, or left to a cancel when it is stopped)."""
         self._cancels = Background()
 
     def card(self, namespace: str) -> AgentCard:
@@ -90,7 +92,7 @@ class RemoteRuntime:
         """
         saved = await ctx.load_checkpoint() or {}
         follow = _Follow(ctx, saved)
-        forwarding = asyncio.create_task(self._forward(ctx, follow, saved), name=f"forward-{ctx.task_id}")
+        forwarding = self._forwards.spawn(self._forward(ctx, follow, saved), name=f"forward-{ctx.task_id}")
         try:
             return await asyncio.shield(forwarding)
         except asyncio.CancelledError:
@@ -167,9 +169,7 @@ class RemoteRuntime:
 
     async def _cancel_when_known(self, forwarding: asyncio.Task[TaskOutcome], follow: _Follow) -> None:
         if follow.task_id is None and not forwarding.done():
-            known = asyncio.ensure_future(follow.known.wait())
-            await asyncio.wait({known, forwarding}, timeout=CANCEL_LIMIT, return_when=asyncio.FIRST_COMPLETED)
-            known.cancel()
+            await wait_set_or_done(follow.known, forwarding, timeout=CANCEL_LIMIT)
         forwarding.cancel()
         if follow.task_id is not None:
             await self._cancel(follow.task_id)

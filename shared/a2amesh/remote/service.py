@@ -20,7 +20,7 @@ from a2amesh.agent.node_handler import NodeHandler
 from a2amesh.bus.nats import Bus
 from a2amesh.config import Settings
 from a2amesh.errors import RemoteError
-from a2amesh.lifecycle import STOP_LIMIT, Worker, cancel_and_wait
+from a2amesh.lifecycle import Worker, side_task
 from a2amesh.logs import get_logger
 from a2amesh.remote.cards import RemoteCard, fetch_card, mesh_card, mesh_name
 from a2amesh.remote.http import make_http_client
@@ -86,7 +86,6 @@ class RemoteWorker(Worker):
 
     async def run(self) -> None:
         """Serve until asked to stop."""
-        refresher: asyncio.Task[None] | None = None
         try:
             remote = await self._first_card()
             if remote is None:
@@ -100,11 +99,9 @@ class RemoteWorker(Worker):
                 "remote.serving", agent=self.name, endpoint=remote.url, binding=remote.binding, version=remote.version
             )
             self.ready.set()
-            refresher = asyncio.create_task(self._refresh(remote), name=f"{self.name}-card-refresh")
-            await hosting
+            async with side_task(self._refresh(remote), name=f"{self.name}-card-refresh"):
+                await hosting
         finally:
-            if refresher is not None:
-                await cancel_and_wait(refresher, limit=STOP_LIMIT)
             await self.http.aclose()
             self._stopped.set()
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from a2amesh.errors import StateConflict
 from a2amesh.ids import nuid
-from a2amesh.lifecycle import STOP_LIMIT, cancel_and_wait
+from a2amesh.lifecycle import STOP_LIMIT, Background, cancel_and_wait
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import Redis, load_script
 
@@ -33,10 +33,11 @@ class ContextLock:
         self._store = store
         self._ttl = ttl
         self.lost = False
+        self._renewing = Background()
         self._renewer: asyncio.Task[None] | None = None
 
     def start_renewing(self) -> None:
-        self._renewer = asyncio.create_task(self._renew_loop(), name=f"ctxlock-{self.context_id}")
+        self._renewer = self._renewing.spawn(self._renew_loop(), name=f"ctxlock-{self.context_id}")
 
     async def _renew_loop(self) -> None:
         while True:

@@ -28,7 +28,7 @@ from typing import Self
 from a2amesh.bus.nats import Bus, PullConsumer, Received, Subscription, WorkMsg
 from a2amesh.bus.setup import ensure_consumer
 from a2amesh.config import Settings
-from a2amesh.lifecycle import STOP_LIMIT, cancel_and_wait
+from a2amesh.lifecycle import STOP_LIMIT, Background, cancel_and_wait
 from a2amesh.registry import CardPublisher
 
 
@@ -76,6 +76,8 @@ class Endpoint:
         self._pulling_stopped = False
         self.consumer: PullConsumer | None = None
         self._control: Subscription | None = None
+        self._tasks = Background()
+        """The card heartbeat and the pull loop (each stopped by its own step of leaving)."""
         self._beat: asyncio.Task[None] | None = None
         self._pull: asyncio.Task[None] | None = None
 
@@ -101,8 +103,8 @@ class Endpoint:
             self.consumer = await self.bus.pull_consumer(subjects.tasks_stream, subjects.consumer(self.name))
             self._control = await self.bus.subscribe(subjects.control(self.name), self._on_control)
             if self._heartbeat:
-                self._beat = asyncio.create_task(self.publisher.heartbeat(), name=f"{self.name}-card-heartbeat")
-            self._pull = asyncio.create_task(
+                self._beat = self._tasks.spawn(self.publisher.heartbeat(), name=f"{self.name}-card-heartbeat")
+            self._pull = self._tasks.spawn(
                 self.consumer.serve(self._start_work, self._free, self._until), name=f"pull-{self.name}"
             )
         except BaseException:

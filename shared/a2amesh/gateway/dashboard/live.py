@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 
 from a2amesh.gateway.api.deps import ApiMesh
 from a2amesh.gateway.dashboard import data
+from a2amesh.lifecycle import side_task
 from a2amesh.logs import get_logger
 from a2amesh.manage.events import MeshEvent
 
@@ -73,9 +74,8 @@ async def stream(mesh: ApiMesh, *, execution: str | None = None, after: int | No
             return
         yield "retry: 2000\n" + (_message(None, []) if after is None else ": resumed\n\n")
         queue: asyncio.Queue[Item] = asyncio.Queue(1000)
-        pump = asyncio.create_task(_pump(feed, queue))
         loop = asyncio.get_running_loop()
-        try:
+        async with side_task(_pump(feed, queue), name="dashboard-events-pump"):
             while True:
                 first = await queue.get()
                 if isinstance(first, _Ended):
@@ -100,7 +100,3 @@ async def stream(mesh: ApiMesh, *, execution: str | None = None, after: int | No
                 yield _message(batch[-1].id, batch)
                 if ended:
                     return
-        finally:
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pump
