@@ -313,31 +313,25 @@ def _span_class(resource: Resource, processors: list[tuple[BatchSpanProcessor, b
     _Span.status_type = trace.Status
     _Span.event_type = Event
     _Span.readable_type = ReadableSpan
-    _Span.cheap = [_queue_of(p) for p, readable in processors if not readable]
+    queues = [(p, _queue_of(p)) for p, readable in processors if not readable]
+    _Span.queues = [queue for _, queue in queues if queue is not None]
+    _Span.cheap = [p.on_end for p, queue in queues if queue is None]
     _Span.converted = [p for p, readable in processors if readable]  # the console exporter formats an SDK span
     return _Span
 
 
-def _queue_of(processor: BatchSpanProcessor) -> Callable[[Any], None]:
-    """What queues an ended span of ours on ``processor``: the SDK's batch processor's own queue (a bounded deque,
-    the oldest dropped when full) and the wake-up of its export thread when a batch is ready, as its ``on_end``
-    does without the checks a span of ours needs not (sampled, a fork: the SDK's at-fork hook clears the same
-    queue and replaces the event, read here at each wake-up). Another SDK's layout: its ``on_end``."""
+def _queue_of(processor: BatchSpanProcessor) -> tuple[collections.deque[Any], int, Any] | None:
+    """Where an ended span of ours is queued on ``processor`` (:meth:`_Span.end`): the SDK's batch processor's own
+    queue (a bounded deque, the oldest dropped when full), its batch size and its batch processor, whose export
+    thread is woken when a batch is ready, as its ``on_end`` does without the checks a span of ours needs not
+    (sampled, a fork: the SDK's at-fork hook clears the same queue and replaces the event, read at each wake-up).
+    None for another SDK's layout: its ``on_end``."""
     batch = getattr(processor, "_batch_processor", None)
     queue = getattr(batch, "_queue", None)
     size = getattr(batch, "_max_export_batch_size", None)
     if not isinstance(queue, collections.deque) or not isinstance(size, int) or not hasattr(batch, "_worker_awaken"):
-        return processor.on_end
-    add = queue.appendleft  # the SDK's worker pops the oldest from the right
-
-    def on_end(span: Any) -> None:
-        add(span)
-        if len(queue) >= size:
-            awaken = batch._worker_awaken  # type: ignore[union-attr]
-            if not awaken.is_set():
-                awaken.set()
-
-    return on_end
+        return None
+    return queue, size, batch
 
 
 class _Span:
@@ -365,7 +359,8 @@ class _Span:
     status_type: Any = None
     event_type: Any = None
     readable_type: Any = None
-    cheap: list[Callable[[Any], None]] = []  # set once by _span_class
+    queues: list[tuple[collections.deque[Any], int, Any]] = []  # set once by _span_class (see _queue_of)
+    cheap: list[Callable[[Any], None]] = []
     converted: list[Any] = []
 
     def __init__(
@@ -435,6 +430,12 @@ class _Span:
         if self.end_time is not None:
             return
         self.end_time = end_time or time.time_ns()
+        for queue, size, batch in self.queues:
+            queue.appendleft(self)  # the SDK's worker pops the oldest from the right
+            if len(queue) >= size:
+                awaken = batch._worker_awaken
+                if not awaken.is_set():
+                    awaken.set()
         for emit in self.cheap:
             emit(self)  # read as a ReadableSpan (see _Recorder)
         if self.converted:

@@ -95,7 +95,13 @@ def test_spans_are_encoded_as_the_sdks_encoder_encodes_them(monkeypatch: pytest.
     lone.end()
     root.set_attributes({"a2amesh.task.state": "TASK_STATE_COMPLETED"})
     root.end()
-    spans = [child, lone, root]
+    many = []  # a key of many values (a task id): past the values kept per key, then the last one again
+    for i in range(70):
+        for name in ("handler", "task"):
+            span = recorder.start(name, "internal", {"a2amesh.task.id": f"task-{i}", "a2amesh.attempt": 1}, None)
+            span.end()
+            many.append(span)
+    spans = [child, lone, root, *many]
     mine = ExportTraceServiceRequest.FromString(
         otlp_spans.encode_spans(otlp_spans.encode_resource(resource.attributes), spans)
     )
