@@ -21,7 +21,9 @@ executions/s and executor and agent CPU per node (the agents' summed), the media
 exporting over OTLP/HTTP to a sink in the bench (``bench/otlp_sink.py``): with ``--before`` this tree's own
 ``shared/``, the pairs measure what tracing costs (docs/observability.md). The endpoint variable asks for
 metrics too, so that side sets ``OTEL_METRICS_EXPORTER=none``: ``--metrics-after`` measures metrics (recorded,
-exported over OTLP to the sink) alone, and both flags together measure both.
+exported over OTLP to the sink) alone, and both flags together measure both. ``--trace-before`` (with
+``--trace-after``) traces the "before" side alike: with ``--before`` another tree, the pairs compare what each
+tree's tracing costs.
 
 ``--llm ROUNDS`` adds an LLM phase: each side also runs the LLM benchmark agent (``bench/llm_node.py``'s
 ``llmnode``, its own process) on one shared fake model, and the sides alternate runs of a 10-LLM-node
