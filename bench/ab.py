@@ -21,7 +21,9 @@ executions/s and executor and agent CPU per node (the agents' summed), the media
 exporting over OTLP/HTTP to a sink in the bench (``bench/otlp_sink.py``): with ``--before`` this tree's own
 ``shared/``, the pairs measure what tracing costs (docs/observability.md). The endpoint variable asks for
 metrics too, so that side sets ``OTEL_METRICS_EXPORTER=none``: ``--metrics-after`` measures metrics (recorded,
-exported over OTLP to the sink) alone, and both flags together measure both.
+exported over OTLP to the sink) alone, and both flags together measure both. ``--trace-before`` (with
+``--trace-after``) traces the "before" side alike: with ``--before`` another tree, the pairs compare what each
+tree's tracing costs.
 
 ``--llm ROUNDS`` adds an LLM phase: each side also runs the LLM benchmark agent (``bench/llm_node.py``'s
 ``llmnode``, its own process) on one shared fake model, and the sides alternate runs of a 10-LLM-node
@@ -57,6 +59,8 @@ from bench.workflows import run_chain
 SIDES = ("before", "after")
 AFTER_ENV: dict[str, str] = {}
 """Extra environment of the "after" side's processes (``--trace-after``)."""
+BEFORE_ENV: dict[str, str] = {}
+"""Extra environment of the "before" side's processes (``--trace-before``: the after side's tracing)."""
 MEASURES = {
     "call": "plain call",
     "chain1": "1-node workflow",
@@ -156,7 +160,7 @@ async def start_side(
 ) -> tuple[Client, dict[str, list[Child]]]:
     """One side's namespace, echo agents, executor (and LLM agent with ``llm_url``); its client once all serve."""
     ns = ctx.new_namespace(side)
-    env = {"PYTHONPATH": str(before)} if side == "before" else dict(AFTER_ENV)
+    env = {"PYTHONPATH": str(before), **BEFORE_ENV} if side == "before" else dict(AFTER_ENV)
     workflows = [chain_workflow(f"chain{n}", n) for n in (1, 10, 50)]
     names = ["echo", "chain1", "chain10", "chain50"]
     if llm_url is not None:
@@ -251,6 +255,7 @@ def section(
     traced = ""
     if AFTER_ENV.get("OTEL_TRACES_EXPORTER") != "none" and AFTER_ENV:
         traced = f" traced (OTLP, {'every call' if ratio is None else f'{float(ratio):.0%} of calls'})"
+        traced += ", both sides" if BEFORE_ENV else ""
     if AFTER_ENV.get("OTEL_METRICS_EXPORTER") != "none" and AFTER_ENV:
         traced += " with metrics (OTLP)"
     return Section("ab", f"A/B: {before} (before) against this tree{traced} (after)", run, latency=True)
@@ -273,6 +278,9 @@ if __name__ == "__main__":
         f"{LLM_NODES}/N times as often, so each size runs about as many nodes",
     )
     pre.add_argument("--trace-after", action="store_true", help="the after side traces every call (OTLP to a sink)")
+    pre.add_argument(
+        "--trace-before", action="store_true", help="with --trace-after: the before side traces as the after side"
+    )
     pre.add_argument("--trace-ratio", type=float, default=1.0, help="with --trace-after: the share of new traces kept")
     pre.add_argument(
         "--metrics-after", action="store_true", help="the after side records metrics and exports them (OTLP to a sink)"
@@ -291,6 +299,10 @@ if __name__ == "__main__":
         if known.trace_ratio < 1:
             AFTER_ENV["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
             AFTER_ENV["OTEL_TRACES_SAMPLER_ARG"] = str(known.trace_ratio)
+    if known.trace_before:
+        if not known.trace_after:
+            raise SystemExit("--trace-before goes with --trace-after (both sides traced alike)")
+        BEFORE_ENV.update(AFTER_ENV)
     package = known.before.resolve()
     if not (package / "a2amesh" / "__init__.py").is_file():
         raise SystemExit(f"--before: {package} holds no a2amesh package (give a checkout's shared/ folder)")

@@ -63,12 +63,19 @@ _PAIRS: dict[str, dict[str, bytes] | None] = {}
 """A span attribute's whole field for each string value a key has had, while it has had few (an agent's name, a
 state; not a task id): most of a span's attributes are the same from span to span."""
 _PAIRS_PER_KEY = 64
+_LAST: dict[str, tuple[str, bytes]] = {}
+"""For a key of many values (an id), the last value's field: a task's id is on both of its spans, one after the
+other in a batch (the handler's, then the task's)."""
+_INT_PAIRS: dict[tuple[str, int], bytes] = {}
+"""The same for small integer values (an attempt, a node's attempt)."""
 _NAMES: dict[str, bytes] = {}
 
 
 def _varint(n: int) -> bytes:
     if n < 128:
         return _SMALL[n]
+    if n < 16384:  # a span's length, most attributes'
+        return bytes(((n & 127) | 128, n >> 7))
     out = bytearray()
     while n > 127:
         out.append((n & 127) | 128)
@@ -129,16 +136,29 @@ def _span_attributes(attributes: Mapping[str, Any], parts: list[bytes]) -> None:
                         _PAIRS[key] = None  # a key of many values (an id): not kept
                 parts.append(pair)
                 continue
+            last = _LAST.get(key)
+            if last is not None and last[0] == value:
+                parts.append(last[1])
+                continue
             head = _key(key)
             data = value.encode()
             n = len(data)
             if len(head) + n < 124:  # every length a byte: one join (a task's id, a node's path)
-                parts.append(
-                    b"".join(
-                        (b"\x4a", _SMALL[len(head) + n + 4], head, b"\x12", _SMALL[n + 2], b"\x0a", _SMALL[n], data)
-                    )
+                pair = b"".join(
+                    (b"\x4a", _SMALL[len(head) + n + 4], head, b"\x12", _SMALL[n + 2], b"\x0a", _SMALL[n], data)
                 )
+                if key in _PAIRS:  # (a key we keep fields for: bounded)
+                    _LAST[key] = (value, pair)
+                parts.append(pair)
                 continue
+        elif type(value) is int and 0 <= value < 128:
+            pair = _INT_PAIRS.get((key, value))
+            if pair is None:
+                pair = _field(b"\x4a", _key(key) + _field(b"\x12", _any_value(value)))
+                if len(_INT_PAIRS) < 1000:
+                    _INT_PAIRS[(key, value)] = pair
+            parts.append(pair)
+            continue
         parts.append(_field(b"\x4a", _key(key) + _field(b"\x12", _any_value(value))))
 
 

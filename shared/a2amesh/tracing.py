@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "configure",
+    "context_with",
     "current_ids",
     "enabled",
     "end",
@@ -161,7 +162,14 @@ class _Api:
         self.invalid = trace.INVALID_SPAN_CONTEXT
         self.flags = (trace.TraceFlags(0), trace.TraceFlags(1))
         self.trace_state = trace.DEFAULT_TRACE_STATE
+        self.var: contextvars.ContextVar[Any] | None = None  # the runtime context's variable, when it is one
+        self.current_parent: Callable[[], SpanContext | None] = self._current_parent
         self._bind_context_var(context, trace)
+
+    def _current_parent(self) -> SpanContext | None:
+        """The current span's context when it is valid (the parent of a span started without one), else None."""
+        ctx = self.current_context()
+        return ctx if ctx.is_valid else None
 
     def _bind_context_var(self, context: Any, trace: Any) -> None:
         """With the API's default runtime context (a ``ContextVar``), make a span current and read the current one
@@ -180,6 +188,14 @@ class _Api:
 
         self.attach_span = lambda span: var.set(make({**get(), _SPAN_KEY: span}))
         self.detach = var.reset
+        self.var, self.make, self.key = var, make, _SPAN_KEY
+
+        def current_parent() -> SpanContext | None:
+            span = get().get(_SPAN_KEY)
+            if type(span) is _Span:  # one of ours: valid (the common case, read without the API's properties)
+                return span._ctx
+            ctx = invalid if span is None else span.get_span_context()
+            return ctx if ctx.is_valid else None
 
         def current_span() -> object:
             span: object = get().get(_SPAN_KEY)
@@ -187,6 +203,7 @@ class _Api:
 
         self.current_context = current_context
         self.current_span = current_span
+        self.current_parent = current_parent
         self.NonRecordingSpan, self.SpanContext, self.TraceFlags = (
             trace.NonRecordingSpan,
             trace.SpanContext,
@@ -214,8 +231,7 @@ def _parent(traceparent: str | None, parent_span: Span | None) -> SpanContext | 
         ctx = parent_span.get_span_context()
         return ctx if ctx.is_valid else None
     if not traceparent:
-        ctx = _api.current_context()
-        return ctx if ctx.is_valid else None
+        return _api.current_parent()
     parts = traceparent.split("-")
     if len(parts) != 4 or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16 or parts[0] == "ff":
         return None
@@ -258,9 +274,9 @@ class _Recorder:
     def start(self, name: str, kind: str, attributes: dict[str, Any] | None, parent: SpanContext | None) -> Span:
         assert _api is not None
         if parent is not None:
-            trace_id = parent.trace_id
+            trace_id = parent[0]  # a SpanContext is a tuple: (trace_id, span_id, is_remote, trace_flags, …)
             if self.follows_parent:
-                sampled = parent.trace_flags.sampled
+                sampled = bool(parent[3] & 1)
             else:
                 sampled = self.always or self._sample(name, kind, attributes, parent, trace_id)
         else:
@@ -297,31 +313,25 @@ def _span_class(resource: Resource, processors: list[tuple[BatchSpanProcessor, b
     _Span.status_type = trace.Status
     _Span.event_type = Event
     _Span.readable_type = ReadableSpan
-    _Span.cheap = [_queue_of(p) for p, readable in processors if not readable]
+    queues = [(p, _queue_of(p)) for p, readable in processors if not readable]
+    _Span.queues = [queue for _, queue in queues if queue is not None]
+    _Span.cheap = [p.on_end for p, queue in queues if queue is None]
     _Span.converted = [p for p, readable in processors if readable]  # the console exporter formats an SDK span
     return _Span
 
 
-def _queue_of(processor: BatchSpanProcessor) -> Callable[[Any], None]:
-    """What queues an ended span of ours on ``processor``: the SDK's batch processor's own queue (a bounded deque,
-    the oldest dropped when full) and the wake-up of its export thread when a batch is ready, as its ``on_end``
-    does without the checks a span of ours needs not (sampled, a fork: the SDK's at-fork hook clears the same
-    queue and replaces the event, read here at each wake-up). Another SDK's layout: its ``on_end``."""
+def _queue_of(processor: BatchSpanProcessor) -> tuple[collections.deque[Any], int, Any] | None:
+    """Where an ended span of ours is queued on ``processor`` (:meth:`_Span.end`): the SDK's batch processor's own
+    queue (a bounded deque, the oldest dropped when full), its batch size and its batch processor, whose export
+    thread is woken when a batch is ready, as its ``on_end`` does without the checks a span of ours needs not
+    (sampled, a fork: the SDK's at-fork hook clears the same queue and replaces the event, read at each wake-up).
+    None for another SDK's layout: its ``on_end``."""
     batch = getattr(processor, "_batch_processor", None)
     queue = getattr(batch, "_queue", None)
     size = getattr(batch, "_max_export_batch_size", None)
     if not isinstance(queue, collections.deque) or not isinstance(size, int) or not hasattr(batch, "_worker_awaken"):
-        return processor.on_end
-    add = queue.appendleft  # the SDK's worker pops the oldest from the right
-
-    def on_end(span: Any) -> None:
-        add(span)
-        if len(queue) >= size:
-            awaken = batch._worker_awaken  # type: ignore[union-attr]
-            if not awaken.is_set():
-                awaken.set()
-
-    return on_end
+        return None
+    return queue, size, batch
 
 
 class _Span:
@@ -349,7 +359,8 @@ class _Span:
     status_type: Any = None
     event_type: Any = None
     readable_type: Any = None
-    cheap: list[Callable[[Any], None]] = []  # set once by _span_class
+    queues: list[tuple[collections.deque[Any], int, Any]] = []  # set once by _span_class (see _queue_of)
+    cheap: list[Callable[[Any], None]] = []
     converted: list[Any] = []
 
     def __init__(
@@ -419,6 +430,12 @@ class _Span:
         if self.end_time is not None:
             return
         self.end_time = end_time or time.time_ns()
+        for queue, size, batch in self.queues:
+            queue.appendleft(self)  # the SDK's worker pops the oldest from the right
+            if len(queue) >= size:
+                awaken = batch._worker_awaken
+                if not awaken.is_set():
+                    awaken.set()
         for emit in self.cheap:
             emit(self)  # read as a ReadableSpan (see _Recorder)
         if self.converted:
@@ -450,8 +467,13 @@ class _Current(AbstractContextManager["Span | None"]):
         self._token: object = None
 
     def __enter__(self) -> Span:
-        assert _api is not None
-        self._token = _api.attach_span(self._span)
+        api = _api
+        assert api is not None
+        var = api.var
+        if var is not None:  # attach_span, without its call
+            self._token = var.set(api.make({**var.get(), api.key: self._span}))
+        else:
+            self._token = api.attach_span(self._span)
         return self._span
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -516,11 +538,24 @@ def use(span: Span | None) -> AbstractContextManager[Any]:
     return _Current(span, end=False)
 
 
+def context_with(span: Span | None) -> contextvars.Context | None:
+    """A copy of the current context with ``span`` current, for ``asyncio.create_task(…, context=…)`` (None for
+    None: the task copies the current context as usual); one copy instead of a :func:`use` block around the
+    task's creation, which sets and resets the context variable and leaves the task its own copy to make."""
+    if span is None:
+        return None
+    assert _api is not None
+    context = contextvars.copy_context()
+    context.run(_api.attach_span, span)
+    return context
+
+
 def end(span: Span | None, *, error: str | None = None, attributes: Mapping[str, Any] | None = None) -> None:
     """Set ``attributes``, mark the span failed with ``error`` if given, and end it (no-op for None)."""
     if span is None:
         return
-    set_attributes(span, attributes, error=error)
+    if attributes is not None or error is not None:
+        set_attributes(span, attributes, error=error)
     span.end()
 
 
@@ -615,7 +650,7 @@ def task_span(agent: str, task_id: str, attempt: int, traceparent: str | None) -
     if _tracer is None:
         return _NOOP
     attrs = {"a2amesh.agent": agent, "a2amesh.task.id": task_id, "a2amesh.attempt": attempt}
-    block = _current(f"task {agent}", "consumer", attrs, traceparent, known=True)
+    block = _Current(_tracer.start(f"task {agent}", "consumer", attrs, _parent(traceparent, None)))
     if attempt > 1:
         event(block._span, "a2amesh.redelivery", {"a2amesh.attempt": attempt})
     return block
@@ -626,6 +661,10 @@ _FAILED_STATES = ("TASK_STATE_FAILED", "TASK_STATE_REJECTED")
 
 def task_done(span: Span | None, state: str) -> None:
     """The state a task ended this delivery in (a failed or rejected task marks the span failed)."""
+    if isinstance(span, _Span) and state not in _FAILED_STATES:  # one of ours, not failed: the attribute alone
+        if span.end_time is None:
+            span.attributes["a2amesh.task.state"] = state
+        return
     set_attributes(span, {"a2amesh.task.state": state}, error=state if state in _FAILED_STATES else None)
 
 
@@ -633,7 +672,9 @@ def handler_span(agent: str, task_id: str) -> Span | None:
     """The span of an agent's handler run (started, not current: the handler's task makes it current)."""
     if _tracer is None:
         return None
-    return _start_known(f"handler {agent}", "internal", {"a2amesh.agent": agent, "a2amesh.task.id": task_id})
+    assert _api is not None
+    attrs = {"a2amesh.agent": agent, "a2amesh.task.id": task_id}
+    return _tracer.start(f"handler {agent}", "internal", attrs, _api.current_parent())
 
 
 def execution_span(workflow: str, execution_id: str, epoch: int, traceparent: str | None) -> Span | None:

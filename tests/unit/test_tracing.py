@@ -95,11 +95,19 @@ def test_spans_are_encoded_as_the_sdks_encoder_encodes_them(monkeypatch: pytest.
     lone.end()
     root.set_attributes({"a2amesh.task.state": "TASK_STATE_COMPLETED"})
     root.end()
-    spans = [child, lone, root]
+    many = []  # a key of many values (a task id): past the values kept per key, then the last one again
+    for i in range(70):
+        for name in ("handler", "task"):
+            span = recorder.start(name, "internal", {"a2amesh.task.id": f"task-{i}", "a2amesh.attempt": 1}, None)
+            span.end()
+            many.append(span)
+    spans = [child, lone, root, *many]
     mine = ExportTraceServiceRequest.FromString(
         otlp_spans.encode_spans(otlp_spans.encode_resource(resource.attributes), spans)
     )
     assert mine == encode_spans(spans)  # type: ignore[arg-type]  # read as ReadableSpans, as the exporter does
+    again = otlp_spans.encode_spans(otlp_spans.encode_resource(resource.attributes), spans)
+    assert ExportTraceServiceRequest.FromString(again) == mine  # the attribute fields kept by the first, reused
     assert mine.resource_spans[0].scope_spans[0].spans[2].parent_span_id.hex() == "00f067aa0ba902b7"
 
 
@@ -157,3 +165,49 @@ def test_export_batches_are_larger_unless_the_standard_variables_say(
 ) -> None:
     """An HTTP post costs as much as encoding hundreds of spans: 2048 spans a post unless OTEL_BSP_* sizes are set."""
     assert tracing._batch_sizes(environ) == sizes
+
+
+async def test_an_agents_task_and_handler_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's two spans: the task's under the request's traceparent, current for the block; the handler's
+    under it, current in the handler's task (tracing.context_with) and not around it; the task's end state, a
+    failed one marking the span failed."""
+    import asyncio
+
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+    api = tracing._Api()
+    monkeypatch.setattr(tracing, "_api", api)
+    monkeypatch.setattr(tracing, "_tracer", tracing._Recorder(ALWAYS_ON, Resource.create({}), []))
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    for state, failed in (("TASK_STATE_COMPLETED", False), ("TASK_STATE_FAILED", True)):
+        with tracing.task_span("echo", "t1", 1, traceparent) as task:
+            assert task is not None
+            handler = tracing.handler_span("echo", "t1")
+            assert handler is not None
+
+            async def in_handler() -> tuple[str, str] | None:
+                return tracing.current_ids()
+
+            inside = await asyncio.create_task(in_handler(), context=tracing.context_with(handler))
+            ids = handler.get_span_context()
+            assert inside == (f"{ids.trace_id:032x}", f"{ids.span_id:016x}")
+            trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+            assert tracing.current_ids() == (trace_id, f"{task.get_span_context().span_id:016x}")
+            tracing.end(handler)
+            tracing.task_done(task, state)
+        assert task.parent.span_id == 0x00F067AA0BA902B7  # type: ignore[attr-defined]
+        assert task.parent.is_remote  # type: ignore[attr-defined]
+        assert handler.parent == task.get_span_context()  # type: ignore[attr-defined]
+        assert handler.attributes == {"a2amesh.agent": "echo", "a2amesh.task.id": "t1"}  # type: ignore[attr-defined]
+        assert task.attributes == {  # type: ignore[attr-defined]
+            "a2amesh.agent": "echo",
+            "a2amesh.task.id": "t1",
+            "a2amesh.attempt": 1,
+            "a2amesh.task.state": state,
+        }
+        assert (task.status.status_code == api.ERROR) is failed  # type: ignore[attr-defined]
+        assert not task.is_recording()
+        assert not handler.is_recording()
+    assert tracing.current_ids() is None
+    assert tracing.context_with(None) is None

@@ -430,10 +430,10 @@ class AgentHost(Worker):
         )
         runtime = self._runtimes.acquire()  # the task finishes on it even if the agent is replaced meanwhile
         span = tracing.handler_span(self.name, run.task.id) if tracing.enabled else None
-        with tracing.use(span):  # the handler's task starts with its span current
-            # owned by this call (awaited through ``settled``, stopped by _stop_handler): no owner object, no
-            # extra callback per task (the exception named in tests/unit/test_background_tasks.py)
-            work = asyncio.create_task(runtime.run(ctx), name=f"task-{run.task.id}")
+        # the handler's task starts with its span current (None: the task copies the current context); owned by
+        # this call (awaited through ``settled``, stopped by _stop_handler): no owner object, no extra callback
+        # per task (the exception named in tests/unit/test_background_tasks.py)
+        work = asyncio.create_task(runtime.run(ctx), name=f"task-{run.task.id}", context=tracing.context_with(span))
         run.working = True
         # The first of: the work ends, a cancel request, the deadline. Callbacks on one future rather than
         # asyncio.wait (which builds a waiter, a callback per awaitable and a timer for every task).
