@@ -1,7 +1,8 @@
 """Least-privilege NATS server configuration, generated from the agent definitions (``a2amesh deploy nats-config``).
 
 One user per agent (named after it), one for the executor, one for the gateway, one for the proxies of the
-remotes declared through the API (``remotes``) and one ``admin`` (``a2amesh init``, operators). Secrets are never
+remotes declared through the API (``remotes``), one for the host of the LLM agents stored through the API
+(``llm-host``) and one ``admin`` (``a2amesh init``, operators). Secrets are never
 written: the file names environment variables the server reads at start (``$A2AMESH_NATS_PASSWORD_<USER>`` or
 ``$A2AMESH_NATS_NKEY_<USER>``). docs/scaling.md explains the model.
 """
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from a2amesh.bus.subjects import Subjects
 from a2amesh.ids import NAME_RE
+from a2amesh.store.definitions import LLM_AGENTS
 from a2amesh.store.keys import Keys
 
 ADMIN = "admin"
@@ -23,7 +25,9 @@ EXECUTOR = "executor"
 GATEWAY = "gateway"
 REMOTES = "remotes"
 """The process serving the remotes declared through the management API (``a2amesh remote serve --stored``)."""
-ROLES = (ADMIN, EXECUTOR, GATEWAY, REMOTES)
+LLM_HOST = "llm-host"
+"""The process serving the LLM agents stored through the management API (``a2amesh llm-host``)."""
+ROLES = (ADMIN, EXECUTOR, GATEWAY, REMOTES, LLM_HOST)
 """Users that are not agents; an agent may not take one of these names."""
 
 
@@ -173,6 +177,16 @@ def management(s: Subjects) -> Permissions:
     )
 
 
+def serving_stored(s: Subjects, reserved: Iterable[str]) -> Permissions:
+    """Serving any name but ``reserved`` (names known only at run time, as the executor serves any workflow name):
+    the ``*`` worker permissions, with each reserved name's own subjects, replies and control subject denied."""
+    perms = worker(s, "*")
+    for name in reserved:  # a file-declared agent's (or a listed workflow's) subjects stay its own
+        perms.publish_deny += [*own_subjects(s, name), *s.replies_from(name)]
+        perms.subscribe_deny.append(s.control(name))
+    return perms
+
+
 def stored_remotes(s: Subjects, agents: Iterable[str]) -> Permissions:
     """The proxies of the remotes declared through the management API (``remote/stored.py``), whose names are
     known only at run time: serving any agent name that is not a file-declared agent's (as the executor serves
@@ -198,11 +212,16 @@ def stored_remotes(s: Subjects, agents: Iterable[str]) -> Permissions:
             f"{s.reply_prefix()}{REMOTES}.>",
         ],
     )
-    perms = base.add(worker(s, "*"))
-    for agent in agents:  # a file-declared agent's subjects stay its own
-        perms.publish_deny += [*own_subjects(s, agent), *s.replies_from(agent)]
-        perms.subscribe_deny.append(s.control(agent))
-    return perms
+    return base.add(serving_stored(s, agents))
+
+
+def llm_host(s: Subjects, reserved: Iterable[str]) -> Permissions:
+    """The host of the LLM agents stored through the management API (``agent/pool.py``), whose names are known only
+    at run time: serving any name but ``reserved`` (the file-declared agents and the listed workflows), hearing
+    LLM agent definitions change, and calling agents as an agent with tools does, its replies, deltas and inboxes
+    under its own scope ``llm-host``. It announces nothing and follows no events stream."""
+    hear = Permissions(subscribe=[s.agent_events_of(e) for e in DEFINITION_EVENTS])
+    return caller(s, LLM_HOST).add(hear).add(serving_stored(s, reserved))
 
 
 def permissions(access: NatsAccess) -> dict[str, Permissions | None]:
@@ -212,17 +231,15 @@ def permissions(access: NatsAccess) -> dict[str, Permissions | None]:
     lifecycle = [s.workflow_events_of(e) for e in DEFINITION_EVENTS]
     # it serves the stored workflows too: it hears their definitions change
     executor = caller(s, EXECUTOR).add(Permissions(publish=list(s.events_all), subscribe=lifecycle))
-    if access.workflows is None:
-        executor = executor.add(worker(s, "*"))
-        for agent in access.agents:  # everything an agent's worker permissions give, denied to the executor
-            executor.publish_deny += [*own_subjects(s, agent), *s.replies_from(agent)]
-            executor.subscribe_deny.append(s.control(agent))
+    if access.workflows is None:  # everything an agent's worker permissions give, denied to the executor
+        executor = executor.add(serving_stored(s, access.agents))
     else:
         for workflow in access.workflows:
             executor = executor.add(worker(s, workflow))
     users[EXECUTOR] = executor
     users[GATEWAY] = caller(s, GATEWAY).add(management(s))
     users[REMOTES] = stored_remotes(s, access.agents)
+    users[LLM_HOST] = llm_host(s, [*access.agents, *(access.workflows or [])])
     for agent in access.agents:
         users[agent] = caller(s, agent).add(worker(s, agent))
     return users
@@ -313,8 +330,8 @@ def redis_password_variable(user: str) -> str:
 
 
 def redis_key_patterns(namespace: str, role: str) -> list[str]:
-    """The key patterns a role (``admin``, ``executor``, ``gateway``, ``remotes`` or an agent name) reads and
-    writes, from store/keys.py's layout.
+    """The key patterns a role (``admin``, ``executor``, ``gateway``, ``remotes``, ``llm-host`` or an agent name)
+    reads and writes, from store/keys.py's layout.
 
     An agent gets the task records, claims and subscriber sets (keyed by task id), artifacts, its own task
     index (each of its shards, by exact name), conversation locks and histories, its remote proxy's slots
@@ -336,6 +353,14 @@ def redis_key_patterns(namespace: str, role: str) -> list[str]:
             *artifacts,
             Keys(ns).remote_slots("*"),
         ]
+    if role == LLM_HOST:
+        return [
+            *shared,
+            *(Keys(ns).agent_tasks("*", shard) for shard in Keys(ns).shards),
+            f"{ns}:ctxlock:*",
+            f"{ns}:history:*",
+            *artifacts,
+        ]
     return [
         *shared,
         *(Keys(ns).agent_tasks(role, shard) for shard in Keys(ns).shards),
@@ -348,8 +373,14 @@ def redis_key_patterns(namespace: str, role: str) -> list[str]:
 
 
 def redis_read_patterns(namespace: str, role: str) -> list[str]:
-    """The key patterns a role may only read: the stored remote declarations, for ``remotes``."""
-    return [Keys(namespace).remotes()] if role == REMOTES else []
+    """The key patterns a role may only read: the stored remote declarations, for ``remotes``; the stored LLM agent
+    definitions (heads and versions), for ``llm-host``."""
+    keys = Keys(namespace)
+    if role == REMOTES:
+        return [keys.remotes()]
+    if role == LLM_HOST:
+        return [keys.definition_heads(LLM_AGENTS), keys.definition_versions(LLM_AGENTS, "*")]
+    return []
 
 
 def valkey_acl(namespace: str, agents: Iterable[str], password_hashes: dict[str, str]) -> str:
@@ -358,7 +389,7 @@ def valkey_acl(namespace: str, agents: Iterable[str], password_hashes: dict[str,
     ``password_hashes`` maps each user to the SHA-256 hex digest of its password (the file holds no password).
     """
     lines = ["user default off resetpass"]  # an ACL file has no comments; no "nopass" left for protected mode
-    for user in (ADMIN, EXECUTOR, GATEWAY, REMOTES, *agents):
+    for user in (*ROLES, *agents):
         digest = password_hashes[user]
         if user == ADMIN:
             lines.append(f"user {user} on #{digest} ~* &* +@all")

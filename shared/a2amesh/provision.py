@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from a2amesh.access import ADMIN, EXECUTOR, GATEWAY, REMOTES, NatsAccess, accounts_config, valkey_acl
+from a2amesh.access import GATEWAY, ROLES, NatsAccess, accounts_config, valkey_acl
 from a2amesh.errors import UsageError
 
 NATS_CONF = "nats.conf"
@@ -100,7 +100,7 @@ class DeployInit:
 
     @property
     def users(self) -> list[str]:
-        return [ADMIN, EXECUTOR, GATEWAY, REMOTES, *self.agents]
+        return [*ROLES, *self.agents]
 
     def rotatable(self) -> list[str]:
         return [*self.users, *(f"api-{k}" for k in API_KEY_SCOPES), "tls"]

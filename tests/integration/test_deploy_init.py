@@ -17,18 +17,24 @@ from typing import Any
 import nats
 import pytest
 
-from a2amesh.access import ADMIN, GATEWAY, REMOTES
+from a2amesh.access import ADMIN, GATEWAY, LLM_HOST, REMOTES
+from a2amesh.agent.pool import LlmAgentPool
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
+from a2amesh.manage.definitions import DefinitionService
+from a2amesh.manage.llm_agents import LLM_AGENT_DEFINITIONS
 from a2amesh.protocol import TaskState
 from a2amesh.provision import NATS_ACCOUNTS, VALKEY_ACL, DeployInit, nats_password_file, redis_password_file
 from a2amesh.remote.declare import RemoteStore
 from a2amesh.remote.spec import parse_remote
 from a2amesh.remote.stored import StoredRemotes
 from a2amesh.servers import NatsServer, ValkeyServer
+from a2amesh.store.definitions import LLM_AGENTS, DefinitionStore
+from a2amesh.store.keys import Keys
 from a2amesh.store.redis import connect_redis
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, ToolCall
 from tests.support.least_privilege import check_nats, check_redis, redis_client, settings_of
 from tests.support.processes import REPO, ProcessFactory
 from tests.support.stock_a2a import StockServer, stock_server
@@ -187,6 +193,62 @@ async def test_the_stored_remotes_serve_a_call_as_their_own_user(deployed: Deplo
         await gateway_redis.aclose()
         await remotes_redis.aclose()
         await remotes_bus.close()
+
+
+async def test_the_llm_host_serves_stored_llm_agents_as_its_own_user(
+    deployed: Deployed, fake_llm: FakeOpenAIServer
+) -> None:
+    """The host of the LLM agents stored through the API, signed in to both servers as deploy init's ``llm-host``
+    user: two LLM agents stored and announced with the gateway's credentials are served, one (with a history)
+    calls the other as a peer tool over the mesh, a call made by the gateway's user completes, and neither NATS
+    nor Valkey refused the host anything."""
+    admin = deployed.settings(ADMIN)
+    bus = await Bus.connect(admin, name="admin")
+    try:
+        await init_mesh(bus, admin)
+    finally:
+        await bus.close()
+    own = deployed.settings(LLM_HOST).model_copy(update={"llm_base_url": fake_llm.base_url})
+    assert own.reply_scope == LLM_HOST
+    host_bus = await Bus.connect(own, name=LLM_HOST)
+    host_redis = await connect_redis(own)
+    gateway = deployed.settings(GATEWAY)
+    caller = await Bus.connect(gateway, name="gateway")
+    gateway_redis = await connect_redis(gateway)
+    client = Client(caller, gateway)
+    store = DefinitionStore(gateway_redis, Keys(deployed.namespace), kind=LLM_AGENTS)
+    definitions = DefinitionService(store, bus=caller, kind=LLM_AGENT_DEFINITIONS)
+    llm = {"model": "fake-model", "system_prompt": "Answer."}
+    await definitions.create({"name": "helper", "description": "Knows numbers", "llm": llm})
+    pool = LlmAgentPool(bus=host_bus, redis=host_redis, settings=own, interval=600)
+    stop = asyncio.Event()
+    running = await pool.start(stop, limit=15)
+    try:
+        await client.start()
+        await within(client.registry.wait_for("helper", 15), 16, "the card of the stored helper")
+        asker = {"name": "asker", "description": "Asks the helper", "peers": ["helper"]}
+        # announced on the agent events the host hears
+        await definitions.create({**asker, "llm": {**llm, "history": True}})
+        await within(client.registry.wait_for("asker", 15), 16, "the card of the stored asker")
+        fake_llm.script(Reply(tool_calls=[ToolCall("helper", {"message": "six times seven?"})]), "42", "It is 42.")
+        task = await within(client.send("asker", make_message(text="ask the helper")), 30, "the asker's answer")
+        assert (task.status.state, task.output()) == (TaskState.COMPLETED, "It is 42."), task.status
+        tool_result = fake_llm.requests[-1]["messages"][-1]
+        assert tool_result["role"] == "tool", tool_result
+        assert "42" in tool_result["content"], tool_result
+        violations = [line for line in deployed.nats.output() if " Violation - " in line]
+        assert not violations, violations
+        async with redis_client(deployed.folder, deployed.redis_url, ADMIN) as r:
+            assert await r.execute_command("ACL", "LOG") == []  # type: ignore[no-untyped-call]
+            assert await r.llen(Keys(deployed.namespace).history("asker", task.context_id)) > 0
+    finally:
+        stop.set()
+        await within(running, 30, "the LLM host to stop")
+        await client.close()
+        await caller.close()
+        await gateway_redis.aclose()
+        await host_redis.aclose()
+        await host_bus.close()
 
 
 async def test_tls_with_the_generated_ca(tmp_path: Path, namespace: str) -> None:

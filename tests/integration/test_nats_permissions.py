@@ -29,7 +29,16 @@ from cryptography.x509.oid import NameOID
 from nats.aio.client import Client as NatsClient
 from pydantic import SecretStr
 
-from a2amesh.access import EXECUTOR, GATEWAY, REMOTES, NatsAccess, accounts_config, nkey_variable, password_variable
+from a2amesh.access import (
+    EXECUTOR,
+    GATEWAY,
+    LLM_HOST,
+    REMOTES,
+    NatsAccess,
+    accounts_config,
+    nkey_variable,
+    password_variable,
+)
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client, make_message
@@ -43,7 +52,7 @@ from tests.support.servers import MeshServers
 from tests.support.waiting import eventually, within
 
 AGENTS = ("alpha", "beta")
-USERS = ("admin", EXECUTOR, GATEWAY, REMOTES, *AGENTS)
+USERS = ("admin", EXECUTOR, GATEWAY, REMOTES, LLM_HOST, *AGENTS)
 
 
 def password(user: str) -> str:

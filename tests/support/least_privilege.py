@@ -15,15 +15,16 @@ from nats.aio.client import Client as NatsClient
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError
 
-from a2amesh.access import EXECUTOR, GATEWAY, REMOTES
+from a2amesh.access import EXECUTOR, GATEWAY, LLM_HOST, REMOTES
 from a2amesh.bus.subjects import Subjects
 from a2amesh.config import Settings
 from a2amesh.provision import nats_password_file, redis_password_file
+from a2amesh.store.definitions import LLM_AGENTS, WORKFLOWS
 from a2amesh.store.keys import Keys
 from tests.support.waiting import eventually
 
 STORED = "stored_probe"
-"""A name no file-declared agent has: one the stored remotes' proxies may serve."""
+"""A name no file-declared agent has: one the stored remotes' proxies and the LLM host may serve."""
 
 
 def settings_of(
@@ -97,10 +98,11 @@ async def check_nats(
     folder: Path, url: str, namespace: str, agent: str, other: str, tls: ssl.SSLContext | None = None
 ) -> None:
     """Each refusal the issue lists, asserted by the server's own error; then each user's own part allowed."""
-    s = Subjects(namespace)
+    s, ns = Subjects(namespace), namespace
     tasks = s.tasks_stream
     alpha, executor, gateway, remotes = Raw(agent), Raw(EXECUTOR), Raw(GATEWAY), Raw(REMOTES)
-    everyone = (alpha, executor, gateway, remotes)
+    llm = Raw(LLM_HOST)
+    everyone = (alpha, executor, gateway, remotes, llm)
     try:
         for raw in everyone:
             await raw.connect(folder, url, tls)
@@ -141,12 +143,29 @@ async def check_nats(
         for subject in (s.reply_inbox(GATEWAY), s.reply_all, "_INBOX.>"):
             await remotes.subscribe_refused(subject)
         await remotes.publish_refused(f"$JS.API.STREAM.DELETE.{tasks}")
+        # the LLM host: no file-declared agent's queue, control subject, card or replies; it reads no one else's
+        # replies or deltas, forges no definition or lifecycle event, follows no events stream, changes no stream
+        await llm.publish_refused(f"$JS.API.CONSUMER.MSG.NEXT.{tasks}.{agent}")
+        await llm.publish_refused(f"$JS.API.CONSUMER.CREATE.{tasks}.{agent}")
+        await llm.subscribe_refused(s.control(agent))
+        await llm.publish_refused(s.reply("gateway.abc", agent, "call1"), final=True)
+        await llm.publish_refused(f"$KV.{s.cards_bucket}.{agent}")
+        await llm.subscribe_refused(s.request(agent))
+        await llm.publish_refused(s.agent_event(STORED, "created"))
+        await llm.publish_refused(s.workflow_event("wf", "created"))
+        await llm.publish_refused(s.remote_event(STORED, "created"))
+        await llm.publish_refused(f"$JS.API.CONSUMER.CREATE.{s.events_stream}")
+        for subject in (s.reply_inbox(GATEWAY), s.reply_inbox(agent), s.reply_all, "_INBOX.>"):
+            await llm.subscribe_refused(subject)
+        await llm.subscribe_refused(f"{ns}.a2a.v1.delta.{GATEWAY}.>")
+        await llm.publish_refused(f"$JS.API.STREAM.DELETE.{tasks}")
         # and what each does is allowed: no new refusal
         counts = [len(r.errors) for r in everyone]
         assert alpha.nc is not None
         assert executor.nc is not None
         assert gateway.nc is not None
         assert remotes.nc is not None
+        assert llm.nc is not None
         await alpha.nc.subscribe(s.reply_inbox(agent))
         await alpha.nc.subscribe(s.control(agent))
         await alpha.nc.publish(s.reply("gateway.abc", agent, "call2"), b"{}")
@@ -160,6 +179,14 @@ async def check_nats(
         await remotes.nc.publish(s.reply("gateway.abc", STORED, "call2"), b"{}")
         consumer = await remotes.nc.request(f"$JS.API.CONSUMER.INFO.{tasks}.{STORED}", b"", timeout=5)
         assert b'"error"' in consumer.data, consumer.data  # answered (there is no such consumer): not refused
+        await llm.nc.subscribe(s.reply_inbox(LLM_HOST))
+        await llm.nc.subscribe(f"{ns}.a2a.v1.delta.{LLM_HOST}.>")
+        for event in ("created", "updated", "deleted"):
+            await llm.nc.subscribe(s.agent_events_of(event))
+        await llm.nc.subscribe(s.control(STORED))
+        await llm.nc.publish(s.reply("gateway.abc", STORED, "call3"), b"{}")
+        consumer = await llm.nc.request(f"$JS.API.CONSUMER.INFO.{tasks}.{STORED}", b"", timeout=5)
+        assert b'"error"' in consumer.data, consumer.data
         for raw in everyone:
             assert raw.nc is not None
             await raw.nc.flush()
@@ -183,7 +210,8 @@ async def refused(command: Awaitable[Any]) -> None:
 
 async def check_redis(folder: Path, url: str, namespace: str, agent: str, other: str) -> None:
     """An agent reaches neither another agent's keys nor the executor's; the stored remotes' proxies reach task
-    records but no execution, definition, history or handler data, and only read the declarations; no mesh user
+    records but no execution, definition, history or handler data, and only read the declarations; the LLM host
+    reaches task records and histories, only reads the LLM agent definitions, and nothing else; no mesh user
     administers the server or reaches another namespace; each still writes its own keys."""
     ns, keys = namespace, Keys(namespace)
     async with redis_client(folder, url, agent) as r:
@@ -221,7 +249,36 @@ async def check_redis(folder: Path, url: str, namespace: str, agent: str, other:
             r.get(f"{ns}:app:{agent}:counter"),
         ):
             await refused(command)
-    for user in (agent, EXECUTOR, GATEWAY, REMOTES):
+    async with redis_client(folder, url, LLM_HOST) as r:
+        # the LLM host: its agents' task records, task indexes, conversation locks and histories; the LLM agent
+        # definitions read only; nothing of executions, workflows, remotes, memory or handlers
+        await r.hgetall(keys.definition_heads(LLM_AGENTS))
+        await r.hget(keys.definition_versions(LLM_AGENTS, STORED), "d:1")
+        await r.set(keys.task("probe"), "{}")
+        await r.delete(keys.task("probe"))
+        await r.zadd(keys.agent_tasks(STORED, 0), {"probe": 1})
+        await r.zrem(keys.agent_tasks(STORED, 0), "probe")
+        await r.rpush(keys.history(STORED, "c1"), "turn")
+        await r.delete(keys.history(STORED, "c1"))
+        await r.set(keys.context_lock(STORED, "c1"), "me", px=1000)
+        await r.delete(keys.context_lock(STORED, "c1"))
+        for command in (
+            r.hset(keys.definition_heads(LLM_AGENTS), STORED, "{}"),
+            r.hset(keys.definition_versions(LLM_AGENTS, STORED), "d:1", "{}"),
+            r.hgetall(keys.definition_heads(WORKFLOWS)),
+            r.hset(keys.definition_heads(WORKFLOWS), "wf", "{}"),
+            r.hgetall(keys.execution("e1")),
+            r.set(keys.execution_state("e1"), "{}"),
+            r.zrange(keys.executions_index(0), 0, -1),
+            r.set(keys.lease("e1"), "me"),
+            r.get(keys.schedules()),
+            r.hgetall(keys.remotes()),
+            r.zrange(keys.remote_slots(STORED), 0, -1),
+            r.hgetall(keys.memory_entry(agent, "m1")),
+            r.get(f"{ns}:app:{agent}:counter"),
+        ):
+            await refused(command)
+    for user in (agent, EXECUTOR, GATEWAY, REMOTES, LLM_HOST):
         async with redis_client(folder, url, user) as r:
             for command in (
                 r.get(f"other{ns}:exec:{{e1}}"),

@@ -114,6 +114,7 @@ def test_kubernetes_secrets_validate_and_name_each_process(tmp_path: Path) -> No
         "a2amesh-executor",
         "a2amesh-gateway",
         "a2amesh-remotes",
+        "a2amesh-llm-host",
         "a2amesh-alpha",
         "a2amesh-beta",
         "a2amesh-nats-server",
@@ -134,8 +135,8 @@ async def test_the_cli_prints_what_it_did_and_no_secret(tmp_path: Path) -> None:
     assert code == 0, err
     assert "created: nats-admin.password" in out
     assert (
-        "users admin, executor, gateway, remotes, agent-uuid-2n, agent-uuid-dm2, agent-uuid-rc2, agent-uuid-router, "
-        "echo, " in out
+        "users admin, executor, gateway, remotes, llm-host, agent-uuid-2n, agent-uuid-dm2, agent-uuid-rc2, "
+        "agent-uuid-router, echo, " in out
     )
     for path in folder.iterdir():
         if path.name.endswith((".password", ".key")):
@@ -148,3 +149,21 @@ async def test_the_cli_prints_what_it_did_and_no_secret(tmp_path: Path) -> None:
     assert code == 2, err
     assert "nothing to rotate named nobody" in err
     assert "Traceback" not in err
+
+
+def test_the_llm_host_serves_no_file_declared_agent_nor_listed_workflow() -> None:
+    """Guards against the LLM host's ``*`` worker permissions reaching what an agent or a listed workflow serves,
+    and against an agent taking the llm-host user's name."""
+    from a2amesh.access import LLM_HOST, NatsAccess, permissions
+    from a2amesh.bus.subjects import Subjects
+
+    s = Subjects("ns")
+    perms = permissions(NatsAccess(namespace="ns", agents=["alpha"], workflows=["orders"]))[LLM_HOST]
+    assert perms is not None
+    for name in ("alpha", "orders"):
+        assert f"$JS.API.CONSUMER.MSG.NEXT.{s.tasks_stream}.{name}" in perms.publish_deny
+        assert s.control(name) in perms.subscribe_deny
+    assert s.request_all in perms.publish  # it calls agents as tools
+    assert f"{s.reply_prefix()}{LLM_HOST}.>" in perms.subscribe
+    with pytest.raises(ValueError, match="llm-host user"):
+        NatsAccess(namespace="ns", agents=[LLM_HOST])

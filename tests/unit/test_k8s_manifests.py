@@ -65,7 +65,14 @@ def test_deployments_are_hardened_probed_and_covered_by_a_disruption_budget() ->
     grace = float(config["A2AMESH_SHUTDOWN_GRACE"])
     budgets = [pdb["spec"]["selector"]["matchLabels"] for pdb in of_kind("PodDisruptionBudget")]
     deployments = {d["metadata"]["name"]: d for d in of_kind("Deployment")}
-    assert set(deployments) == {"a2amesh-executor", "a2amesh-gateway", "a2amesh-remotes", "order-validator", "weather"}
+    assert set(deployments) == {
+        "a2amesh-executor",
+        "a2amesh-gateway",
+        "a2amesh-remotes",
+        "a2amesh-llm-host",
+        "order-validator",
+        "weather",
+    }
     for name, deployment in deployments.items():
         pod = deployment["spec"]["template"]["spec"]
         labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -140,3 +147,16 @@ def test_the_stored_remotes_run_as_their_own_user() -> None:
     env = {v["name"]: v for v in container["env"]}
     assert env["NATS_USER"]["value"] == env["REDIS_USER"]["value"] == REMOTES
     assert "volumeMounts" not in container, "it reads its declarations from Valkey, not from a file"
+
+
+def test_the_llm_host_runs_as_its_own_user() -> None:
+    """Guards against the host of the LLM agents stored through the API left out of the cluster, started as
+    something else than ``a2amesh llm-host``, or signed in as another process's user rather than deploy init's
+    llm-host."""
+    from a2amesh.access import LLM_HOST
+
+    (deployment,) = [d for d in of_kind("Deployment") if d["metadata"]["name"] == "a2amesh-llm-host"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["a2amesh", "llm-host"], container["command"]
+    env = {v["name"]: v for v in container["env"]}
+    assert env["NATS_USER"]["value"] == env["REDIS_USER"]["value"] == LLM_HOST

@@ -65,7 +65,7 @@ def add_deploy_verbs(sub: Any) -> None:
 
 async def cmd_nats_config(args: argparse.Namespace) -> int:
     """Write the configuration; secrets stay in the server's environment (``$A2AMESH_NATS_PASSWORD_<USER>``)."""
-    from a2amesh.access import NatsAccess, accounts_config, password_variable, server_config
+    from a2amesh.access import ROLES, NatsAccess, accounts_config, password_variable, server_config
     from a2amesh.agent.definition import load_agent_file
 
     agents = await asyncio.to_thread(_agent_names, Path(args.agents), load_agent_file)
@@ -92,7 +92,7 @@ async def cmd_nats_config(args: argparse.Namespace) -> int:
         text = server_config(access, listen=args.listen, store_dir=args.store_dir, http_port=args.http_port)
     if args.output:
         await asyncio.to_thread(Path(args.output).write_text, text)
-        users = ", ".join(["admin", "executor", "gateway", "remotes", *agents])
+        users = ", ".join([*ROLES, *agents])
         print(f"wrote {args.output}: users {users}; passwords from ${password_variable('<USER>')}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -125,12 +125,12 @@ async def cmd_valkey_acl(args: argparse.Namespace) -> int:
     import hashlib
     import os
 
-    from a2amesh.access import ADMIN, EXECUTOR, GATEWAY, REMOTES, redis_password_variable, valkey_acl
+    from a2amesh.access import ROLES, redis_password_variable, valkey_acl
     from a2amesh.agent.definition import load_agent_file
 
     agents = await asyncio.to_thread(_agent_names, Path(args.agents), load_agent_file)
     settings = verb_settings(args)
-    users = [ADMIN, EXECUTOR, GATEWAY, REMOTES, *agents]
+    users = [*ROLES, *agents]
     missing = [redis_password_variable(u) for u in users if not os.environ.get(redis_password_variable(u))]
     if missing:
         raise UsageError(f"set the password of every Redis user in the environment; missing: {', '.join(missing)}")
@@ -147,6 +147,7 @@ async def cmd_valkey_acl(args: argparse.Namespace) -> int:
 async def cmd_init(args: argparse.Namespace) -> int:
     """Make the folder's secrets when missing (or rotated) and write the files derived from them; prints what
     it did, never a secret."""
+    from a2amesh.access import ROLES
     from a2amesh.agent.definition import load_agent_file
     from a2amesh.provision import DeployInit
 
@@ -180,6 +181,6 @@ async def cmd_init(args: argparse.Namespace) -> int:
     if report.kept:
         print(f"kept: {len(report.kept)} existing secrets")
     owner_text = f"owned by {report.owner[0]}:{report.owner[1]}" if report.owner else "owned by you"
-    print(f"{args.dir}: users admin, executor, gateway, remotes, {', '.join(agents)}; files 0600, {owner_text}")
+    print(f"{args.dir}: users {', '.join([*ROLES, *agents])}; files 0600, {owner_text}")
     print(f"the gateway's keys: {args.dir}/api-demo.key (read, run, review), {args.dir}/api-admin.key (admin)")
     return EXIT_OK

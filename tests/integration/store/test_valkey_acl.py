@@ -19,7 +19,7 @@ import pytest
 from pydantic import SecretStr
 from redis.exceptions import NoPermissionError
 
-from a2amesh.access import ADMIN, EXECUTOR, GATEWAY, REMOTES, redis_password_variable, valkey_acl
+from a2amesh.access import ADMIN, EXECUTOR, GATEWAY, LLM_HOST, REMOTES, redis_password_variable, valkey_acl
 from a2amesh.bus.nats import Bus
 from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client, make_message
@@ -34,7 +34,7 @@ from tests.support.servers import MeshServers
 from tests.support.waiting import eventually, within
 
 AGENTS = ("alpha", "beta")
-USERS = (ADMIN, EXECUTOR, GATEWAY, REMOTES, *AGENTS)
+USERS = (ADMIN, EXECUTOR, GATEWAY, REMOTES, LLM_HOST, *AGENTS)
 
 
 def password(user: str) -> str:
@@ -126,6 +126,7 @@ async def test_the_cli_hashes_passwords_from_the_environment(tmp_path: Path) -> 
         EXECUTOR,
         GATEWAY,
         REMOTES,
+        LLM_HOST,
         "echo",
         "job_status",
         "notifier",
