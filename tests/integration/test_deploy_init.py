@@ -238,6 +238,7 @@ async def test_the_llm_host_serves_stored_llm_agents_as_its_own_user(
         assert "42" in tool_result["content"], tool_result
         violations = [line for line in deployed.nats.output() if " Violation - " in line]
         assert not violations, violations
+        assert task.context_id is not None
         async with redis_client(deployed.folder, deployed.redis_url, ADMIN) as r:
             assert await r.execute_command("ACL", "LOG") == []  # type: ignore[no-untyped-call]
             assert await r.llen(Keys(deployed.namespace).history("asker", task.context_id)) > 0
