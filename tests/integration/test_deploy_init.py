@@ -61,6 +61,19 @@ class Deployed:
             self.folder, user, nats_url=self.nats.url, redis_url=self.redis_url, namespace=self.namespace, tls_ca=tls_ca
         )
 
+    async def init(self) -> None:
+        """The streams and buckets created as the admin user (``a2amesh init``)."""
+        admin = self.settings(ADMIN)
+        bus = await Bus.connect(admin, name="admin")
+        try:
+            await init_mesh(bus, admin)
+        finally:
+            await bus.close()
+
+    def violations(self) -> list[str]:
+        """The permission violations nats-server has logged."""
+        return [line for line in self.nats.output() if " Violation - " in line]
+
 
 def generate(folder: Path, namespace: str, *, tls: bool = False) -> None:
     owner = (os.getuid(), os.getgid())
@@ -86,12 +99,7 @@ def deployed(tmp_path: Path, namespace: str) -> Iterator[Deployed]:
 
 
 async def test_each_credential_is_refused_everything_outside_its_own_part(deployed: Deployed) -> None:
-    admin = deployed.settings(ADMIN)
-    bus = await Bus.connect(admin, name="admin")
-    try:
-        await init_mesh(bus, admin)
-    finally:
-        await bus.close()
+    await deployed.init()
     await check_nats(deployed.folder, deployed.nats.url, deployed.namespace, "alpha", "beta")
     await check_redis(deployed.folder, deployed.redis_url, deployed.namespace, "alpha", "beta")
     with pytest.raises(Exception, match="(?i)authorization"):  # nats-py raises it in several shapes
@@ -109,12 +117,7 @@ def echo_agent(folder: Path) -> Path:
 async def test_an_agent_and_a_caller_work_from_their_own_files(deployed: Deployed, tmp_path: Path) -> None:
     """NATS_PASSWORD_FILE and REDIS_PASSWORD_FILE with REDIS_USER, as the compose file sets them: the agent
     process serves a call made by the gateway's user, and the server logs no permission violation."""
-    admin = deployed.settings(ADMIN)
-    bus = await Bus.connect(admin, name="admin")
-    try:
-        await init_mesh(bus, admin)
-    finally:
-        await bus.close()
+    await deployed.init()
     factory = ProcessFactory(deployed.settings("alpha"), tmp_path / "alpha")
     (tmp_path / "alpha").mkdir()
     env = {
@@ -138,11 +141,10 @@ async def test_an_agent_and_a_caller_work_from_their_own_files(deployed: Deploye
         try:
             task = await within(client.send("alpha", make_message(data={"hello": 1})), 30, "the agent call")
         except AssertionError as e:
-            violations = [line for line in deployed.nats.output() if " Violation - " in line]
-            raise AssertionError(f"{e}; {violations}; the agent printed:\n{proc.output()[-3000:]}") from None
+            raise AssertionError(f"{e}; {deployed.violations()}; the agent printed:\n{proc.output()[-3000:]}") from None
         assert task.status.state == TaskState.COMPLETED, task.status
         assert task.output() == {"hello": 1}, task.output()
-        assert not [line for line in deployed.nats.output() if " Violation - " in line]
+        assert not deployed.violations()
         secret = (deployed.folder / nats_password_file("alpha")).read_text().strip()
         assert secret not in proc.output()
     finally:
@@ -156,12 +158,7 @@ async def test_the_stored_remotes_serve_a_call_as_their_own_user(deployed: Deplo
     user: a declaration stored and announced with the gateway's credentials is served, a call made by the
     gateway's user completes through a stock a2a-sdk server, and neither NATS nor Valkey refused the proxies
     anything."""
-    admin = deployed.settings(ADMIN)
-    bus = await Bus.connect(admin, name="admin")
-    try:
-        await init_mesh(bus, admin)
-    finally:
-        await bus.close()
+    await deployed.init()
     stock: StockServer = await stock_server()
     own = deployed.settings(REMOTES)
     remotes_bus = await Bus.connect(own, name="remotes")
@@ -182,7 +179,7 @@ async def test_the_stored_remotes_serve_a_call_as_their_own_user(deployed: Deplo
         task = await within(client.send("stock", make_message(data={"x": 1})), 15, "the stored remote's answer")
         assert task.status.state == TaskState.COMPLETED, task.status
         assert task.output() == {"echo": {"x": 1}, "n": 2}
-        assert not [line for line in deployed.nats.output() if " Violation - " in line]
+        assert not deployed.violations()
         async with redis_client(deployed.folder, deployed.redis_url, ADMIN) as r:
             assert await r.execute_command("ACL", "LOG") == []  # type: ignore[no-untyped-call]
     finally:
@@ -202,12 +199,7 @@ async def test_the_llm_host_serves_stored_llm_agents_as_its_own_user(
     user: two LLM agents stored and announced with the gateway's credentials are served, one (with a history)
     calls the other as a peer tool over the mesh, a call made by the gateway's user completes, and neither NATS
     nor Valkey refused the host anything."""
-    admin = deployed.settings(ADMIN)
-    bus = await Bus.connect(admin, name="admin")
-    try:
-        await init_mesh(bus, admin)
-    finally:
-        await bus.close()
+    await deployed.init()
     own = deployed.settings(LLM_HOST).model_copy(update={"llm_base_url": fake_llm.base_url})
     assert own.reply_scope == LLM_HOST
     host_bus = await Bus.connect(own, name=LLM_HOST)
@@ -236,7 +228,7 @@ async def test_the_llm_host_serves_stored_llm_agents_as_its_own_user(
         tool_result = fake_llm.requests[-1]["messages"][-1]
         assert tool_result["role"] == "tool", tool_result
         assert "42" in tool_result["content"], tool_result
-        violations = [line for line in deployed.nats.output() if " Violation - " in line]
+        violations = deployed.violations()
         assert not violations, violations
         assert task.context_id is not None
         async with redis_client(deployed.folder, deployed.redis_url, ADMIN) as r:

@@ -94,6 +94,17 @@ class Raw:
             await self.nc.close()
 
 
+async def declared_part_refused(who: Raw, s: Subjects, agent: str) -> None:
+    """What a process serving names known only at run time (``access.serving_stored``: the stored remotes'
+    proxies, the LLM host) may not touch of a file-declared agent: its queue, control subject, replies, card
+    and requests."""
+    await who.publish_refused(f"$JS.API.CONSUMER.MSG.NEXT.{s.tasks_stream}.{agent}")
+    await who.subscribe_refused(s.control(agent))
+    await who.publish_refused(s.reply("gateway.abc", agent, "call1"), final=True)
+    await who.publish_refused(f"$KV.{s.cards_bucket}.{agent}")
+    await who.subscribe_refused(s.request(agent))
+
+
 async def check_nats(
     folder: Path, url: str, namespace: str, agent: str, other: str, tls: ssl.SSLContext | None = None
 ) -> None:
@@ -131,11 +142,7 @@ async def check_nats(
         await gateway.publish_refused(f"$JS.API.STREAM.DELETE.{tasks}")
         # the stored remotes' proxies: no file-declared agent's queue, control subject, card or replies; they call
         # no agent, forge no event, read no one's replies and change no stream
-        await remotes.publish_refused(f"$JS.API.CONSUMER.MSG.NEXT.{tasks}.{agent}")
-        await remotes.subscribe_refused(s.control(agent))
-        await remotes.publish_refused(s.reply("gateway.abc", agent, "call1"), final=True)
-        await remotes.publish_refused(f"$KV.{s.cards_bucket}.{agent}")
-        await remotes.subscribe_refused(s.request(agent))
+        await declared_part_refused(remotes, s, agent)
         await remotes.publish_refused(s.request(agent))
         await remotes.publish_refused(s.control(STORED))
         await remotes.publish_refused(s.remote_event(STORED, "created"))
@@ -145,12 +152,8 @@ async def check_nats(
         await remotes.publish_refused(f"$JS.API.STREAM.DELETE.{tasks}")
         # the LLM host: no file-declared agent's queue, control subject, card or replies; it reads no one else's
         # replies or deltas, forges no definition or lifecycle event, follows no events stream, changes no stream
-        await llm.publish_refused(f"$JS.API.CONSUMER.MSG.NEXT.{tasks}.{agent}")
+        await declared_part_refused(llm, s, agent)
         await llm.publish_refused(f"$JS.API.CONSUMER.CREATE.{tasks}.{agent}")
-        await llm.subscribe_refused(s.control(agent))
-        await llm.publish_refused(s.reply("gateway.abc", agent, "call1"), final=True)
-        await llm.publish_refused(f"$KV.{s.cards_bucket}.{agent}")
-        await llm.subscribe_refused(s.request(agent))
         await llm.publish_refused(s.agent_event(STORED, "created"))
         await llm.publish_refused(s.workflow_event("wf", "created"))
         await llm.publish_refused(s.remote_event(STORED, "created"))
