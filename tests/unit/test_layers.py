@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
                 "errors",
                 "ids",
                 "jsontext",
+                "trusted",
                 "config",
                 "logs",
                 "faults",

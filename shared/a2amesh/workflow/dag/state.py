@@ -20,11 +20,12 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeAlias
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from a2amesh.jsontext import JsonValue
 from a2amesh.protocol import Message, Part, Role
 from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, NODE_PATH_KEY, NODE_REQUEST
+from a2amesh.trusted import TrustedModel
 from a2amesh.workflow.events import (
     FINAL_EXECUTION_STATUSES,
     CancelCall,
@@ -88,7 +89,7 @@ Phase: TypeAlias = Literal["dag", "exit", "done"]
 """Where an execution is: running its DAG, running exit handlers, or finished."""
 
 
-class _Data(BaseModel):
+class _Data(TrustedModel):
     model_config = ConfigDict(extra="forbid")
 
 
