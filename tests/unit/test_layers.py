@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
                 "ids",
                 "jsontext",
                 "trusted",
+                "enums",
                 "config",
                 "logs",
                 "faults",
