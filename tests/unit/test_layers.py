@@ -25,6 +25,8 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
                 "errors",
                 "ids",
                 "jsontext",
+                "trusted",
+                "enums",
                 "config",
                 "logs",
                 "faults",

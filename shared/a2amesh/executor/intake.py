@@ -239,7 +239,7 @@ class ExecutionIntake:
             deadline=deadline_of(msg.headers),
             message=message,
         )
-        history = [message.model_copy(update={"task_id": task_id, "context_id": context_id})]
+        history = [message.updated(task_id=task_id, context_id=context_id)]
         created = await self.create(NewExecution(workflow, engine, args, reply, history=history))
         if created.outcome == "canceled":
             await self._answer_canceled_before_start(name, task_id, context_id, message, reply, msg)
@@ -287,7 +287,7 @@ class ExecutionIntake:
             id=task_id,
             context_id=context_id,
             status=TaskStatus(state=TaskState.CANCELED, timestamp=utc_timestamp()),
-            history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
+            history=[message.updated(task_id=task_id, context_id=context_id)],
             metadata={"workflow": name},
         )
         view = await ctx.tasks.write(task, name, ctx.instance, release=True)

@@ -7,8 +7,10 @@ import re
 import time
 from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, ConfigDict
 from pydantic.alias_generators import to_camel
+
+from a2amesh.trusted import TrustedModel
 
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
@@ -53,11 +55,9 @@ Base64 = Annotated[str, AfterValidator(_check_base64)]
 """Base64-encoded bytes (``bytes`` in ProtoJSON)."""
 
 
-_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}  # A2AModel.built: each model's defaults by field
-
-
-class A2AModel(BaseModel):
-    """An A2A 1.0 ProtoJSON object: camelCase on the wire, snake_case in Python, strict about unknown fields."""
+class A2AModel(TrustedModel):
+    """An A2A 1.0 ProtoJSON object: camelCase on the wire, snake_case in Python, strict about unknown fields (built
+    without validation from values this process made valid: :class:`~a2amesh.trusted.TrustedModel`)."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -75,34 +75,6 @@ class A2AModel(BaseModel):
     def to_json_bytes(self) -> bytes:
         """The ProtoJSON encoding as UTF-8 bytes (:meth:`to_json_dict` encoded, written by pydantic-core at once)."""
         return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_none=True)
-
-    @classmethod
-    def built(cls, **values: Any) -> Self:
-        """``model_construct(**values)`` for values this process made valid (never what another process sent):
-        nothing validated, and the defaults copied from one dict rather than looked up field by field.
-        ``values`` must hold every required field."""
-        defaults = _DEFAULTS.get(cls)
-        if defaults is None:
-            fields = cls.model_fields.values()
-            assert all(f.default_factory is None for f in fields), f"{cls.__name__}: a default factory"
-            # every field, in the order of the fields (the serializer writes a model's __dict__ in its order)
-            defaults = _DEFAULTS[cls] = {n: None if f.is_required() else f.default for n, f in cls.model_fields.items()}
-        model = cls.__new__(cls)
-        object.__setattr__(model, "__dict__", {**defaults, **values})
-        object.__setattr__(model, "__pydantic_fields_set__", set(values))
-        object.__setattr__(model, "__pydantic_extra__", None)
-        object.__setattr__(model, "__pydantic_private__", None)
-        return model
-
-    def updated(self, **update: Any) -> Self:
-        """``model_copy(update=update)`` (a shallow copy, ``update`` not validated) in fewer steps."""
-        model = type(self).__new__(type(self))
-        extra, private = self.__pydantic_extra__, self.__pydantic_private__  # None on A2A models, in practice
-        object.__setattr__(model, "__dict__", {**self.__dict__, **update})
-        object.__setattr__(model, "__pydantic_fields_set__", self.__pydantic_fields_set__ | update.keys())
-        object.__setattr__(model, "__pydantic_extra__", None if extra is None else dict(extra))
-        object.__setattr__(model, "__pydantic_private__", None if private is None else dict(private))
-        return model
 
     @classmethod
     def from_json_dict(cls, data: Any) -> Self:

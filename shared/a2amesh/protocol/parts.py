@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from pydantic import Field, model_validator
 
+from a2amesh.enums import ValueEnum
 from a2amesh.protocol.base import A2AModel, Base64
 
 
-class Role(StrEnum):
+class Role(ValueEnum):
     """Who sent a message."""
 
     UNSPECIFIED = "ROLE_UNSPECIFIED"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
+from a2amesh.enums import ValueEnum
 from a2amesh.protocol.base import A2AModel, Timestamp
 from a2amesh.protocol.parts import Message, Part
 
 
-class TaskState(StrEnum):
+class TaskState(ValueEnum):
     """The lifecycle state of a task."""
 
     UNSPECIFIED = "TASK_STATE_UNSPECIFIED"

@@ -11,11 +11,11 @@ Plain, JSON-serialisable pydantic data, so the executor can checkpoint and repla
 from __future__ import annotations
 
 from abc import abstractmethod
-from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2amesh.enums import ValueEnum
 from a2amesh.jsontext import JsonValue
 from a2amesh.protocol import Message
 
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-class ExecutionStatus(StrEnum):
+class ExecutionStatus(ValueEnum):
     """Status of a whole execution."""
 
     RUNNING = "running"

@@ -330,7 +330,7 @@ class Engine:
 
 def _working_copy(state: ExecutionState) -> ExecutionState:
     """A copy of ``state`` a step can mutate: its containers copied, its node instances copied on write."""
-    copied = state.model_copy()
+    copied = state.model_copy()  # not updated(...): six keyword arguments merged cost more than six item writes
     fields = copied.__dict__
     fields["nodes"] = Nodes(state.nodes)
     fields["outputs"] = dict(state.outputs)

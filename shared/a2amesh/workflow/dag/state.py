@@ -16,15 +16,16 @@ Containers nest, so ``outer[1]#0`` is iteration 0 of the loop run by item 1 of m
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeAlias
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from a2amesh.enums import ValueEnum
 from a2amesh.jsontext import JsonValue
 from a2amesh.protocol import Message, Part, Role
 from a2amesh.protocol.vocabulary import CALL_CHAIN_KEY, NODE_PATH_KEY, NODE_REQUEST
+from a2amesh.trusted import TrustedModel
 from a2amesh.workflow.events import (
     FINAL_EXECUTION_STATUSES,
     CancelCall,
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 
-class NodeStatus(StrEnum):
+class NodeStatus(ValueEnum):
     """Status of one node instance."""
 
     PENDING = "pending"
@@ -88,7 +89,7 @@ Phase: TypeAlias = Literal["dag", "exit", "done"]
 """Where an execution is: running its DAG, running exit handlers, or finished."""
 
 
-class _Data(BaseModel):
+class _Data(TrustedModel):
     model_config = ConfigDict(extra="forbid")
 
 

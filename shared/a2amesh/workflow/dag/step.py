@@ -60,9 +60,7 @@ def _busy(run: NodeRun) -> bool:
 
 def _copy_run(run: NodeRun) -> NodeRun:
     """A copy of a node instance a step may mutate (its only field mutated in place is ``children``)."""
-    copied = run.model_copy()
-    copied.__dict__["children"] = list(run.children)
-    return copied
+    return run.updated(children=list(run.children))
 
 
 class Nodes(dict[str, NodeRun]):
