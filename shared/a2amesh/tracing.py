@@ -232,11 +232,23 @@ def _parent(traceparent: str | None, parent_span: Span | None) -> SpanContext | 
         return ctx if ctx.is_valid else None
     if not traceparent:
         return _api.current_parent()
-    parts = traceparent.split("-")
-    if len(parts) != 4 or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16 or parts[0] == "ff":
+    # version-traceid-spanid-flags, read by position (a split builds a list and four strings); ASCII letters and
+    # digits only: int() would also take a sign, spaces and underscores
+    if (
+        len(traceparent) < 55
+        or traceparent[2] != "-"
+        or traceparent[35] != "-"
+        or traceparent[52] != "-"
+        or (len(traceparent) > 55 and traceparent[55] != "-")
+        or traceparent[:2] == "ff"
+        or not traceparent.isascii()
+    ):
+        return None
+    trace_hex, span_hex, flags_hex = traceparent[3:35], traceparent[36:52], traceparent[53:55]
+    if not (trace_hex.isalnum() and span_hex.isalnum() and flags_hex.isalnum()):
         return None
     try:
-        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3][:2], 16)
+        trace_id, span_id, flags = int(trace_hex, 16), int(span_hex, 16), int(flags_hex, 16)
     except ValueError:
         return None
     if not trace_id or not span_id:
@@ -581,7 +593,12 @@ def inject(headers: MutableMapping[str, str]) -> None:
     or when no span is current)."""
     if _api is None:
         return
-    ctx = _api.current_context()
+    span = _api.current_span()
+    if type(span) is _Span:  # one of ours (sampled): its ids formatted once, as for the log lines
+        trace_hex, span_hex = span.hex_ids or _hex_ids(span)
+        headers[TRACEPARENT] = f"00-{trace_hex}-{span_hex}-01"
+        return
+    ctx = cast("Span", span).get_span_context()
     if ctx.is_valid:
         headers[TRACEPARENT] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
@@ -591,16 +608,19 @@ def current_ids() -> tuple[str, str] | None:
     if _api is None:
         return None
     span = _api.current_span()
-    if isinstance(span, _Span):  # one of ours: its ids formatted once (a task's log lines each carry them)
-        ids = span.hex_ids
-        if ids is None:
-            ctx = span._ctx
-            ids = span.hex_ids = (f"{ctx[0]:032x}", f"{ctx[1]:016x}")
-        return ids
+    if type(span) is _Span:  # one of ours: its ids formatted once (a task's log lines each carry them)
+        return span.hex_ids or _hex_ids(span)
     ctx = cast("Span", span).get_span_context()
     if not ctx.is_valid:
         return None
     return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
+
+
+def _hex_ids(span: _Span) -> tuple[str, str]:
+    """A span of ours' trace id and span id in hex, formatted once (:func:`current_ids`, :func:`inject`)."""
+    ctx = span._ctx
+    ids = span.hex_ids = (f"{ctx[0]:032x}", f"{ctx[1]:016x}")
+    return ids
 
 
 def trace_id_of(traceparent: str | None) -> str | None:
