@@ -154,7 +154,15 @@ def _attribute_field(item: tuple[str, Any]) -> bytes:
         last = _LAST.get(key)
         if last is not None and last[0] == value:
             return last[1]
-        pair = _field(b"\x4a", _key(key) + _field(b"\x12", _any_value(value)))
+        head = _key(key)
+        data = value.encode()
+        n = len(data)
+        if len(head) + n < 124:  # every length a byte: one join (a task's id, a node's path)
+            pair = b"".join(
+                (b"\x4a", _SMALL[len(head) + n + 4], head, b"\x12", _SMALL[n + 2], b"\x0a", _SMALL[n], data)
+            )
+        else:
+            pair = _field(b"\x4a", head + _field(b"\x12", _field(b"\x0a", data)))
         if seen is None:  # (a key counted: bounded)
             _LAST[key] = (value, pair)
         return pair
