@@ -216,3 +216,50 @@ async def test_an_agents_task_and_handler_spans(monkeypatch: pytest.MonkeyPatch)
         assert not handler.is_recording()
     assert tracing.current_ids() is None
     assert tracing.context_with(None) is None
+
+
+def test_spans_for_the_otlp_exporter_are_queued_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the OTLP exporter, an ended span of ours is queued as its OTLP bytes (not kept as an object until its
+    batch goes out), and the posted request decodes to the spans as they ended."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+    posted: list[bytes] = []
+
+    def post(data: bytes) -> SimpleNamespace:
+        posted.append(data)
+        return SimpleNamespace(success=True)
+
+    class Inner:
+        _client = SimpleNamespace(export=post)
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    monkeypatch.setattr(tracing, "_api", tracing._Api())
+    resource = Resource.create({"service.name": "a2amesh-test"})
+    processor = BatchSpanProcessor(otlp_spans.otlp_exporter(Inner(), resource), schedule_delay_millis=60_000)
+    try:
+        recorder = tracing._Recorder(ALWAYS_ON, resource, [(processor, False)])
+        span: Any = recorder.start("task echo", "consumer", {"a2amesh.task.id": "t1"}, None)
+        span.end()
+        span.set_attribute("late", "ignored")  # after its end: not recorded, as the SDK does
+        queued = list(processor._batch_processor._queue)
+        assert queued == [otlp_spans.encode_span(span)], "the span is queued as its bytes"
+        assert processor.force_flush(5000)
+        request = ExportTraceServiceRequest.FromString(b"".join(posted))
+        (got,) = request.resource_spans[0].scope_spans[0].spans
+        assert got.name == "task echo"
+        assert [(a.key, a.value.string_value) for a in got.attributes] == [("a2amesh.task.id", "t1")]
+        assert int.from_bytes(got.span_id, "big") == span.get_span_context().span_id
+    finally:
+        tracing._Recorder(ALWAYS_ON, Resource.create({}), [])  # the span class without this processor
+        processor.shutdown()  # type: ignore[no-untyped-call]
