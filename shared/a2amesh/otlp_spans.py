@@ -123,22 +123,6 @@ def _attributes(tag: bytes, attributes: Mapping[str, Any]) -> list[bytes]:
     return [_field(tag, _key(key) + _field(b"\x12", _any_value(value))) for key, value in attributes.items()]
 
 
-def _span_attributes(attributes: Mapping[str, Any], parts: list[bytes]) -> None:
-    """A span's attributes (field 9), appended to ``parts``: a field made before is looked up by the attribute's
-    ``(key, value)`` item as it is (a str or an int value: ``1 == 1.0 == True``, so a hit of another type is
-    made anew)."""
-    append = parts.append
-    get = _FIELDS.get
-    for item in attributes.items():
-        try:
-            pair = get(item)
-        except TypeError:  # an unhashable value (a list)
-            pair = None
-        if pair is None or (type(item[1]) is not str and type(item[1]) is not int):
-            pair = _attribute_field(item)
-        append(pair)
-
-
 def _attribute_field(item: tuple[str, Any]) -> bytes:
     """An attribute's field, kept in :data:`_FIELDS` when its key has had few string values (an agent's name, a
     state; not a task id) or it is a small int; for a key of many values, the last value's field is kept
@@ -214,15 +198,26 @@ def _encode_span(span: Any) -> bytes:
     kind = span.kind._value_  # the API's INTERNAL..CONSUMER are 0..4, OTLP's 1..5 (an enum's .value is a call)
     head = _HEADS.get((span.name, kind)) or _head(span.name, kind)
     parts = [ids, head, _PACK_TIMES(b"\x39", span.start_time, b"\x41", span.end_time)]
-    _span_attributes(span.attributes, parts)
+    append = parts.append
+    get = _FIELDS.get
+    # its attributes (field 9): a field made before is looked up by the attribute's (key, value) item as it is
+    # (a str or an int value: 1 == 1.0 == True, so a hit of another type is made anew)
+    for item in span.attributes.items():
+        try:
+            pair = get(item)
+        except TypeError:  # an unhashable value (a list)
+            pair = None
+        if pair is None or (type(item[1]) is not str and type(item[1]) is not int):
+            pair = _attribute_field(item)
+        append(pair)
     for event in span.events:
         body = [b"\x09", _PACK_Q(event.timestamp), _field(b"\x12", event.name.encode())]
         body += _attributes(b"\x1a", event.attributes or {})
         parts.append(_field(b"\x5a", b"".join(body)))
     status = span.status
-    code = status.status_code._value_
     remote = parent is not None and parent[2]  # (a SpanContext is a tuple: its is_remote is a property call)
-    if code:
+    if status is not span.unset and status.status_code._value_:
+        code = status.status_code._value_
         description = status.description
         body = (_field(b"\x12", description.encode()) if description else b"") + b"\x18" + _SMALL[code]
         parts.append(_field(b"\x7a", body))
