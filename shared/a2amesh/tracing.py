@@ -228,6 +228,8 @@ def _parent(traceparent: str | None, parent_span: Span | None) -> SpanContext | 
     propagator costs several times more), else the current span (None: a root)."""
     assert _api is not None
     if parent_span is not None:
+        if isinstance(parent_span, _Span):  # one of ours: valid (its context read without the API's properties)
+            return parent_span._ctx
         ctx = parent_span.get_span_context()
         return ctx if ctx.is_valid else None
     if not traceparent:
@@ -576,6 +578,13 @@ def context_with(span: Span | None) -> contextvars.Context | None:
 def end(span: Span | None, *, error: str | None = None, attributes: Mapping[str, Any] | None = None) -> None:
     """Set ``attributes``, mark the span failed with ``error`` if given, and end it (no-op for None)."""
     if span is None:
+        return
+    if error is None and isinstance(span, _Span):  # one of ours (a node's end): its attributes set without the calls
+        if attributes is not None and span.end_time is None:
+            cleaned = _clean(attributes)
+            if cleaned:
+                span.attributes.update(cleaned)
+        span.end()
         return
     if attributes is not None or error is not None:
         set_attributes(span, attributes, error=error)
