@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
 
-__all__ = ["encode_resource", "encode_span", "encode_spans", "otlp_exporter"]
+__all__ = ["encode_resource", "encode_spans", "otlp_exporter"]
 
 
 def otlp_exporter(inner: Any, resource: Resource) -> Any:
@@ -26,16 +26,13 @@ def otlp_exporter(inner: Any, resource: Resource) -> Any:
     post = getattr(client, "export", None)
 
     class _Exporter(SpanExporter):
-        takes_encoded = post is not None
-        """Whether this library's spans may be queued already encoded (:func:`encode_span`; read by tracing.py)."""
-
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
-            ours = [s for s in spans if type(s) is bytes or getattr(s, "a2amesh", False)]
+            ours = [s for s in spans if getattr(s, "a2amesh", False)]
             if post is None or not ours:
                 return inner.export(spans)  # type: ignore[no-any-return]
             result = SpanExportResult.SUCCESS
             if len(ours) < len(spans):
-                result = inner.export([s for s in spans if type(s) is not bytes and not getattr(s, "a2amesh", False)])
+                result = inner.export([s for s in spans if not getattr(s, "a2amesh", False)])
             try:
                 sent = post(encode_spans(prefix, ours)).success
             except Exception:  # as the SDK's exporter does: an export failure is not the caller's
@@ -229,12 +226,7 @@ def _encode_span(span: Any) -> bytes:
     return (_SPAN_LEN[n] if n < 1024 else b"\x12" + _varint(n)) + data
 
 
-encode_span = _encode_span
-"""A span of this library's, ended, as its field of a ScopeSpans message (what :func:`encode_spans` takes)."""
-
-
 def encode_spans(resource: bytes, spans: Sequence[Any]) -> bytes:
-    """An ExportTraceServiceRequest of ``spans`` (this library's, or their :func:`encode_span` bytes) under one
-    resource (:func:`encode_resource`)."""
-    scope_spans = _field(b"\x12", _SCOPE + b"".join([s if type(s) is bytes else _encode_span(s) for s in spans]))
+    """An ExportTraceServiceRequest of ``spans`` (this library's) under one resource (:func:`encode_resource`)."""
+    scope_spans = _field(b"\x12", _SCOPE + b"".join([_encode_span(s) for s in spans]))
     return _field(b"\x0a", resource + scope_spans)

@@ -327,34 +327,25 @@ def _span_class(resource: Resource, processors: list[tuple[BatchSpanProcessor, b
     _Span.status_type = trace.Status
     _Span.event_type = Event
     _Span.readable_type = ReadableSpan
-    from a2amesh.otlp_spans import encode_span
-
     queues = [(p, _queue_of(p)) for p, readable in processors if not readable]
-    _Span.queues = [
-        (queue, size, batch, encode_span if encoded else None)
-        for _, known in queues
-        if known is not None
-        for queue, size, batch, encoded in (known,)
-    ]
+    _Span.queues = [queue for _, queue in queues if queue is not None]
     _Span.cheap = [p.on_end for p, queue in queues if queue is None]
     _Span.converted = [p for p, readable in processors if readable]  # the console exporter formats an SDK span
     return _Span
 
 
-def _queue_of(processor: BatchSpanProcessor) -> tuple[collections.deque[Any], int, Any, bool] | None:
+def _queue_of(processor: BatchSpanProcessor) -> tuple[collections.deque[Any], int, Any] | None:
     """Where an ended span of ours is queued on ``processor`` (:meth:`_Span.end`): the SDK's batch processor's own
     queue (a bounded deque, the oldest dropped when full), its batch size and its batch processor, whose export
     thread is woken when a batch is ready, as its ``on_end`` does without the checks a span of ours needs not
-    (sampled, a fork: the SDK's at-fork hook clears the same queue and replaces the event, read at each wake-up);
-    last, whether its exporter takes spans already encoded (:func:`a2amesh.otlp_spans.otlp_exporter`: a span is
-    then queued as its OTLP bytes, not kept as an object until its batch is exported). None for another SDK's
-    layout: its ``on_end``."""
+    (sampled, a fork: the SDK's at-fork hook clears the same queue and replaces the event, read at each wake-up).
+    None for another SDK's layout: its ``on_end``."""
     batch = getattr(processor, "_batch_processor", None)
     queue = getattr(batch, "_queue", None)
     size = getattr(batch, "_max_export_batch_size", None)
     if not isinstance(queue, collections.deque) or not isinstance(size, int) or not hasattr(batch, "_worker_awaken"):
         return None
-    return queue, size, batch, getattr(getattr(batch, "_exporter", None), "takes_encoded", False) is True
+    return queue, size, batch
 
 
 class _Span:
@@ -382,7 +373,7 @@ class _Span:
     status_type: Any = None
     event_type: Any = None
     readable_type: Any = None
-    queues: list[tuple[collections.deque[Any], int, Any, Any]] = []  # set once by _span_class (see _queue_of)
+    queues: list[tuple[collections.deque[Any], int, Any]] = []  # set once by _span_class (see _queue_of)
     cheap: list[Callable[[Any], None]] = []
     converted: list[Any] = []
 
@@ -453,10 +444,8 @@ class _Span:
         if self.end_time is not None:
             return
         self.end_time = end_time or time.time_ns()
-        for queue, size, batch, encode in self.queues:
-            # the SDK's worker pops the oldest from the right; as OTLP bytes when its exporter takes them (a span
-            # of ours ends once, its attributes, events and status final)
-            queue.appendleft(self if encode is None else encode(self))
+        for queue, size, batch in self.queues:
+            queue.appendleft(self)  # the SDK's worker pops the oldest from the right
             if len(queue) >= size:
                 awaken = batch._worker_awaken
                 if not awaken.is_set():
