@@ -234,23 +234,11 @@ def _parent(traceparent: str | None, parent_span: Span | None) -> SpanContext | 
         return ctx if ctx.is_valid else None
     if not traceparent:
         return _api.current_parent()
-    # version-traceid-spanid-flags, read by position (a split builds a list and four strings); ASCII letters and
-    # digits only: int() would also take a sign, spaces and underscores
-    if (
-        len(traceparent) < 55
-        or traceparent[2] != "-"
-        or traceparent[35] != "-"
-        or traceparent[52] != "-"
-        or (len(traceparent) > 55 and traceparent[55] != "-")
-        or traceparent[:2] == "ff"
-        or not traceparent.isascii()
-    ):
-        return None
-    trace_hex, span_hex, flags_hex = traceparent[3:35], traceparent[36:52], traceparent[53:55]
-    if not (trace_hex.isalnum() and span_hex.isalnum() and flags_hex.isalnum()):
+    parts = traceparent.split("-")
+    if len(parts) != 4 or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16 or parts[0] == "ff":
         return None
     try:
-        trace_id, span_id, flags = int(trace_hex, 16), int(span_hex, 16), int(flags_hex, 16)
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3][:2], 16)
     except ValueError:
         return None
     if not trace_id or not span_id:
