@@ -23,7 +23,8 @@ exporting over OTLP/HTTP to a sink in the bench (``bench/otlp_sink.py``): with `
 metrics too, so that side sets ``OTEL_METRICS_EXPORTER=none``: ``--metrics-after`` measures metrics (recorded,
 exported over OTLP to the sink) alone, and both flags together measure both. ``--trace-before`` (with
 ``--trace-after``) traces the "before" side alike: with ``--before`` another tree, the pairs compare what each
-tree's tracing costs.
+tree's tracing costs. ``--trace-only agent`` (or ``executor``) gives that environment to that role's processes
+alone: what one role's spans cost it, and what they cost the other through the rate of the closed loop.
 
 ``--llm ROUNDS`` adds an LLM phase: each side also runs the LLM benchmark agent (``bench/llm_node.py``'s
 ``llmnode``, its own process) on one shared fake model, and the sides alternate runs of a 10-LLM-node
@@ -61,6 +62,8 @@ AFTER_ENV: dict[str, str] = {}
 """Extra environment of the "after" side's processes (``--trace-after``)."""
 BEFORE_ENV: dict[str, str] = {}
 """Extra environment of the "before" side's processes (``--trace-before``: the after side's tracing)."""
+TRACE_ONLY = ""
+"""``--trace-only``: the one role (``agent`` or ``executor``) that gets the sides' extra environment."""
 MEASURES = {
     "call": "plain call",
     "chain1": "1-node workflow",
@@ -169,8 +172,9 @@ async def start_side(
             names.append(f"llm{size}")
     folder = write_workflows(ctx.tmp / f"wf-{ns}", workflows)
     await prepare_namespace(ctx, ns)
-    agents = await start_agents(ctx, ECHO, ns, replicas, env=env)
-    executor, _ = await start_executor(ctx, folder, ns, env=env)
+    untraced = {"PYTHONPATH": str(before)} if side == "before" else {}
+    agents = await start_agents(ctx, ECHO, ns, replicas, env=untraced if TRACE_ONLY == "executor" else env)
+    executor, _ = await start_executor(ctx, folder, ns, env=untraced if TRACE_ONLY == "agent" else env)
     procs = {"executor": [executor], "agent": agents}
     if llm_url is not None:
         llm_yaml = write_llm_agent(ctx.tmp / f"agents-{ns}")
@@ -256,6 +260,7 @@ def section(
     if AFTER_ENV.get("OTEL_TRACES_EXPORTER") != "none" and AFTER_ENV:
         traced = f" traced (OTLP, {'every call' if ratio is None else f'{float(ratio):.0%} of calls'})"
         traced += ", both sides" if BEFORE_ENV else ""
+        traced += f", the {TRACE_ONLY} only" if TRACE_ONLY else ""
     if AFTER_ENV.get("OTEL_METRICS_EXPORTER") != "none" and AFTER_ENV:
         traced += " with metrics (OTLP)"
     return Section("ab", f"A/B: {before} (before) against this tree{traced} (after)", run, latency=True)
@@ -283,6 +288,12 @@ if __name__ == "__main__":
     )
     pre.add_argument("--trace-ratio", type=float, default=1.0, help="with --trace-after: the share of new traces kept")
     pre.add_argument(
+        "--trace-only",
+        choices=("agent", "executor"),
+        default="",
+        help="with --trace-after: only that role's processes traced (what one role's spans cost the other)",
+    )
+    pre.add_argument(
         "--metrics-after", action="store_true", help="the after side records metrics and exports them (OTLP to a sink)"
     )
     known, rest = pre.parse_known_args()
@@ -299,6 +310,7 @@ if __name__ == "__main__":
         if known.trace_ratio < 1:
             AFTER_ENV["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
             AFTER_ENV["OTEL_TRACES_SAMPLER_ARG"] = str(known.trace_ratio)
+    TRACE_ONLY = known.trace_only
     if known.trace_before:
         if not known.trace_after:
             raise SystemExit("--trace-before goes with --trace-after (both sides traced alike)")

@@ -2,7 +2,7 @@
 (executions of a 10-node echo chain kept in flight), one window recorded in each profiled process.
 
     python bench/prof_throughput.py [--replicas 2] [--executors 1] [--seconds 8] [--in-flight 100]
-                                    [--profile cpu|calls|cprof] [--out PREFIX] [--top 30]
+                                    [--profile cpu|calls|cprof] [--out PREFIX] [--top 30] [--trace]
 
 Prints each process's CPU per node (user and system, from ``/proc``) and, with ``--profile``, a summary per
 profiled process (the first executor and the first agent replica), scaled to one node:
@@ -19,7 +19,8 @@ profiled process (the first executor and the first agent replica), scaled to one
   shares, not absolute figures).
 
 The raw recordings stay in ``PREFIX.executor.0`` / ``PREFIX.agent.0`` (collapsed stacks, counts, or a pstats
-file); ``bench/llmprof/sitecustomize.py`` does the recording in the child processes.
+file); ``bench/llmprof/sitecustomize.py`` does the recording in the child processes. ``--trace``: every
+process traces every call, exported over OTLP/HTTP to a sink in the bench (as ``bench/ab.py --trace-after``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,22 @@ _LINE = re.compile(r":\d+$")
 
 def _frame(raw: str) -> str:
     return _LINE.sub("", raw)
+
+
+def thread_cpu(pid: int) -> float:
+    """Seconds of CPU the process's threads other than its main one have used so far (an exporter's thread; a
+    thread that has ended is no longer listed, its CPU counted in the process's alone)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if task.name == str(pid):
+            continue
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def cpu_summary(path: Path, cpu_us_per_node: float, top: int) -> list[str]:
@@ -129,6 +146,7 @@ async def profile(args: argparse.Namespace) -> None:
                 await client.registry.wait_for(name, 30)
                 await closed_loop(client, name, args.in_flight, args.seconds / 4)  # warm-up
                 before = {k: Counts.of(pid) for k, pid in processes.items()}
+                threads_before = {k: thread_cpu(pid) for k, pid in processes.items()}
                 if args.profile:
                     for child in profiled.values():
                         os.kill(child.pid, signal.SIGUSR2)  # start
@@ -137,6 +155,7 @@ async def profile(args: argparse.Namespace) -> None:
                     for child in profiled.values():
                         os.kill(child.pid, signal.SIGUSR2)  # stop and write
                 after = {k: Counts.of(pid) for k, pid in processes.items()}
+                threads = {k: (thread_cpu(pid) - threads_before[k]) * 1e6 for k, pid in processes.items()}
                 nodes = done * NODES
                 print(f"{nodes} nodes in {elapsed:.1f} s: {nodes / elapsed:.0f} nodes/s under --profile {args.profile}")
                 cpu_us: dict[str, float] = {}
@@ -144,7 +163,10 @@ async def profile(args: argparse.Namespace) -> None:
                     user = (after[k].user - before[k].user) * 1e6 / nodes
                     system = (after[k].system - before[k].system) * 1e6 / nodes
                     cpu_us[k] = user + system
-                    print(f"  {k}: {user + system:.0f} µs CPU per node (user {user:.0f}, system {system:.0f})")
+                    print(
+                        f"  {k}: {user + system:.0f} µs CPU per node (user {user:.0f}, system {system:.0f}; "
+                        f"threads other than the main one {threads[k] / nodes:.0f})"
+                    )
                 if not args.profile:
                     return
                 await asyncio.sleep(1.5)  # the recordings are written by signal handlers
@@ -174,8 +196,20 @@ def main() -> None:
     p.add_argument("--profile", choices=("cpu", "calls", "cprof"), default=None, help="record executor0 and agent0")
     p.add_argument("--out", default="/tmp/proftp", help="prefix of the raw recordings")
     p.add_argument("--top", type=int, default=30, help="rows per table")
+    p.add_argument("--trace", action="store_true", help="every process traces every call (OTLP to a sink, as ab.py)")
     args = p.parse_args()
     logs.configure("WARNING", "console")
+    if args.trace:
+        from bench.otlp_sink import OtlpSink
+
+        sink = OtlpSink()  # the children inherit this environment (BenchContext.child_env)
+        os.environ.update(
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint,
+                "OTEL_METRICS_EXPORTER": "none",
+                "OTEL_TRACES_SAMPLER": "always_on",
+            }
+        )
     asyncio.run(profile(args))
 
 

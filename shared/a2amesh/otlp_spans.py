@@ -55,20 +55,20 @@ _SMALL = [bytes((i,)) for i in range(128)]
 _PACK_Q = struct.Struct("<Q").pack
 _PACK_D = struct.Struct("<d").pack
 _PACK_IDS = struct.Struct(">2sQQ2sQ").pack  # trace_id (16 bytes, big-endian) and span_id (8)
-_PACK_PARENT = struct.Struct(">2sQ").pack  # parent_span_id
+_PACK_IDS_PARENT = struct.Struct(">2sQQ2sQ2sQ").pack  # … and parent_span_id
 _PACK_TIMES = struct.Struct("<cQcQ").pack  # start and end time (fixed64)
 _M64 = (1 << 64) - 1
 _KEYS: dict[str, bytes] = {}
-_PAIRS: dict[str, dict[str, bytes] | None] = {}
-"""A span attribute's whole field for each string value a key has had, while it has had few (an agent's name, a
-state; not a task id): most of a span's attributes are the same from span to span."""
+_FIELDS: dict[tuple[str, Any], bytes] = {}
+"""A span attribute's whole field by its ``(key, value)`` item, for the string values of a key that has had few
+(an agent's name, a state; not a task id) and small ints: most of a span's attributes are the same from span to
+span."""
+_PAIRS: dict[str, int | None] = {}
+"""String values kept per key so far (None: a key of many values, whose fields are not kept)."""
 _PAIRS_PER_KEY = 64
 _LAST: dict[str, tuple[str, bytes]] = {}
 """For a key of many values (an id), the last value's field: a task's id is on both of its spans, one after the
 other in a batch (the handler's, then the task's)."""
-_INT_PAIRS: dict[tuple[str, int], bytes] = {}
-"""The same for small integer values (an attempt, a node's attempt)."""
-_NAMES: dict[str, bytes] = {}
 
 
 def _varint(n: int) -> bytes:
@@ -82,6 +82,10 @@ def _varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_SPAN_LEN = [b"\x12" + _varint(n) for n in range(1024)]
+"""A span's field tag and length, for each length under 1,024 (most spans'), made once."""
 
 
 def _field(tag: bytes, data: bytes) -> bytes:
@@ -116,50 +120,40 @@ def _attributes(tag: bytes, attributes: Mapping[str, Any]) -> list[bytes]:
     return [_field(tag, _key(key) + _field(b"\x12", _any_value(value))) for key, value in attributes.items()]
 
 
-def _span_attributes(attributes: Mapping[str, Any], parts: list[bytes]) -> None:
-    """A span's attributes (field 9), appended to ``parts``; a string value a key often has is written once."""
-    for key, value in attributes.items():
-        if type(value) is str:
-            if key in _PAIRS:
-                seen = _PAIRS[key]
-            elif len(_PAIRS) < 1000:  # our names, and a few of the handlers'
-                seen = _PAIRS[key] = {}
+def _attribute_field(item: tuple[str, Any]) -> bytes:
+    """An attribute's field, kept in :data:`_FIELDS` when its key has had few string values (an agent's name, a
+    state; not a task id) or it is a small int; for a key of many values, the last value's field is kept
+    (a task's id is on both of its spans, one after the other in a batch)."""
+    key, value = item
+    if type(value) is str:
+        seen = _PAIRS.get(key, 0)
+        if seen is not None and len(_FIELDS) < 10_000:
+            pair = _field(b"\x4a", _key(key) + _field(b"\x12", _any_value(value)))
+            if seen < _PAIRS_PER_KEY:
+                _FIELDS[item] = pair
+                _PAIRS[key] = seen + 1
             else:
-                seen = None
-            if seen is not None:
-                pair = seen.get(value)
-                if pair is None:
-                    pair = _field(b"\x4a", _key(key) + _field(b"\x12", _any_value(value)))
-                    if len(seen) < _PAIRS_PER_KEY:
-                        seen[value] = pair
-                    else:
-                        _PAIRS[key] = None  # a key of many values (an id): not kept
-                parts.append(pair)
-                continue
-            last = _LAST.get(key)
-            if last is not None and last[0] == value:
-                parts.append(last[1])
-                continue
-            head = _key(key)
-            data = value.encode()
-            n = len(data)
-            if len(head) + n < 124:  # every length a byte: one join (a task's id, a node's path)
-                pair = b"".join(
-                    (b"\x4a", _SMALL[len(head) + n + 4], head, b"\x12", _SMALL[n + 2], b"\x0a", _SMALL[n], data)
-                )
-                if key in _PAIRS:  # (a key we keep fields for: bounded)
-                    _LAST[key] = (value, pair)
-                parts.append(pair)
-                continue
-        elif type(value) is int and 0 <= value < 128:
-            pair = _INT_PAIRS.get((key, value))
-            if pair is None:
-                pair = _field(b"\x4a", _key(key) + _field(b"\x12", _any_value(value)))
-                if len(_INT_PAIRS) < 1000:
-                    _INT_PAIRS[(key, value)] = pair
-            parts.append(pair)
-            continue
-        parts.append(_field(b"\x4a", _key(key) + _field(b"\x12", _any_value(value))))
+                _PAIRS[key] = None  # a key of many values (an id): its fields are not kept from now on
+            return pair
+        last = _LAST.get(key)
+        if last is not None and last[0] == value:
+            return last[1]
+        head = _key(key)
+        data = value.encode()
+        n = len(data)
+        if len(head) + n < 124:  # every length a byte: one join (a task's id, a node's path)
+            pair = b"".join(
+                (b"\x4a", _SMALL[len(head) + n + 4], head, b"\x12", _SMALL[n + 2], b"\x0a", _SMALL[n], data)
+            )
+        else:
+            pair = _field(b"\x4a", head + _field(b"\x12", _field(b"\x0a", data)))
+        if seen is None:  # (a key counted: bounded)
+            _LAST[key] = (value, pair)
+        return pair
+    pair = _field(b"\x4a", _key(key) + _field(b"\x12", _any_value(value)))
+    if type(value) is int and 0 <= value < 128 and len(_FIELDS) < 10_000:  # (str and int items only: hashable)
+        _FIELDS[item] = pair
+    return pair
 
 
 def encode_resource(attributes: Mapping[str, Any]) -> bytes:
@@ -172,41 +166,64 @@ _FLAGS_LOCAL = b"\x85\x01" + (0x100).to_bytes(4, "little")  # field 16 (fixed32)
 _FLAGS_REMOTE = b"\x85\x01" + (0x300).to_bytes(4, "little")  # … and remote
 _KINDS = [b"\x30" + _SMALL[kind + 1] for kind in range(5)]
 _STATUS_UNSET = b"\x7a\x00"  # an empty status, as the SDK's encoder writes it
+_TAIL_LOCAL = _STATUS_UNSET + _FLAGS_LOCAL  # a span's last fields when its status is unset (most spans)
+_TAIL_REMOTE = _STATUS_UNSET + _FLAGS_REMOTE
+_HEADS: dict[tuple[str, int], bytes] = {}
+
+
+def _head(name: str, kind: int) -> bytes:
+    """A span's name and kind fields (kept for the names a process uses: ``task echo``, ``node n1``)."""
+    head = _HEADS.get((name, kind))
+    if head is None:
+        head = _field(b"\x2a", name.encode()) + _KINDS[kind]
+        if len(_HEADS) < 1000:
+            _HEADS[(name, kind)] = head
+    return head
 
 
 def _encode_span(span: Any) -> bytes:
     """One Span message, its length-delimited field in ScopeSpans included."""
     ctx = span._ctx
     trace_id = ctx[0]
-    parts = [_PACK_IDS(b"\x0a\x10", trace_id >> 64, trace_id & _M64, b"\x12\x08", ctx[1])]
     parent = span.parent
-    if parent is not None:
-        parts.append(_PACK_PARENT(b"\x22\x08", parent[1]))
-    name = span.name
-    head = _NAMES.get(name)
-    if head is None:
-        head = _field(b"\x2a", name.encode())
-        if len(_NAMES) < 1000:
-            _NAMES[name] = head
-    parts.append(head)
-    parts.append(_KINDS[span.kind._value_])  # the API's INTERNAL..CONSUMER are 0..4, OTLP's 1..5
-    parts.append(_PACK_TIMES(b"\x39", span.start_time, b"\x41", span.end_time))
-    _span_attributes(span.attributes, parts)
+    if parent is None:
+        ids = _PACK_IDS(b"\x0a\x10", trace_id >> 64, trace_id & _M64, b"\x12\x08", ctx[1])
+    else:
+        ids = _PACK_IDS_PARENT(
+            b"\x0a\x10", trace_id >> 64, trace_id & _M64, b"\x12\x08", ctx[1], b"\x22\x08", parent[1]
+        )
+    kind = span.kind._value_  # the API's INTERNAL..CONSUMER are 0..4, OTLP's 1..5 (an enum's .value is a call)
+    head = _HEADS.get((span.name, kind)) or _head(span.name, kind)
+    parts = [ids, head, _PACK_TIMES(b"\x39", span.start_time, b"\x41", span.end_time)]
+    append = parts.append
+    get = _FIELDS.get
+    # its attributes (field 9): a field made before is looked up by the attribute's (key, value) item as it is
+    # (a str or an int value: 1 == 1.0 == True, so a hit of another type is made anew)
+    for item in span.attributes.items():
+        try:
+            pair = get(item)
+        except TypeError:  # an unhashable value (a list)
+            pair = None
+        if pair is None or (type(item[1]) is not str and type(item[1]) is not int):
+            pair = _attribute_field(item)
+        append(pair)
     for event in span.events:
         body = [b"\x09", _PACK_Q(event.timestamp), _field(b"\x12", event.name.encode())]
         body += _attributes(b"\x1a", event.attributes or {})
         parts.append(_field(b"\x5a", b"".join(body)))
     status = span.status
-    code = status.status_code._value_  # (an enum's .value is a descriptor call)
-    if code:
+    remote = parent is not None and parent[2]  # (a SpanContext is a tuple: its is_remote is a property call)
+    if status is not span.unset and status.status_code._value_:
+        code = status.status_code._value_
         description = status.description
         body = (_field(b"\x12", description.encode()) if description else b"") + b"\x18" + _SMALL[code]
         parts.append(_field(b"\x7a", body))
+        parts.append(_FLAGS_REMOTE if remote else _FLAGS_LOCAL)
     else:
-        parts.append(_STATUS_UNSET)
-    parts.append(_FLAGS_LOCAL if parent is None or not parent.is_remote else _FLAGS_REMOTE)
+        parts.append(_TAIL_REMOTE if remote else _TAIL_LOCAL)
     data = b"".join(parts)
-    return b"\x12" + _varint(len(data)) + data
+    n = len(data)
+    return (_SPAN_LEN[n] if n < 1024 else b"\x12" + _varint(n)) + data
 
 
 def encode_spans(resource: bytes, spans: Sequence[Any]) -> bytes:

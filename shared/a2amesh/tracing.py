@@ -228,6 +228,8 @@ def _parent(traceparent: str | None, parent_span: Span | None) -> SpanContext | 
     propagator costs several times more), else the current span (None: a root)."""
     assert _api is not None
     if parent_span is not None:
+        if isinstance(parent_span, _Span):  # one of ours: valid (its context read without the API's properties)
+            return parent_span._ctx
         ctx = parent_span.get_span_context()
         return ctx if ctx.is_valid else None
     if not traceparent:
@@ -554,6 +556,13 @@ def end(span: Span | None, *, error: str | None = None, attributes: Mapping[str,
     """Set ``attributes``, mark the span failed with ``error`` if given, and end it (no-op for None)."""
     if span is None:
         return
+    if error is None and isinstance(span, _Span):  # one of ours (a node's end): its attributes set without the calls
+        if attributes is not None and span.end_time is None:
+            cleaned = _clean(attributes)
+            if cleaned:
+                span.attributes.update(cleaned)
+        span.end()
+        return
     if attributes is not None or error is not None:
         set_attributes(span, attributes, error=error)
     span.end()
@@ -581,7 +590,12 @@ def inject(headers: MutableMapping[str, str]) -> None:
     or when no span is current)."""
     if _api is None:
         return
-    ctx = _api.current_context()
+    span = _api.current_span()
+    if type(span) is _Span:  # one of ours (sampled): its ids formatted once, as for the log lines
+        trace_hex, span_hex = span.hex_ids or _hex_ids(span)
+        headers[TRACEPARENT] = f"00-{trace_hex}-{span_hex}-01"
+        return
+    ctx = cast("Span", span).get_span_context()
     if ctx.is_valid:
         headers[TRACEPARENT] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
@@ -591,16 +605,19 @@ def current_ids() -> tuple[str, str] | None:
     if _api is None:
         return None
     span = _api.current_span()
-    if isinstance(span, _Span):  # one of ours: its ids formatted once (a task's log lines each carry them)
-        ids = span.hex_ids
-        if ids is None:
-            ctx = span._ctx
-            ids = span.hex_ids = (f"{ctx[0]:032x}", f"{ctx[1]:016x}")
-        return ids
+    if type(span) is _Span:  # one of ours: its ids formatted once (a task's log lines each carry them)
+        return span.hex_ids or _hex_ids(span)
     ctx = cast("Span", span).get_span_context()
     if not ctx.is_valid:
         return None
     return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
+
+
+def _hex_ids(span: _Span) -> tuple[str, str]:
+    """A span of ours' trace id and span id in hex, formatted once (:func:`current_ids`, :func:`inject`)."""
+    ctx = span._ctx
+    ids = span.hex_ids = (f"{ctx[0]:032x}", f"{ctx[1]:016x}")
+    return ids
 
 
 def trace_id_of(traceparent: str | None) -> str | None:

@@ -97,10 +97,15 @@ def test_spans_are_encoded_as_the_sdks_encoder_encodes_them(monkeypatch: pytest.
     root.end()
     many = []  # a key of many values (a task id): past the values kept per key, then the last one again
     for i in range(70):
+        task_id = f"task-{i}" + ("-" * 130 if i == 69 else "")  # the last one too long for one-byte lengths
         for name in ("handler", "task"):
-            span = recorder.start(name, "internal", {"a2amesh.task.id": f"task-{i}", "a2amesh.attempt": 1}, None)
+            span = recorder.start(name, "internal", {"a2amesh.task.id": task_id, "a2amesh.attempt": 1}, None)
             span.end()
             many.append(span)
+    for same in (True, 1.0):  # equal to the int 1 kept above for that key (1 == 1.0 == True), written as its type
+        span = recorder.start("task", "internal", {"a2amesh.attempt": same}, None)
+        span.end()
+        many.append(span)
     spans = [child, lone, root, *many]
     mine = ExportTraceServiceRequest.FromString(
         otlp_spans.encode_spans(otlp_spans.encode_resource(resource.attributes), spans)
