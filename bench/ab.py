@@ -15,7 +15,8 @@ client is this tree's on both sides.
 sides take turns, ``--load-pairs`` times each, at keeping 100 executions of the 10-node chain in flight
 for SECONDS (the throughput section's closed loop), with each side's executor and agent CPU measured
 over its own turn; ``--replicas K`` starts K echo agent processes per side. The figures: node
-executions/s and executor and agent CPU per node (the agents' summed), the median of the turns.
+executions/s and executor and agent CPU per node (the agents' summed), the median of the turns; and the servers'
+CPU per node (nats-server and Valkey, shared by the sides but metered turn by turn) and the whole mesh's.
 
 ``--trace-after`` turns OpenTelemetry tracing on in the "after" side's processes, every trace sampled,
 exporting over OTLP/HTTP to a sink in the bench (``bench/otlp_sink.py``): with ``--before`` this tree's own
@@ -76,6 +77,8 @@ LOAD = {
     "rate": ("node executions/s under load", "nodes/s"),
     "executor_cpu": ("executor CPU per node under load", "ms"),
     "agent_cpu": ("agent CPU per node under load (all replicas)", "ms"),
+    "servers_cpu": ("nats-server and Valkey CPU per node under load (shared by the sides, metered per turn)", "ms"),
+    "mesh_cpu": ("CPU per node under load, every process of the mesh (executor, agents, servers)", "ms"),
 }
 IN_FLIGHT = 100
 CALL_TIMEOUT = 30.0
@@ -94,7 +97,7 @@ async def load_phase(
         order.reverse()
         for side in order:
             pids = {f"{role}{i}": c.pid for role, children in procs[side].items() for i, c in enumerate(children)}
-            meter = CpuMeter(pids)
+            meter = CpuMeter({**pids, **ctx.srv.pids()})
             meter.start()
             done, elapsed, _ = await closed_loop(clients[side], "chain10", IN_FLIGHT, seconds)
             cpu = meter.stop()
@@ -104,6 +107,10 @@ async def load_phase(
                 sum(v for k, v in cpu.items() if k.startswith("executor")) * 1000 / nodes
             )
             samples[side]["agent_cpu"].append(sum(v for k, v in cpu.items() if k.startswith("agent")) * 1000 / nodes)
+            servers = sum(v for k, v in cpu.items() if k in ("nats-server", "valkey-server")) * 1000 / nodes
+            samples[side]["servers_cpu"].append(servers)
+            own = samples[side]["executor_cpu"][-1] + samples[side]["agent_cpu"][-1]
+            samples[side]["mesh_cpu"].append(own + servers)
     figures = []
     for measure, (label, unit) in LOAD.items():
         for side in SIDES:
