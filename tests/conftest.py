@@ -7,6 +7,8 @@ import contextlib
 
 # pytest_plugins set below once the fake LLM exists
 import importlib.util as _ilu
+import json
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -40,6 +42,46 @@ pytest_plugins = [
     "tests.support.executors",
     "tests.support.gateway",
 ]
+
+ALONE = ("chaos", "cluster", "containers", "model")
+"""Folders of ``tests/`` whose every test is ``alone``: they kill, pause or starve processes and servers and wait for
+recovery under deadlines, or build images; ``.ci/test`` runs them serially after the parallel phase."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(root) and item.path.relative_to(root).parts[0] in ALONE:
+            item.add_marker(pytest.mark.alone)
+
+
+_FORWARDED_FUZZ: dict[str, dict[str, Any]] = {}
+"""The wire fuzzer's counts that xdist workers handed over (``.ci/test``'s parallel phase)."""
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    harness = sys.modules.get("tests.fuzz.harness")
+    output = getattr(session.config, "workeroutput", None)
+    if harness is not None and output is not None:  # an xdist worker: its controller prints the counts
+        output["fuzz_summaries"] = json.dumps(harness.SUMMARIES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    _FORWARDED_FUZZ.update(json.loads(getattr(node, "workeroutput", {}).get("fuzz_summaries", "{}")))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The wire fuzzer's counts (messages, answers by code, valid calls, tracebacks), this session's or its
+    workers'."""
+    harness = sys.modules.get("tests.fuzz.harness")
+    summaries = {**_FORWARDED_FUZZ, **(harness.SUMMARIES if harness is not None else {})}
+    if not summaries:
+        return
+    terminalreporter.write_sep("-", "wire fuzz counts")
+    for target, counts in summaries.items():
+        terminalreporter.write_line(f"{target}: " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.alone  # the benchmarks load the machine for minutes under their own deadlines
+
 
 @pytest.mark.timeout(150)
 def test_run_all_quick_writes_results(tmp_path: Path) -> None:

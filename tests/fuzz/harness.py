@@ -177,7 +177,7 @@ class Report:
 
 
 SUMMARIES: dict[str, dict[str, Any]] = {}
-"""Filled by each campaign; printed at the end of the session (tests/fuzz/conftest.py)."""
+"""Filled by each campaign; printed at the end of the session (tests/conftest.py)."""
 
 
 # ---------------------------------------------------------------- log capture

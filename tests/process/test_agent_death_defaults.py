@@ -45,6 +45,7 @@ async def start_production_replicas(processes: ProcessFactory, bus: Bus, path: P
 
 
 @pytest.mark.parametrize("death", ["sigkill", "sigstop-then-sigkill"])
+@pytest.mark.alone  # asserts a wall-clock bound
 async def test_dead_replica_work_resumes_within_seconds_with_defaults(
     processes: ProcessFactory,
     bus: Bus,

@@ -7,6 +7,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.protocol import TaskState
@@ -20,6 +22,8 @@ from tests.process.test_executor_processes import (
 from tests.support.cancelling import cancel_at_once, canceled_once_at_least
 from tests.support.processes import Proc, ProcessFactory
 from tests.support.waiting import eventually, within
+
+pytestmark = pytest.mark.alone  # takeover and hand-over under wall-clock bounds, a replica frozen (SIGSTOP)
 
 PRODUCTION_LEASE = {"A2AMESH_LEASE_TTL": "10"}
 

@@ -307,6 +307,7 @@ TWO_AGENTS = (
 )
 
 
+@pytest.mark.alone  # asserts a wall-clock bound
 async def test_a_node_waiting_for_a_card_holds_up_nothing_else(
     agent_host: Any, executor: Any, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

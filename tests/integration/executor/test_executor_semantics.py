@@ -6,6 +6,8 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from a2amesh.client import Client, make_message
 from a2amesh.protocol import TaskState
 from tests.support.cancelling import check_get_task_answered_while_cancelling
@@ -20,6 +22,7 @@ def message_of(task: Any) -> str:
     return task.status.message.text() if task.status.message else ""
 
 
+@pytest.mark.alone  # asserts a wall-clock bound
 async def test_map_limit_gauge_order_and_empty(agent_host: Any, executor: Any, client: Client) -> None:
     """A map never exceeds concurrency_limit (agent-side gauge), keeps item order, and completes empty at once."""
     gauge = {"now": 0, "max": 0}
@@ -136,6 +139,7 @@ output_mapping: "{{first.output}}"
         assert got.status.state == TaskState.CANCELED
 
 
+@pytest.mark.alone  # asserts a wall-clock bound
 async def test_retry_then_success_and_node_timeout(agent_host: Any, executor: Any, client: Client) -> None:
     """A flaky node is retried with backoff until it succeeds; a node timeout cancels its callee and fails."""
     attempts: list[int] = []
@@ -272,6 +276,7 @@ output_mapping: {value: "{{again.output.value}}"}
     assert "recursive workflow call: ping → pong → ping" in message_of(task)
 
 
+@pytest.mark.alone  # asserts a wall-clock bound
 async def test_cancel_reaches_callees_through_sub_workflow(agent_host: Any, executor: Any, client: Client) -> None:
     """Cancelling a parent execution cancels the sub-workflow's running callee (TASK_STATE_CANCELED) within 2 s."""
     running: dict[str, str] = {}
@@ -313,6 +318,7 @@ async def _state(client: Client, agent: str, task_id: str) -> TaskState | None:
     return task.status.state if task.status.state == TaskState.CANCELED else None
 
 
+@pytest.mark.alone  # asserts a wall-clock bound
 async def test_agent_down_fails_within_timeout_and_runs_nothing_later(
     agent_host: Any, executor: Any, client: Client, bus: Any
 ) -> None:
