@@ -128,14 +128,20 @@ def ratio(a: float, b: float) -> str:
 # processes ------------------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds a process has used so far (Linux ``/proc``), or None."""
+def stat_cpu_seconds(stat: Path) -> float | None:
+    """User + system CPU seconds from a ``/proc`` stat file (a process's, or one of its threads' under
+    ``task/``), or None when it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = stat.read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     # fields[11], fields[12] are utime, stime (fields 14 and 15 of proc(5), counted from the state field)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a process has used so far (Linux ``/proc``), or None."""
+    return stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
 
 
 def rss_mb(pid: int) -> float | None:

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from a2amesh import logs
 from a2amesh.client import Client
-from bench.common import REPO, BenchContext, Child, servers
+from bench.common import REPO, BenchContext, Child, servers, stat_cpu_seconds
 from bench.prof_llm import PROFILER, Counts
 from bench.throughput import NODES, closed_loop
 from bench.wfkit import ECHO, chain_workflow, prepare_namespace, start_agents, start_executor, write_workflows
@@ -55,17 +55,8 @@ def _frame(raw: str) -> str:
 def thread_cpu(pid: int) -> float:
     """Seconds of CPU the process's threads other than its main one have used so far (an exporter's thread; a
     thread that has ended is no longer listed, its CPU counted in the process's alone)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        if task.name == str(pid):
-            continue
-        try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+    threads = (stat_cpu_seconds(task / "stat") for task in Path(f"/proc/{pid}/task").iterdir() if task.name != str(pid))
+    return sum(seconds for seconds in threads if seconds is not None)  # (None: ended meanwhile)
 
 
 def cpu_summary(path: Path, cpu_us_per_node: float, top: int) -> list[str]:
