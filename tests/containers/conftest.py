@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from a2amesh.config import Settings
-from tests.support.docker import SERVERS, SERVICES, BuiltImages, build_images, docker, require_engine
+from tests.support.docker import BuiltImages, build_images, docker, prebuilt_images, require_engine
 from tests.support.servers import MeshServers
 
 _built: list[BuiltImages] = []
@@ -35,20 +35,21 @@ STOP_TIMEOUT = 20
 
 @pytest.fixture(scope="session")
 def images() -> Iterator[BuiltImages]:
-    """The three service images, built once per session by deploy/build-images under a tag of the session's own
-    (so sessions of other checkouts on the same engine never run each other's images); the tag is removed at
-    the end, the layers stay in the build cache."""
+    """The service and server images, built once per session by deploy/build-images under a tag of the session's
+    own (so sessions of other checkouts on the same engine never run each other's images), or found built by
+    ``.ci/test`` beside its parallel phase; the tag is removed at the end, the layers stay in the build cache."""
     require_engine()
-    built = build_images(tag=f"test-{uuid.uuid4().hex[:8]}")
+    built = prebuilt_images() or build_images(tag=f"test-{uuid.uuid4().hex[:8]}")
     _built.append(built)
     yield built
-    docker("rmi", *(built.image(s) for s in (*SERVICES, *SERVERS)), check=False)
+    docker("rmi", *built.all(), check=False)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for built in _built:
+        where = "beside .ci/test's parallel phase" if built.prebuilt else "in this session"
         terminalreporter.write_line(
-            f"containers: deploy/build-images (base {built.base}) took {built.seconds:.1f}s in this session"
+            f"containers: deploy/build-images (base {built.base}) took {built.seconds:.1f}s {where}"
         )
     for timeline in _timelines:
         for line in timeline.lines():

@@ -79,26 +79,61 @@ def require_engine() -> None:
 
 @dataclass(frozen=True)
 class BuiltImages:
-    """The images a session built, and how long ``deploy/build-images`` took."""
+    """The images a session built (or found built by ``.ci/test``), and how long ``deploy/build-images`` took."""
 
     tag: str
     seconds: float
     base: str
+    prebuilt: bool = False
+    """Built by ``.ci/test`` beside its parallel phase, before this session started."""
 
     def image(self, service: str) -> str:
         return f"a2amesh-{service}:{self.tag}"
 
+    def all(self) -> tuple[str, ...]:
+        """Every image built: the services' and the servers'."""
+        return tuple(self.image(s) for s in (*SERVICES, *SERVERS))
 
-def build_images(tag: str) -> BuiltImages:
+
+PREBUILT = "A2AMESH_TEST_IMAGES"
+"""The variable through which ``.ci/test`` hands its image build to the alone phase: the JSON of
+:func:`prebuilt_env`."""
+
+
+def prebuilt_env(built: BuiltImages | None = None, error: str | None = None) -> str:
+    """The value of ``A2AMESH_TEST_IMAGES`` for a build that succeeded (``built``) or failed (``error``)."""
+    if built is not None:
+        return json.dumps({"tag": built.tag, "seconds": built.seconds, "base": built.base})
+    return json.dumps({"error": error or "the build failed"})
+
+
+def prebuilt_images() -> BuiltImages | None:
+    """The images ``.ci/test`` built before this session (``A2AMESH_TEST_IMAGES``), or None when it did not; a
+    build it tried that failed raises its :class:`DockerError` here, in the test that needs the images."""
+    raw = os.environ.get(PREBUILT)
+    if not raw:
+        return None
+    found = json.loads(raw)
+    if "error" in found:
+        raise DockerError(f"the image build .ci/test ran beside its parallel phase failed: {found['error']}")
+    built = BuiltImages(tag=found["tag"], seconds=found["seconds"], base=found["base"], prebuilt=True)
+    for image in built.all():
+        if docker("image", "inspect", image, check=False).returncode != 0:
+            raise DockerError(f"{PREBUILT} names {image}, which the Docker engine does not have")
+    return built
+
+
+def build_images(tag: str, *, niceness: int = 0) -> BuiltImages:
     """Run ``deploy/build-images --servers`` once: with ``A2AMESH_DOCKER_BASE`` as the base when set (e.g.
     python:3.11-slim where Docker Hub is reachable), else on the local debootstrap base with a wheelhouse (no
-    Docker Hub here)."""
+    Docker Hub here). ``niceness`` lowers the script's priority (not the engine's build steps)."""
     base = os.environ.get("A2AMESH_DOCKER_BASE", "")
     args = ["--servers", *(["--base", base] if base else ["--local-base", "--wheelhouse"])]
+    nice = ["nice", "-n", str(niceness)] if niceness else []
     start = time.monotonic()
     try:
         done = subprocess.run(
-            [str(REPO / "deploy" / "build-images"), *args, "--tag", tag],
+            [*nice, str(REPO / "deploy" / "build-images"), *args, "--tag", tag],
             capture_output=True,
             text=True,
             timeout=1500,
