@@ -308,15 +308,7 @@ if __name__ == "__main__":
         from bench.otlp_sink import OtlpSink
 
         sink = OtlpSink()
-        AFTER_ENV["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.endpoint  # asks for both signals: each measured alone
-        AFTER_ENV["OTEL_TRACES_EXPORTER" if not known.trace_after else "OTEL_METRICS_EXPORTER"] = "none"
-    if known.metrics_after and known.trace_after:
-        del AFTER_ENV["OTEL_METRICS_EXPORTER"]  # both
-    if known.trace_after:
-        AFTER_ENV["OTEL_TRACES_SAMPLER"] = "always_on"
-        if known.trace_ratio < 1:
-            AFTER_ENV["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
-            AFTER_ENV["OTEL_TRACES_SAMPLER_ARG"] = str(known.trace_ratio)
+        AFTER_ENV.update(sink.env(traces=known.trace_after, metrics=known.metrics_after, ratio=known.trace_ratio))
     TRACE_ONLY = known.trace_only
     if known.trace_before:
         if not known.trace_after:

@@ -40,3 +40,19 @@ class OtlpSink:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def env(self, *, traces: bool, metrics: bool, ratio: float = 1.0) -> dict[str, str]:
+        """The environment that turns a process's OpenTelemetry on with this sink as its OTLP endpoint (which asks
+        for both signals): ``traces`` (every one, or ``ratio`` of the new ones) and ``metrics``, each alone or
+        both."""
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint}
+        if not traces:
+            env["OTEL_TRACES_EXPORTER"] = "none"
+        elif ratio < 1:
+            env["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+            env["OTEL_TRACES_SAMPLER_ARG"] = str(ratio)
+        else:
+            env["OTEL_TRACES_SAMPLER"] = "always_on"
+        if not metrics:
+            env["OTEL_METRICS_EXPORTER"] = "none"
+        return env

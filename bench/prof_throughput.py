@@ -194,13 +194,7 @@ def main() -> None:
         from bench.otlp_sink import OtlpSink
 
         sink = OtlpSink()  # the children inherit this environment (BenchContext.child_env)
-        os.environ.update(
-            {
-                "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint,
-                "OTEL_METRICS_EXPORTER": "none",
-                "OTEL_TRACES_SAMPLER": "always_on",
-            }
-        )
+        os.environ.update(sink.env(traces=True, metrics=False))
     asyncio.run(profile(args))
 
 

@@ -193,8 +193,7 @@ def _encode_span(span: Any) -> bytes:
             b"\x0a\x10", trace_id >> 64, trace_id & _M64, b"\x12\x08", ctx[1], b"\x22\x08", parent[1]
         )
     kind = span.kind._value_  # the API's INTERNAL..CONSUMER are 0..4, OTLP's 1..5 (an enum's .value is a call)
-    head = _HEADS.get((span.name, kind)) or _head(span.name, kind)
-    parts = [ids, head, _PACK_TIMES(b"\x39", span.start_time, b"\x41", span.end_time)]
+    parts = [ids, _head(span.name, kind), _PACK_TIMES(b"\x39", span.start_time, b"\x41", span.end_time)]
     append = parts.append
     get = _FIELDS.get
     # its attributes (field 9): a field made before is looked up by the attribute's (key, value) item as it is
