@@ -43,45 +43,62 @@ pytest_plugins = [
     "tests.support.gateway",
 ]
 
-ALONE = ("chaos", "cluster", "containers", "model")
-"""Folders of ``tests/`` whose every test is ``alone``: they kill, pause or starve processes and servers and wait for
-recovery under deadlines, or build images; ``.ci/test`` runs them serially after the parallel phase."""
+QUIET = ("chaos", "cluster", "containers", "model")
+"""Folders of ``tests/`` whose every test not marked ``alone`` is ``quiet``: they kill, pause or starve processes and
+servers and wait for recovery under deadlines, or run containers; ``.ci/test`` runs them after the parallel phase,
+two side by side."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     root = Path(__file__).parent
     for item in items:
-        if item.path.is_relative_to(root) and item.path.relative_to(root).parts[0] in ALONE:
-            item.add_marker(pytest.mark.alone)
+        in_quiet_folder = item.path.is_relative_to(root) and item.path.relative_to(root).parts[0] in QUIET
+        if in_quiet_folder and item.get_closest_marker("alone") is None:
+            item.add_marker(pytest.mark.quiet)
 
 
 _FORWARDED_FUZZ: dict[str, dict[str, Any]] = {}
-"""The wire fuzzer's counts that xdist workers handed over (``.ci/test``'s parallel phase)."""
+"""The wire fuzzer's counts that xdist workers handed over (``.ci/test``'s parallel phases)."""
+_FORWARDED_CHAOS: list[str] = []
+"""The chaos scenarios' summary lines that xdist workers handed over."""
+
+
+def _counted() -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """What this session's tests counted for the end of the run: the wire fuzzer's counts, the chaos lines."""
+    harness = sys.modules.get("tests.fuzz.harness")
+    chaos = sys.modules.get("tests.chaos.conftest")
+    return (harness.SUMMARIES if harness is not None else {}), (chaos.SUMMARIES if chaos is not None else [])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    harness = sys.modules.get("tests.fuzz.harness")
     output = getattr(session.config, "workeroutput", None)
-    if harness is not None and output is not None:  # an xdist worker: its controller prints the counts
-        output["fuzz_summaries"] = json.dumps(harness.SUMMARIES)
+    if output is not None:  # an xdist worker: its controller prints what it counted
+        fuzz, chaos = _counted()
+        output["counted"] = json.dumps({"fuzz": fuzz, "chaos": chaos})
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    _FORWARDED_FUZZ.update(json.loads(getattr(node, "workeroutput", {}).get("fuzz_summaries", "{}")))
+    counted = json.loads(getattr(node, "workeroutput", {}).get("counted", "{}"))
+    _FORWARDED_FUZZ.update(counted.get("fuzz", {}))
+    _FORWARDED_CHAOS.extend(counted.get("chaos", []))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The wire fuzzer's counts (messages, answers by code, valid calls, tracebacks), this session's or its
-    workers'."""
-    harness = sys.modules.get("tests.fuzz.harness")
-    summaries = {**_FORWARDED_FUZZ, **(harness.SUMMARIES if harness is not None else {})}
-    if not summaries:
-        return
-    terminalreporter.write_sep("-", "wire fuzz counts")
-    for target, counts in summaries.items():
-        terminalreporter.write_line(f"{target}: " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    """The wire fuzzer's counts (messages, answers by code, valid calls, tracebacks) and a line per chaos scenario
+    (runs, lost, duplicated, recovery), this session's or its workers'."""
+    fuzz, chaos = _counted()
+    summaries = {**_FORWARDED_FUZZ, **fuzz}
+    if summaries:
+        terminalreporter.write_sep("-", "wire fuzz counts")
+        for target, counts in summaries.items():
+            terminalreporter.write_line(f"{target}: " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    lines = [*_FORWARDED_CHAOS, *chaos]
+    if lines:
+        terminalreporter.section("chaos summary")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

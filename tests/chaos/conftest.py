@@ -1,4 +1,4 @@
-"""Chaos suite support: a summary line per scenario, printed at the end of the run."""
+"""Chaos suite support: a summary line per scenario, printed at the end of the run (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from a2amesh.store.redis import Redis
 
-_SUMMARIES: list[str] = []
+SUMMARIES: list[str] = []
+"""This session's summary lines; the suite's conftest prints them at the end of the run (and its workers')."""
 
 
 @dataclass
@@ -49,14 +50,7 @@ async def completions(redis: Redis, namespace: str, task_id: str) -> list[str]:
 @pytest.fixture
 def report() -> Callable[[ChaosSummary], None]:
     def add(summary: ChaosSummary) -> None:
-        _SUMMARIES.append(summary.line())
+        SUMMARIES.append(summary.line())
         print(summary.line())
 
     return add
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _SUMMARIES:
-        terminalreporter.section("chaos summary")
-        for line in _SUMMARIES:
-            terminalreporter.write_line(line)

@@ -56,6 +56,8 @@ FENCE_EVENTS = (
 """Log events of a run stopped because another replica took it over: an agent's fenced run; an executor's
 runners stopped when its presence lapsed (a ``stopped`` count), its lease renewal or a step's commit refused."""
 ROUNDS = int(os.environ.get("A2AMESH_CHAOS_ROUNDS", "2"))
+SATURATION = [False, pytest.param(True, marks=pytest.mark.alone)]
+"""Without and with the CPU saturated: a saturated run starves whatever runs beside it, so it is ``alone``."""
 
 
 @asynccontextmanager
@@ -130,7 +132,7 @@ async def timed(call: Call, done_at: dict[str, float]) -> Task:
     return task
 
 
-@pytest.mark.parametrize("burn", [False, True], ids=["quiet", "cpu-saturated"])
+@pytest.mark.parametrize("burn", SATURATION, ids=["quiet", "cpu-saturated"])
 async def test_agent_sigstop_past_its_claim(mesh: Mesh, tmp_path: Path, report: Report, burn: bool) -> None:
     """An agent replica holding tasks is SIGSTOPped past its claim TTL and JetStream's ack wait (the other
     replica takes its tasks over), then continued: its handlers wake and are fenced."""
@@ -196,7 +198,7 @@ async def test_agent_sigstop_past_its_claim(mesh: Mesh, tmp_path: Path, report: 
     assert (summary.fenced or 0) >= ROUNDS, "the woken replica's runs were not fenced"
 
 
-@pytest.mark.parametrize("burn", [False, True], ids=["quiet", "cpu-saturated"])
+@pytest.mark.parametrize("burn", SATURATION, ids=["quiet", "cpu-saturated"])
 async def test_executor_sigstop_past_its_lease(mesh: Mesh, tmp_path: Path, report: Report, burn: bool) -> None:
     """The executor replica driving runs is SIGSTOPped past its lease and presence TTLs (the other replica
     takes its executions over), then continued: its steps are refused by the lease epoch."""

@@ -1,10 +1,12 @@
-"""``.ci/test``, the suite's two-phase runner: its reading of pytest's arguments, and the image build it hands to
-the container tests."""
+"""``.ci/test``, the suite's three-phase runner: its reading of pytest's arguments, its phases' selections, and
+the image build it hands to the container tests."""
 
 from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -21,6 +23,7 @@ def runner() -> ModuleType:
     spec = importlib.util.spec_from_loader("ci_test", loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     loader.exec_module(module)
     return module
 
@@ -85,3 +88,54 @@ def test_a_handed_build_round_trips_its_tag_base_and_time() -> None:
     assert built.all() == tuple(
         f"a2amesh-{s}:test-abc" for s in ("agent", "executor", "gateway", "remote", "nats", "valkey")
     )
+
+
+def test_each_phase_combines_a_mark_expression_with_its_selection(runner: ModuleType) -> None:
+    first, quiet, alone = runner.phases()
+    assert first.argv(["tests/unit", "-x"], None) == [
+        "-n", runner.WORKERS, "--dist", "loadfile", "-m", "not quiet and not alone", "tests/unit", "-x"
+    ]  # fmt: skip
+    assert quiet.argv([], "slow or fast") == [
+        "-n",
+        runner.LANES,
+        "--dist",
+        "loadfile",
+        "-m",
+        "(slow or fast) and (quiet)",
+    ]
+    assert alone.argv(["-k", "takeover"], None) == ["-m", "alone", "-k", "takeover"]
+    assert [p.containers for p in (first, quiet, alone)] == [False, True, False]
+
+
+@pytest.mark.parametrize(
+    ("codes", "expected"),
+    [([0, 0, 0], 0), ([0, 1, 0], 1), ([5, 0, 5], 0), ([5, 5, 5], 5), ([5, 2, 1], 2), ([0, 5, 1], 1)],
+)
+def test_the_suite_fails_with_the_first_failing_phase(runner: ModuleType, codes: list[int], expected: int) -> None:
+    assert runner.outcome(codes) == expected
+
+
+def collected(*args: str) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode in (0, 5), f"collection failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}"
+    return {line for line in proc.stdout.splitlines() if "::" in line}
+
+
+def test_the_phases_run_every_test_once(runner: ModuleType) -> None:
+    """Over folders holding tests of every phase (a quiet folder with an alone case, tests marked alone one by one
+    beside parallel ones), the three selections split the tests between them, none left out or run twice."""
+    paths = ["tests/chaos/test_starvation.py", "tests/chaos/test_agent_chaos.py", "tests/process"]
+    every = collected(*paths)
+    selected = [collected("-m", phase.selection, *paths) for phase in runner.phases()]
+    assert all(selected), f"a phase selects nothing here: {[len(s) for s in selected]}"
+    assert sum(len(s) for s in selected) == len(every)
+    assert set().union(*selected) == every
+    first, quiet, alone = selected
+    assert "tests/chaos/test_starvation.py::test_agent_sigstop_past_its_claim[cpu-saturated]" in alone
+    assert "tests/chaos/test_starvation.py::test_agent_sigstop_past_its_claim[quiet]" in quiet
