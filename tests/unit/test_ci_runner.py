@@ -12,6 +12,7 @@ from types import ModuleType
 
 import pytest
 
+from tests.support import marks
 from tests.support.docker import PREBUILT, BuiltImages, DockerError, prebuilt_env, prebuilt_images
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,27 +116,34 @@ def test_the_suite_fails_with_the_first_failing_phase(runner: ModuleType, codes:
     assert runner.outcome(codes) == expected
 
 
-def collected(*args: str) -> set[str]:
+def collected_marks(*paths: str) -> dict[str, set[str]]:
+    """The tests under the paths, each with the names of its markers, as the suite's conftest leaves them."""
+    collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        [*collect, "-p", marks.__name__, *paths],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert proc.returncode in (0, 5), f"collection failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}"
-    return {line for line in proc.stdout.splitlines() if "::" in line}
+    assert proc.returncode == 0, f"collection failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}"
+    lines = [line.removeprefix(marks.PREFIX).split(" ") for line in proc.stdout.splitlines()]
+    return {nodeid: set(names) for nodeid, *names in (line for line in lines if "::" in line[0])}
 
 
 def test_the_phases_run_every_test_once(runner: ModuleType) -> None:
-    """Over folders holding tests of every phase (a quiet folder with an alone case, tests marked alone one by one
-    beside parallel ones), the three selections split the tests between them, none left out or run twice."""
-    paths = ["tests/chaos/test_starvation.py", "tests/chaos/test_agent_chaos.py", "tests/process"]
-    every = collected(*paths)
-    selected = [collected("-m", phase.selection, *paths) for phase in runner.phases()]
-    assert all(selected), f"a phase selects nothing here: {[len(s) for s in selected]}"
-    assert sum(len(s) for s in selected) == len(every)
-    assert set().union(*selected) == every
-    first, quiet, alone = selected
-    assert "tests/chaos/test_starvation.py::test_agent_sigstop_past_its_claim[cpu-saturated]" in alone
-    assert "tests/chaos/test_starvation.py::test_agent_sigstop_past_its_claim[quiet]" in quiet
+    """Over files holding tests of every phase (a quiet folder with an alone case, tests marked alone one by one
+    beside parallel ones), each test is selected by exactly one phase's marker expression."""
+    paths = ["tests/chaos/test_starvation.py", "tests/process/test_agent_death_defaults.py"]
+    tests = collected_marks(*paths)
+    phases = runner.phases()
+    chosen: dict[str, list[str]] = {}
+    for nodeid, names in tests.items():
+        has = {"quiet": "quiet" in names, "alone": "alone" in names}  # the selections are and/not of these names
+        chosen[nodeid] = [p.selection for p in phases if eval(p.selection, {"__builtins__": {}}, has)]
+    assert all(len(selections) == 1 for selections in chosen.values()), chosen
+    by_phase = {p.selection: {n for n, s in chosen.items() if s == [p.selection]} for p in phases}
+    assert all(by_phase.values()), f"a phase selects nothing here: {by_phase}"
+    starving = "tests/chaos/test_starvation.py::test_agent_sigstop_past_its_claim"
+    assert f"{starving}[cpu-saturated]" in by_phase["alone"]
+    assert f"{starving}[quiet]" in by_phase["quiet"]
