@@ -211,7 +211,8 @@ class Mesh:
         deadline = loop.time() + timeout
         while True:
             try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1)
+                async with asyncio.timeout(1):
+                    _, writer = await asyncio.open_connection(host, port)
             except (OSError, TimeoutError):
                 if child.proc.returncode is not None or loop.time() > deadline:
                     where = f" (see {self.log_file})" if self.log_file else ""
@@ -276,7 +277,8 @@ class Mesh:
             if child.proc is None:
                 continue
             try:
-                await asyncio.wait_for(child.proc.wait(), grace)
+                async with asyncio.timeout(grace):
+                    await child.proc.wait()
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     child.proc.kill()

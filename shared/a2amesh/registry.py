@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 
 from pydantic import ValidationError
@@ -130,15 +129,20 @@ class Registry:
         )
 
     async def wait_for(self, name: str, timeout: float) -> AgentCard:
-        """Wait until ``name`` has a live card (bounded)."""
-        async with asyncio.timeout(timeout):
-            while True:
-                card = self.get(name)
-                if card is not None:
-                    return card
-                async with self.changed:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.changed.wait(), 0.5)
+        """Wait until ``name`` has a live card.
+
+        A card only turns live by a put, which the watch applies and then notifies under the condition's lock; so
+        checking under that lock and waiting for the next change misses none. (No ``asyncio.wait_for`` inside the
+        timeout: on Python 3.11 it swallows the outer cancellation when its own wait ends in the same loop
+        iteration, and the wait would then outlive its timeout as long as no card came.)
+
+        Raises:
+            TimeoutError: no live card within ``timeout`` seconds.
+        """
+        async with asyncio.timeout(timeout), self.changed:
+            while (card := self.get(name)) is None:
+                await self.changed.wait()
+            return card
 
 
 class CardPublisher:

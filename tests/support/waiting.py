@@ -40,6 +40,7 @@ async def eventually(check: Callable[[], Any], *, timeout: float, what: str, int
 async def within(awaitable: Awaitable[T], timeout: float, what: str) -> T:
     """Await ``awaitable`` for at most ``timeout`` seconds, failing with ``what``."""
     try:
-        return await asyncio.wait_for(awaitable, timeout)
+        async with asyncio.timeout(timeout):
+            return await awaitable
     except TimeoutError:
         raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None

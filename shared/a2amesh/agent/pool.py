@@ -146,7 +146,8 @@ class LlmAgentPool(Worker):
             return
         hosted.stop.set()
         try:
-            await asyncio.wait_for(asyncio.shield(hosted.task), self.settings.shutdown_grace + 10)
+            async with asyncio.timeout(self.settings.shutdown_grace + 10):
+                await asyncio.shield(hosted.task)
         except Exception as e:
             self.log.warning("llm_agent.stop_failed", agent=name, error=str(e) or type(e).__name__)
         # the host closes its runtime's HTTP connections as it stops (AgentHost.run)

@@ -195,7 +195,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
         print("Ctrl-C stops it.")
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1)
+                async with asyncio.timeout(1):
+                    await stop.wait()
             crashed = mesh.crashed()
             if crashed:
                 print(f"a2amesh: process(es) exited: {', '.join(crashed)}; stopping", file=sys.stderr)

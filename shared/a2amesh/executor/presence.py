@@ -83,7 +83,7 @@ class PresenceKeeper:
             while not self._stop.wait(self.ttl / 3):
                 started = time.monotonic()
                 try:
-                    loop.run_until_complete(asyncio.wait_for(own.announce(self.instance), self.ttl))
+                    loop.run_until_complete(self._announce(own))
                 except Exception as e:
                     self._call(self.log.warning, "executor.presence_failed", error=str(e) or type(e).__name__)
                     continue
@@ -95,6 +95,10 @@ class PresenceKeeper:
             with contextlib.suppress(Exception):
                 loop.run_until_complete(own.aclose())
             loop.close()
+
+    async def _announce(self, own: ExecutorPresence) -> None:
+        async with asyncio.timeout(self.ttl):
+            await own.announce(self.instance)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> None:
         """Run ``fn`` on the executor's loop (from the renewal thread)."""

@@ -257,7 +257,8 @@ class McpTasks:
         log.info("mcp.task_cancelled", task_id=task_id, state=a2a.status.state.value)
         if task.runner is not None and not task.runner.done():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task.runner), CANCEL_TIMEOUT)
+                async with asyncio.timeout(CANCEL_TIMEOUT):
+                    await asyncio.shield(task.runner)
         tool = task.tool
         if tool is not None and task.status not in TERMINAL and a2a.status.state == TaskState.CANCELED:
             self._settle(task, await self.caller.result(tool, a2a))  # it was paused: no runner heard the end

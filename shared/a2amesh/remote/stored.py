@@ -154,7 +154,8 @@ class StoredRemotes(Worker):
             return
         served.stop.set()
         try:
-            await asyncio.wait_for(asyncio.shield(served.task), self.settings.shutdown_grace + 10)
+            async with asyncio.timeout(self.settings.shutdown_grace + 10):
+                await asyncio.shield(served.task)
         except TimeoutError:  # a card fetch riding out its HTTP timeout, say: cancelled, so stopping stays bounded
             self.log.warning("remote.stop_slow", agent=name, cancelled_after=self.settings.shutdown_grace + 10)
             await cancel_and_wait(served.task, limit=STOP_LIMIT)
