@@ -58,47 +58,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.quiet)
 
 
-_FORWARDED_FUZZ: dict[str, dict[str, Any]] = {}
-"""The wire fuzzer's counts that xdist workers handed over (``.ci/test``'s parallel phases)."""
-_FORWARDED_CHAOS: list[str] = []
-"""The chaos scenarios' summary lines that xdist workers handed over."""
+REPORTS = {
+    "wire fuzz counts": "tests.fuzz.harness",
+    "chaos summary": "tests.chaos.conftest",
+    "containers": "tests.containers.conftest",
+}
+"""Sections printed at the end of the run, each filled by the ``summary_lines()`` of a module the session loaded:
+the wire fuzzer's counts (messages, answers by code, valid calls, tracebacks), a line per chaos scenario (runs,
+lost, duplicated, recovery), the container tests' image build and timelines."""
+
+_FORWARDED: dict[str, list[str]] = {}
+"""The sections' lines that xdist workers handed over (``.ci/test``'s parallel phases)."""
 
 
-def _counted() -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """What this session's tests counted for the end of the run: the wire fuzzer's counts, the chaos lines."""
-    harness = sys.modules.get("tests.fuzz.harness")
-    chaos = sys.modules.get("tests.chaos.conftest")
-    return (harness.SUMMARIES if harness is not None else {}), (chaos.SUMMARIES if chaos is not None else [])
+def _own_reports() -> dict[str, list[str]]:
+    loaded = {title: sys.modules.get(name) for title, name in REPORTS.items()}
+    return {title: module.summary_lines() for title, module in loaded.items() if module is not None}
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     output = getattr(session.config, "workeroutput", None)
-    if output is not None:  # an xdist worker: its controller prints what it counted
-        fuzz, chaos = _counted()
-        output["counted"] = json.dumps({"fuzz": fuzz, "chaos": chaos})
+    if output is not None:  # an xdist worker: its controller prints the lines
+        output["reports"] = json.dumps(_own_reports())
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    counted = json.loads(getattr(node, "workeroutput", {}).get("counted", "{}"))
-    _FORWARDED_FUZZ.update(counted.get("fuzz", {}))
-    _FORWARDED_CHAOS.extend(counted.get("chaos", []))
+    for title, lines in json.loads(getattr(node, "workeroutput", {}).get("reports", "{}")).items():
+        _FORWARDED.setdefault(title, []).extend(lines)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The wire fuzzer's counts (messages, answers by code, valid calls, tracebacks) and a line per chaos scenario
-    (runs, lost, duplicated, recovery), this session's or its workers'."""
-    fuzz, chaos = _counted()
-    summaries = {**_FORWARDED_FUZZ, **fuzz}
-    if summaries:
-        terminalreporter.write_sep("-", "wire fuzz counts")
-        for target, counts in summaries.items():
-            terminalreporter.write_line(f"{target}: " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
-    lines = [*_FORWARDED_CHAOS, *chaos]
-    if lines:
-        terminalreporter.section("chaos summary")
-        for line in lines:
-            terminalreporter.write_line(line)
+    own = _own_reports()
+    for title in REPORTS:
+        lines = [*_FORWARDED.get(title, []), *own.get(title, [])]
+        if lines:
+            terminalreporter.section(title)
+            for line in lines:
+                terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

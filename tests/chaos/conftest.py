@@ -10,7 +10,12 @@ import pytest
 from a2amesh.store.redis import Redis
 
 SUMMARIES: list[str] = []
-"""This session's summary lines; the suite's conftest prints them at the end of the run (and its workers')."""
+"""This session's summary lines."""
+
+
+def summary_lines() -> list[str]:
+    """A line per scenario run, for the end of the run (tests/conftest.py prints them)."""
+    return list(SUMMARIES)
 
 
 @dataclass

@@ -36,24 +36,26 @@ STOP_TIMEOUT = 20
 @pytest.fixture(scope="session")
 def images() -> Iterator[BuiltImages]:
     """The service and server images, built once per session by deploy/build-images under a tag of the session's
-    own (so sessions of other checkouts on the same engine never run each other's images), or found built by
-    ``.ci/test`` beside its parallel phase; the tag is removed at the end, the layers stay in the build cache."""
+    own (so sessions of other checkouts on the same engine never run each other's images) and untagged at its end
+    (the layers stay in the build cache), or found built by ``.ci/test`` beside its parallel phase, which untags
+    them once every session that may use them has ended."""
     require_engine()
     built = prebuilt_images() or build_images(tag=f"test-{uuid.uuid4().hex[:8]}")
     _built.append(built)
     yield built
-    docker("rmi", *built.all(), check=False)
+    if not built.prebuilt:
+        docker("rmi", *built.all(), check=False)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+def summary_lines() -> list[str]:
+    """The build and the timelines, for the end of the run (tests/conftest.py prints them)."""
+    lines = []
     for built in _built:
         where = "beside .ci/test's parallel phase" if built.prebuilt else "in this session"
-        terminalreporter.write_line(
-            f"containers: deploy/build-images (base {built.base}) took {built.seconds:.1f}s {where}"
-        )
+        lines.append(f"containers: deploy/build-images (base {built.base}) took {built.seconds:.1f}s {where}")
     for timeline in _timelines:
-        for line in timeline.lines():
-            terminalreporter.write_line(line)
+        lines.extend(timeline.lines())
+    return lines
 
 
 @dataclass

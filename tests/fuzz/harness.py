@@ -177,7 +177,12 @@ class Report:
 
 
 SUMMARIES: dict[str, dict[str, Any]] = {}
-"""Filled by each campaign; printed at the end of the session (tests/conftest.py)."""
+"""Filled by each campaign."""
+
+
+def summary_lines() -> list[str]:
+    """Each campaign's counts, for the end of the run (tests/conftest.py prints them)."""
+    return [f"{target}: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) for target, counts in SUMMARIES.items()]
 
 
 # ---------------------------------------------------------------- log capture

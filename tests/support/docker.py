@@ -96,7 +96,7 @@ class BuiltImages:
 
 
 PREBUILT = "A2AMESH_TEST_IMAGES"
-"""The variable through which ``.ci/test`` hands its image build to the alone phase: the JSON of
+"""The variable through which ``.ci/test`` hands its image build to the quiet phase: the JSON of
 :func:`prebuilt_env`."""
 
 
