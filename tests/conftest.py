@@ -91,7 +91,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     own = _own_reports()
     for title in REPORTS:
-        lines = [*_FORWARDED.get(title, []), *own.get(title, [])]
+        lines = dict.fromkeys([*_FORWARDED.get(title, []), *own.get(title, [])])  # the image build workers share: once
         if lines:
             terminalreporter.section(title)
             for line in lines:
