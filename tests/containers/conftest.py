@@ -51,8 +51,7 @@ def summary_lines() -> list[str]:
     """The build and the timelines, for the end of the run (tests/conftest.py prints them)."""
     lines = []
     for built in _built:
-        where = "beside .ci/test's parallel phase" if built.prebuilt else "in this session"
-        lines.append(f"containers: deploy/build-images (base {built.base}) took {built.seconds:.1f}s {where}")
+        lines.append(f"containers: deploy/build-images (base {built.base}) took {built.seconds:.1f}s {built.origin}")
     for timeline in _timelines:
         lines.extend(timeline.lines())
     return lines

@@ -273,8 +273,7 @@ async def test_compose_files_are_valid_for_docker_compose_1_29(tmp_path: Path) -
 @pytest.fixture(scope="module")
 def timeline(images: BuiltImages) -> Iterator[Timeline]:
     line = Timeline("compose smoke test")
-    where = ".ci/test, beside its parallel phase" if images.prebuilt else "session fixture"
-    line.add(f"build: deploy/build-images --servers ({where})", images.seconds)
+    line.add(f"build: deploy/build-images --servers ({images.origin})", images.seconds)
     yield line
     line.report()
 

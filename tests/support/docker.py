@@ -90,6 +90,11 @@ class BuiltImages:
     def image(self, service: str) -> str:
         return f"a2amesh-{service}:{self.tag}"
 
+    @property
+    def origin(self) -> str:
+        """Where they were built, for the reports."""
+        return "beside .ci/test's parallel phase" if self.prebuilt else "in this session"
+
     def all(self) -> tuple[str, ...]:
         """Every image built: the services' and the servers'."""
         return tuple(self.image(s) for s in (*SERVICES, *SERVERS))

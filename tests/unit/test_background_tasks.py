@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import ast
 import asyncio
-from pathlib import Path
 
 import pytest
 
 from a2amesh.lifecycle import side_task, wait_set_or_done
-
-ROOT = Path(__file__).resolve().parents[2] / "shared" / "a2amesh"
+from tests.support.source import PACKAGE, modules
 
 OWNER = "lifecycle.py"
 
@@ -54,9 +52,8 @@ def _task_groups(tree: ast.AST) -> set[str]:
     return found
 
 
-def _starts(path: Path) -> list[tuple[int, str, str]]:
-    """(line, enclosing function, call) of every task started in ``path`` other than a TaskGroup's."""
-    tree = ast.parse(path.read_text(), str(path))
+def _starts(tree: ast.Module) -> list[tuple[int, str, str]]:
+    """(line, enclosing function, call) of every task a module starts other than a TaskGroup's."""
     groups = _task_groups(tree)
     found: list[tuple[int, str, str]] = []
 
@@ -81,11 +78,11 @@ def _starts(path: Path) -> list[tuple[int, str, str]]:
 
 def _all_starts() -> dict[tuple[str, str], list[str]]:
     starts: dict[tuple[str, str], list[str]] = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
+    for path, tree in modules():
+        rel = path.relative_to(PACKAGE).as_posix()
         if rel == OWNER:
             continue
-        for line, scope, call in _starts(path):
+        for line, scope, call in _starts(tree):
             starts.setdefault((rel, scope), []).append(f"a2amesh/{rel}:{line} {scope}: {call}(...)")
     return starts
 
@@ -106,9 +103,8 @@ def test_every_exception_is_still_there() -> None:
     assert not stale, f"no longer start a bare task, remove them from ALLOWED: {stale}"
 
 
-def test_the_scan_finds_the_ways_of_starting_a_task(tmp_path: Path) -> None:
-    source = tmp_path / "sample.py"
-    source.write_text(
+def test_the_scan_finds_the_ways_of_starting_a_task() -> None:
+    source = ast.parse(
         "import asyncio\n"
         "from asyncio import ensure_future\n"
         "class A:\n"

@@ -14,7 +14,7 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2] / "shared" / "a2amesh"
+from tests.support.source import PACKAGE
 
 LAYERS: list[tuple[str, frozenset[str]]] = [
     (
@@ -72,13 +72,13 @@ SEAMS: dict[str, str] = {"nats": "bus", "redis": "store"}
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _is_module(name: str) -> bool:
     rel = Path(*name.split(".")[1:]) if "." in name else Path()
-    return (ROOT / rel).with_suffix(".py").is_file() or (ROOT / rel / "__init__.py").is_file()
+    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel / "__init__.py").is_file()
 
 
 def _imported_names(path: Path, module: str) -> set[str]:
@@ -116,7 +116,7 @@ def _layer_of() -> dict[str, int]:
 def _edges() -> list[tuple[str, str]]:
     """(importer, imported) module pairs across units."""
     edges = []
-    for path in sorted(ROOT.rglob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         module = _module_name(path)
         for target in _imports(path, module):
             if _unit(target) != _unit(module):
@@ -126,7 +126,7 @@ def _edges() -> list[tuple[str, str]]:
 
 def test_every_unit_has_a_layer() -> None:
     """A new package or top-level module must be placed in the layer map before it can be checked."""
-    units = {_unit(_module_name(p)) for p in ROOT.rglob("*.py")}
+    units = {_unit(_module_name(p)) for p in PACKAGE.rglob("*.py")}
     missing = sorted(units - _layer_of().keys())
     assert not missing, f"add these to LAYERS in tests/unit/test_layers.py (and docs/architecture.md): {missing}"
 
@@ -169,7 +169,7 @@ def test_no_import_cycle_between_units() -> None:
 def test_only_the_seams_import_nats_and_redis() -> None:
     """nats or redis imported outside bus/ or store/ would let transport or store details leak upwards."""
     leaks = []
-    for path in sorted(ROOT.rglob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         module = _module_name(path)
         for name in _imported_names(path, module):
             owner = SEAMS.get(name.split(".")[0])

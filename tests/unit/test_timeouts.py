@@ -9,13 +9,11 @@ how a node waiting for its callee's card outlived the card TTL and was never ans
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2] / "shared" / "a2amesh"
+from tests.support.source import PACKAGE, modules
 
 
-def _wait_fors(path: Path) -> list[int]:
-    tree = ast.parse(path.read_text(), str(path))
+def _wait_fors(tree: ast.Module) -> list[int]:
     lines = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "wait_for" and ast.unparse(node.value) == "asyncio":
@@ -26,5 +24,5 @@ def _wait_fors(path: Path) -> list[int]:
 
 
 def test_no_module_bounds_a_wait_with_asyncio_wait_for() -> None:
-    found = [f"{path.relative_to(ROOT)}:{line}" for path in sorted(ROOT.rglob("*.py")) for line in _wait_fors(path)]
+    found = [f"{path.relative_to(PACKAGE)}:{line}" for path, tree in modules() for line in _wait_fors(tree)]
     assert not found, f"asyncio.wait_for at {found}: use `async with asyncio.timeout(...)` (module docstring)"
