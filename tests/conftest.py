@@ -45,8 +45,8 @@ pytest_plugins = [
 
 QUIET = ("chaos", "cluster", "containers", "model")
 """Folders of ``tests/`` whose every test not marked ``alone`` is ``quiet``: they kill, pause or starve processes and
-servers and wait for recovery under deadlines, or run containers; ``.ci/test`` runs them after the parallel phase,
-two side by side."""
+servers and wait for recovery under deadlines, or run containers; ``.ci/test`` runs them after the parallel phase
+(``A2AMESH_TEST_LANES`` at a time)."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
