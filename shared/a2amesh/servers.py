@@ -511,18 +511,17 @@ class NatsCluster(_Cluster[NatsServer]):
         if size < 1:
             raise ServerError(f"a NATS cluster needs at least one node, not {size}")
         data = Path(data_dir)
-        client_ports = [free_port() for _ in range(size)]
-        route_ports = tuple(free_port() for _ in range(size))
         self.name = name
-        self.nodes = [
-            NatsServer(
-                port=client_ports[i],
-                data_dir=data / f"node{i + 1}",
-                config=config,
-                cluster=ClusterRoute(name, f"{name}-{i + 1}", route_ports[i], route_ports),
-            )
-            for i in range(size)
-        ]
+        self.nodes = [NatsServer(port=free_port(), data_dir=data / f"node{i + 1}", config=config) for i in range(size)]
+        self._ports_ours = True  # until the first start: nobody knows them before
+        self._choose_ports()
+
+    def _choose_ports(self) -> None:
+        """Fresh client and route ports for every node (they name each other's routes: all move together)."""
+        route_ports = tuple(free_port() for _ in self.nodes)
+        for i, node in enumerate(self.nodes):
+            node.port = free_port()
+            node.cluster = ClusterRoute(self.name, f"{self.name}-{i + 1}", route_ports[i], route_ports)
 
     @property
     def url(self) -> str:
@@ -537,7 +536,24 @@ class NatsCluster(_Cluster[NatsServer]):
         raise ServerError(f"no node {server_name!r} in NATS cluster {self.name}")
 
     def start_sync(self) -> None:
-        """Start every node (at once: each waits for its routes) until each knows the JetStream meta leader."""
+        """Start every node (at once: each waits for its routes) until each knows the JetStream meta leader.
+
+        A port picked here can be taken by another process before its node binds it; the first start then moves
+        the whole cluster to fresh ports, up to ``PORT_TRIES`` times. A later start keeps them.
+        """
+        tries = PORT_TRIES if self._ports_ours else 1
+        for attempt in range(1, tries + 1):
+            try:
+                self._start_nodes()
+                break
+            except ServerError:
+                taken = any(_PORT_TAKEN.search(" ".join(n._output)) for n in self.nodes)
+                if attempt == tries or not taken:
+                    raise
+                self._choose_ports()
+        self._ports_ours = False
+
+    def _start_nodes(self) -> None:
         errors: list[BaseException] = []
 
         def start(node: NatsServer) -> None:

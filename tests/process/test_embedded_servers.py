@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from a2amesh.errors import ServerError
-from a2amesh.servers import NatsServer, ValkeyServer
+from a2amesh.servers import NatsCluster, NatsServer, ValkeyServer
 
 
 @pytest.fixture
@@ -90,3 +90,30 @@ def test_a_port_given_by_the_caller_is_kept_and_a_taken_one_is_a_clear_error(
             assert server.port == taken
         finally:
             server.stop_sync()
+
+
+@pytest.mark.parametrize("which", ["client", "route"])
+def test_a_nats_cluster_whose_picked_port_was_taken_moves_every_node(which: str, tmp_path: Path) -> None:
+    """A NATS cluster's nodes name each other's route ports, so a node whose picked client or route port was
+    taken before it bound it moves the whole cluster to fresh ports (seen with parallel test sessions); a
+    restart of a node keeps its ports."""
+    cluster = NatsCluster(data_dir=tmp_path / "cluster")
+    node = cluster.nodes[1]
+    assert node.cluster is not None
+    taken = node.port if which == "client" else node.cluster.port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        try:
+            cluster.start_sync()
+            ports = {n.port for n in cluster.nodes} | {n.cluster.port for n in cluster.nodes if n.cluster}
+            assert taken not in ports
+            for n in cluster.nodes:
+                with socket.create_connection(("127.0.0.1", n.port), timeout=5):
+                    pass
+            got = node.port
+            node.kill_sync()
+            node.start_sync()
+            assert node.port == got, "a restarted node must keep the port its clients know"
+        finally:
+            cluster.stop_sync()
