@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from a2amesh import tracing
 from a2amesh.bus import headers as h
-from a2amesh.bus.nats import Bus, Received, Subscription
+from a2amesh.bus.nats import Bus
 from a2amesh.config import Settings
-from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_error
+from a2amesh.errors import RpcError, TransportError, from_rpc_error
 from a2amesh.ids import instance_id, nuid, task_id_for
+from a2amesh.inbox import REREAD_TIMEOUT, CallEvent, PendingCall, ReplyInbox, TokenDelta
 from a2amesh.jsontext import content_digest
-from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
-from a2amesh.mailbox import Mailbox
 from a2amesh.protocol import (
     AgentCard,
     Artifact,
@@ -40,13 +40,28 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.registry import Registry
-from a2amesh.rpc import decode_response, decode_stream_reply, encode_request, encode_send_request
+from a2amesh.rpc import decode_response, encode_request, encode_send_request
+
+__all__ = [
+    "CONTROL_TIMEOUT",
+    "Call",
+    "CallEvent",
+    "Client",
+    "EncodedMessage",
+    "TaskAssembler",
+    "TokenDelta",
+    "already_taken",
+    "connect",
+    "continuation_refusal",
+    "make_message",
+    "parse_json_arg",
+    "request_msg_id",
+    "reused_message_id",
+]
 
 log = get_logger("client")
 
 CONTROL_TIMEOUT = 5.0
-REREAD_TIMEOUT = 15.0
-"""Seconds a caller reads a call's last stored reply, or its task, again after a reconnect (through an election)."""
 
 
 def make_message(
@@ -91,47 +106,6 @@ class EncodedMessage:
     build: Callable[[], Message]
 
 
-@dataclass(frozen=True, slots=True)
-class TokenDelta:
-    """A token delta of a streaming call (SPEC §3.5: its delta subject, best effort, never persisted).
-
-    Attributes:
-        task_id: the task the text belongs to; context_id: its context.
-        index: 0, 1, 2 … over the task's deltas.
-        text: the text generated since the previous delta.
-    """
-
-    task_id: str
-    context_id: str | None
-    index: int
-    text: str
-
-
-@dataclass
-class CallEvent:
-    """One accepted reply of a call (or, for a call that asked for them, a token delta)."""
-
-    attempt: int
-    seq: int
-    final: bool
-    response: StreamResponse | None = None
-    error: A2AMeshError | None = None
-    delta: TokenDelta | None = None
-
-
-@dataclass
-class _Pending:
-    agent: str
-    queue: Mailbox[CallEvent] = field(default_factory=Mailbox)
-    attempt: int = 0
-    seq: int = 0
-    finished: bool = False
-    deltas: bool = False
-    headers: Mapping[str, str] | None = None
-    gap: bool = False
-    """The connection dropped while the call was in flight: replies may have been lost with it."""
-
-
 class TaskAssembler:
     """Builds the current Task of a call from its stream events."""
 
@@ -168,7 +142,7 @@ class TaskAssembler:
 class Call:
     """One call in flight: iterate its events, or await its final Task."""
 
-    def __init__(self, client: Client, call_id: str, agent: str, task_id: str, pending: _Pending, deadline: float):
+    def __init__(self, client: Client, call_id: str, agent: str, task_id: str, pending: PendingCall, deadline: float):
         self._client = client
         self.call_id = call_id
         self.agent = agent
@@ -180,7 +154,7 @@ class Call:
     @property
     def reply_subject(self) -> str:
         """Where this call's replies arrive."""
-        return self._client.bus.subjects.reply(self._client.instance, self.agent, self.call_id)
+        return self._pending.subject
 
     async def events(self) -> AsyncGenerator[StreamResponse]:
         """Every accepted event until the final one.
@@ -209,7 +183,7 @@ class Call:
                 if ev.final:
                     return
         finally:
-            self._client._forget(self.call_id)
+            self._client.inbox.forget(self.call_id)
 
     async def _next(self) -> CallEvent:
         """The next event of the call that is not an error (raised); DEADLINE_EXCEEDED once the deadline passes."""
@@ -237,7 +211,7 @@ class Call:
                     if ev.final:
                         break
         finally:
-            self._client._forget(self.call_id)
+            self._client.inbox.forget(self.call_id)
         if self._assembler.task is None:
             raise RpcError(codes.INVALID_AGENT_RESPONSE, f"{self.agent!r} ended the call without a task")
         return self._assembler.task
@@ -278,11 +252,8 @@ class Client:
         self._registry = registry
         self._owns_registry = registry is None
         self._owns_bus = False
-        self._pending: dict[str, _Pending] = {}
-        self._recovering = Background()
+        self.inbox = ReplyInbox(bus, self.instance, self._task_of)
         self._started = False
-        self._delta_listening: asyncio.Lock | None = None
-        self._delta_subscription: Subscription | None = None
 
     @classmethod
     async def connect(cls, settings: Settings, *, name: str = "a2amesh-client") -> Client:
@@ -318,62 +289,11 @@ class Client:
         if self._registry is None:
             self._registry = Registry(self.bus, card_ttl=self.settings.card_ttl)
         await self._registry.start()
-        await self.bus.subscribe(self.bus.subjects.reply_inbox(self.instance), self._on_reply)
-        self.bus.on_disconnect(self._on_disconnected)
-        self.bus.on_reconnect(self._on_reconnected)
-
-    def _on_disconnected(self) -> None:
-        for pending in self._pending.values():
-            pending.gap = True  # replies published until the reconnect reach only {NS}_REPLIES
-
-    def _on_reconnected(self) -> None:
-        if self._pending:
-            self._recovering.spawn(self._recover(list(self._pending)), name="client-recover")
-
-    async def _recover(self, call_ids: list[str]) -> None:
-        """After a reconnect: replies published while we were away are only in ``{NS}_REPLIES``; read the
-        last one of each call in flight (a duplicate or stale one is dropped by :meth:`_on_reply`; a streamed
-        final is completed from its task, see :meth:`_accept`)."""
-        for call_id in call_ids:
-            pending = self._pending.get(call_id)
-            if pending is None:
-                continue
-            subject = self.bus.subjects.reply(self.instance, pending.agent, call_id)
-            try:
-                async with asyncio.timeout(REREAD_TIMEOUT):
-                    stored = await self.bus.direct_get_last(self.bus.subjects.replies_stream, subject)
-            except Exception as e:  # the next reconnect (or the call's deadline) still covers it
-                log.warning("reply.recover_failed", call_id=call_id, error=str(e) or type(e).__name__)
-                continue
-            if stored is not None:
-                await self._on_reply(Received(subject, stored.data, stored.headers, ""))
-
-    async def _complete(self, pending: _Pending, final: CallEvent, task_id: str) -> None:
-        """A streamed final after a gap: the task as stored (GetTask: status, artifacts) goes before the final
-        status, so the call ends as it would have without the replies it missed; a task that cannot be read is
-        ``UNAVAILABLE`` rather than a result without its artifacts."""
-        try:
-            task = await self.get_task(pending.agent, task_id, timeout=REREAD_TIMEOUT, headers=pending.headers)
-        except A2AMeshError as e:
-            log.warning("reply.complete_failed", agent=pending.agent, task_id=task_id, error=str(e))
-            error = TransportError(
-                codes.UNAVAILABLE,
-                f"the final of {pending.agent!r} (task {task_id}) came after replies this caller missed (a lost "
-                f"connection), and the task could not be read to complete it: {e}",
-                metadata={"agent": pending.agent, "task_id": task_id},
-            )
-            pending.queue.put_nowait(CallEvent(final.attempt, final.seq, True, error=error))
-            return
-        pending.queue.put_nowait(CallEvent(final.attempt, final.seq, False, response=StreamResponse(task=task)))
-        pending.queue.put_nowait(final)
+        await self.inbox.start()
 
     async def close(self) -> None:
         """Stop reply recovery, the registry (if owned) and the bus (if owned)."""
-        self._recovering.cancel()
-        if self._delta_subscription is not None:
-            subscription, self._delta_subscription = self._delta_subscription, None
-            with contextlib.suppress(Exception):  # the bus may be closed already
-                await subscription.unsubscribe()
+        await self.inbox.close()
         if self._owns_registry and self._registry is not None:
             await self._registry.stop()
         if self._owns_bus:
@@ -382,82 +302,6 @@ class Client:
     def cards(self) -> list[AgentCard]:
         """Live cards of the mesh."""
         return self.registry.cards()
-
-    def _forget(self, call_id: str) -> None:
-        self._pending.pop(call_id, None)
-
-    async def _listen_for_deltas(self) -> None:
-        """Subscribe to this process's delta subjects (once, at the first call that asks for deltas)."""
-        if self._delta_subscription is not None:
-            return
-        if self._delta_listening is None:
-            self._delta_listening = asyncio.Lock()
-        async with self._delta_listening:
-            if self._delta_subscription is None:
-                subject = self.bus.subjects.delta(self.instance, "*", "*")
-                self._delta_subscription = await self.bus.subscribe(subject, self._on_delta)
-
-    async def _on_delta(self, msg: Received) -> None:
-        pending = self._pending.get(msg.subject.rsplit(".", 1)[-1])
-        if pending is None or pending.finished or not pending.deltas or msg.headers.get(h.AGENT) != pending.agent:
-            return
-        try:
-            body = json.loads(msg.data)
-            delta = TokenDelta(
-                task_id=str(body["taskId"]),
-                context_id=body.get("contextId"),
-                index=int(body["index"]),
-                text=str(body["text"]),
-            )
-        except (ValueError, KeyError, TypeError) as e:  # best effort: a bad delta is dropped, the final holds all
-            log.debug("delta.dropped", error=str(e) or type(e).__name__)
-            return
-        pending.queue.put_nowait(CallEvent(pending.attempt, pending.seq, False, delta=delta))
-
-    async def _on_reply(self, msg: Received) -> None:
-        call_id = msg.subject.rsplit(".", 1)[-1]
-        pending = self._pending.get(call_id)
-        if pending is None or pending.finished:
-            return
-        self._accept(call_id, pending, msg)
-
-    def _accept(self, call_id: str, pending: _Pending, msg: Received) -> None:
-        """Take one reply of a call in order (a stale or duplicate one is dropped). A streamed final of a call
-        that was in flight when the connection dropped (replies lost with it, artifacts among them) is completed
-        from the stored task first (:meth:`_complete`)."""
-        if msg.subject != self.bus.subjects.reply(self.instance, pending.agent, call_id):
-            log.warning("reply.foreign_subject", call_id=call_id, subject=msg.subject[:200], want=pending.agent)
-            return
-        if msg.headers.get(h.AGENT) != pending.agent:
-            log.warning("reply.foreign_agent", call_id=call_id, got=msg.headers.get(h.AGENT), want=pending.agent)
-            return
-        try:
-            attempt = int(msg.headers.get(h.ATTEMPT, "1"))
-            seq = int(msg.headers.get(h.SEQ, "0"))
-        except ValueError:
-            return
-        if attempt < pending.attempt or (attempt == pending.attempt and seq <= pending.seq):
-            return  # stale attempt or duplicate
-        final = msg.headers.get(h.FINAL) == "true"
-        event = CallEvent(attempt, seq, final)
-        try:
-            resp = decode_stream_reply(msg.data)
-            if resp.error is not None:
-                event.error = from_rpc_error(resp.error.code, resp.error.message, resp.error.data)
-                event.final = True
-            else:
-                event.response = resp.result
-        except RpcError as e:
-            event.error = e
-            event.final = True
-        pending.attempt, pending.seq = attempt, seq
-        if event.final:
-            pending.finished = True
-            status = event.response.status_update if event.response is not None else None
-            if pending.gap and status is not None:
-                self._recovering.spawn(self._complete(pending, event, status.task_id), name="client-complete")
-                return
-        pending.queue.put_nowait(event)
 
     def _request_headers(
         self, *, reply_to: str | None, deadline: float, headers: Mapping[str, str] | None, call_depth: int
@@ -510,9 +354,10 @@ class Client:
         if deadline is None:
             deadline = time.time() + (timeout if timeout is not None else self.settings.call_timeout)
         call_id = call_id or nuid()
-        pending = _Pending(agent=agent, deltas=deltas and stream, headers=headers)
+        reply_subject = self.bus.subjects.reply(self.instance, agent, call_id)
+        pending = PendingCall(agent, reply_subject, deltas=deltas and stream, headers=headers)
         if pending.deltas:
-            await self._listen_for_deltas()
+            await self.inbox.listen_for_deltas()
         method = codes.SEND_STREAMING_MESSAGE if stream else codes.SEND_MESSAGE
         if isinstance(message, EncodedMessage):
             if history_length is not None and history_length < 0:
@@ -537,7 +382,7 @@ class Client:
             reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=call_depth
         )
         hdrs[h.MSG_ID] = _msg_id(agent, message_id, continued)
-        self._pending[call_id] = pending
+        self.inbox.add(call_id, pending)
         try:
             ack = await self.bus.js_publish(self.bus.subjects.request(agent), body, hdrs)
             if not ack.duplicate:
@@ -545,12 +390,15 @@ class Client:
             model = message.build() if isinstance(message, EncodedMessage) else message
             if not await self._resend_is_new(agent, model, task_id, hdrs):
                 # The same request is already queued, running or answered for another caller: follow its task.
-                await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs, request_id or call_id)
+                pending.follow = functools.partial(
+                    self._subscribe_existing, agent, task_id, reply_subject, hdrs, request_id or call_id
+                )
+                await pending.follow()
                 return call
         except BaseException:
-            self._forget(call_id)
+            self.inbox.forget(call_id)
             raise
-        self._forget(call_id)
+        self.inbox.forget(call_id)
         return await self.dispatch(
             agent,
             model.model_copy(update={"message_id": reused_message_id(model)}),
@@ -614,6 +462,9 @@ class Client:
         async for ev in call.events():
             yield ev
 
+    async def _task_of(self, agent: str, task_id: str, headers: Mapping[str, str] | None) -> Task:
+        return await self.get_task(agent, task_id, timeout=REREAD_TIMEOUT, headers=headers)
+
     async def _control(
         self, agent: str, method: str, params: Any, timeout: float, headers: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
@@ -670,12 +521,17 @@ class Client:
         """SubscribeToTask: the task's current state, then its events until the final one."""
         await self.registry.resolve(agent)
         call_id = nuid()
-        pending = _Pending(agent=agent)
+        pending = PendingCall(agent, self.bus.subjects.reply(self.instance, agent, call_id))
         deadline = time.time() + (timeout if timeout is not None else self.settings.call_timeout)
         call = Call(self, call_id, agent, task_id, pending, deadline)
-        self._pending[call_id] = pending
         hdrs = self._request_headers(reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=0)
-        await self._subscribe_existing(agent, task_id, call.reply_subject, hdrs, call_id)
+        pending.follow = functools.partial(self._subscribe_existing, agent, task_id, call.reply_subject, hdrs, call_id)
+        self.inbox.add(call_id, pending)
+        try:
+            await pending.follow()
+        except BaseException:
+            self.inbox.forget(call_id)
+            raise
         async for ev in call.events():
             yield ev
 

@@ -28,6 +28,7 @@ from a2amesh.ids import task_id_for
 from a2amesh.protocol import TaskState
 from a2amesh.servers import NatsServer, ValkeyCluster, ValkeyServer
 from a2amesh.store.cluster import ClusterRedis
+from a2amesh.store.executions import ExecutionStore
 from a2amesh.store.keys import Keys
 from a2amesh.store.redis import connect_redis
 from tests.chaos.conftest import ChaosSummary, completions
@@ -179,9 +180,8 @@ async def run_with_fault(
     try:
         tasks, effects = await finish(m, calls, timeout=80)  # within pytest-timeout: a stuck run fails clearly
     except AssertionError as e:
-        if diagnose is None:
-            raise
-        raise AssertionError(f"{e}\n{await diagnose(calls)}") from None
+        found = await (diagnose(calls) if diagnose is not None else where_runs_stand(m, calls, agents + executors))
+        raise AssertionError(f"{e}\n{found}") from None
     failed = [t.status for t in tasks if t.status.state != TaskState.COMPLETED]
     assert not failed, [s.message.text() if s.message else s.state for s in failed[:3]]
     assert len(effects) == RUNS * STEPS, f"{len(effects)} distinct side effects, expected {RUNS * STEPS}"
@@ -194,6 +194,29 @@ async def run_with_fault(
     check(summary, tasks)
     alive(agents + executors)
     return summary
+
+
+async def where_runs_stand(m: Mesh, calls: list[Call], procs: list[Proc]) -> str:
+    """For each unfinished run: its execution record, its nodes, the last reply stored for each node's call and
+    every process's log lines about the run or its callees' tasks, so a run stuck in CI explains itself."""
+    store = await connect_redis(m.settings)  # m.redis is the records server on a Valkey Cluster
+    executions = ExecutionStore.for_settings(store, m.settings)
+    out: list[str] = []
+    for call in calls:
+        if call.task is not None and call.task.status.state.terminal:
+            continue
+        record = await executions.record(call.task_id) or {}
+        fields = {k: record.get(k) for k in ("status", "epoch", "final_published", "owner")}
+        out.append(f"run {call.task_id}: {fields} lease owner={await executions.lease_owner(call.task_id)!r}")
+        ids = {call.task_id}
+        for path, node in (await executions.nodes(call.task_id)).items():
+            out.append(f"  node {path}: {node}")
+            if node.get("task_id"):
+                ids.add(str(node["task_id"]))
+        for p in procs:
+            out += [f"  pid {p.pid}: {line}" for line in p.output().splitlines() if any(i in line for i in ids)]
+    await store.aclose()
+    return "\n".join(out)
 
 
 async def duplicates_seen(m: Mesh, effects: dict[str, int], procs: list[Proc]) -> str:

@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ),
     ("infrastructure", frozenset({"bus", "store", "servers"})),  # the only importers of nats and redis
     ("workflow", frozenset({"workflow"})),  # definitions and the pure engines (dag/, graph/ included)
-    ("mesh client", frozenset({"client", "registry"})),  # calling agents, the card registry
+    ("mesh client", frozenset({"client", "inbox", "registry"})),  # calling agents, their replies, the card registry
     (
         "workers",
         frozenset({"worker", "agent", "executor", "service", "builtins", "remote"}),
