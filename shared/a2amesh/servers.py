@@ -19,6 +19,7 @@ import sys
 import sysconfig
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +32,25 @@ STOP_TIMEOUT = 10.0
 PORT_TRIES = 5
 """Starts on a fresh port when the one picked was taken before the server bound it."""
 _PORT_TAKEN = re.compile(r"address already in use", re.IGNORECASE)
+
+
+def _start_moving_ports(
+    start: Callable[[], None], taken: Callable[[], bool], choose_ports: Callable[[], None], tries: int
+) -> None:
+    """``start()``, on fresh ports (``choose_ports()``) while it failed because a port was ``taken()``."""
+    for attempt in range(1, tries + 1):
+        try:
+            start()
+            return
+        except ServerError:
+            if attempt == tries or not taken():
+                raise
+            choose_ports()
+
+
+def _port_taken(server: _Server) -> bool:
+    """Whether ``server`` last failed to start because one of its ports was taken."""
+    return bool(_PORT_TAKEN.search(" ".join(server._output)))
 
 
 def free_port() -> int:
@@ -136,14 +156,7 @@ class _Server(_Threaded):
         """
         with self._lock:
             tries = PORT_TRIES if self._port_ours else 1
-            for attempt in range(1, tries + 1):
-                try:
-                    self._start_locked()
-                    break
-                except ServerError:
-                    if attempt == tries or not _PORT_TAKEN.search(" ".join(self._output)):
-                        raise
-                    self._choose_ports()
+            _start_moving_ports(self._start_locked, lambda: _port_taken(self), self._choose_ports, tries)
             self._port_ours = False
 
     def _choose_ports(self) -> None:
@@ -542,15 +555,7 @@ class NatsCluster(_Cluster[NatsServer]):
         the whole cluster to fresh ports, up to ``PORT_TRIES`` times. A later start keeps them.
         """
         tries = PORT_TRIES if self._ports_ours else 1
-        for attempt in range(1, tries + 1):
-            try:
-                self._start_nodes()
-                break
-            except ServerError:
-                taken = any(_PORT_TAKEN.search(" ".join(n._output)) for n in self.nodes)
-                if attempt == tries or not taken:
-                    raise
-                self._choose_ports()
+        _start_moving_ports(self._start_nodes, lambda: any(map(_port_taken, self.nodes)), self._choose_ports, tries)
         self._ports_ours = False
 
     def _start_nodes(self) -> None:
