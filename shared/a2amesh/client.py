@@ -377,6 +377,7 @@ class Client:
                 "store large inputs as artifacts and send their artifact:// URL",
             )
         task_id = continued or task_id or task_id_for(agent, message_id)
+        pending.task_id = task_id
         call = Call(self, call_id, agent, task_id, pending, deadline)
         hdrs = self._request_headers(
             reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=call_depth
@@ -521,7 +522,7 @@ class Client:
         """SubscribeToTask: the task's current state, then its events until the final one."""
         await self.registry.resolve(agent)
         call_id = nuid()
-        pending = PendingCall(agent, self.bus.subjects.reply(self.instance, agent, call_id))
+        pending = PendingCall(agent, self.bus.subjects.reply(self.instance, agent, call_id), task_id=task_id)
         deadline = time.time() + (timeout if timeout is not None else self.settings.call_timeout)
         call = Call(self, call_id, agent, task_id, pending, deadline)
         hdrs = self._request_headers(reply_to=call.reply_subject, deadline=deadline, headers=headers, call_depth=0)

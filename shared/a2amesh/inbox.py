@@ -9,7 +9,9 @@ never for its deadline:
 - every call in flight at once after a reconnect, then again 1, 2, 4 … s later (a replica answering a direct get
   may not hold the newest message yet, and the callee's own publish may still be riding out an election);
 - any call quiet for :data:`QUIET_FIRST` seconds, then at doubling intervals up to :data:`QUIET_MAX`: the safety
-  net for a loss nobody saw.
+  net for a loss nobody saw. A call still without a stored answer :data:`ASK_TASK_AFTER` seconds after it was sent
+  asks for its task as well (GetTask, answered from the callee's store): a task already terminal is the call's
+  answer, for a final the replies stream never took (an outage longer than the callee's publish retries).
 
 A call that follows a task another request started (SubscribeToTask, itself one core NATS message) sends its
 subscription again at the same times: the task keeps one subscriber per reply subject, so a repeat only makes the
@@ -31,10 +33,19 @@ from a2amesh.errors import A2AMeshError, RpcError, TransportError, from_rpc_erro
 from a2amesh.lifecycle import Background
 from a2amesh.logs import get_logger
 from a2amesh.mailbox import Mailbox
-from a2amesh.protocol import StreamResponse, Task, codes
+from a2amesh.protocol import StreamResponse, Task, TaskStatusUpdateEvent, codes
 from a2amesh.rpc import decode_stream_reply
 
-__all__ = ["QUIET_FIRST", "QUIET_MAX", "REREAD_TIMEOUT", "CallEvent", "PendingCall", "ReplyInbox", "TokenDelta"]
+__all__ = [
+    "ASK_TASK_AFTER",
+    "QUIET_FIRST",
+    "QUIET_MAX",
+    "REREAD_TIMEOUT",
+    "CallEvent",
+    "PendingCall",
+    "ReplyInbox",
+    "TokenDelta",
+]
 
 log = get_logger("client")
 
@@ -47,6 +58,8 @@ QUIET_MAX = 120.0
 AFTER_RECONNECT = 0.5
 """The first interval after a reconnect's read (then doubling): the reads that catch what a lagging replica or
 a callee's late publish held back."""
+ASK_TASK_AFTER = 60.0
+"""Seconds after which a call with nothing stored on its reply subject reads its task too, at each read back."""
 TICK = 1.0
 """Seconds between two looks for calls due a read."""
 READS_AT_ONCE = 32
@@ -87,6 +100,8 @@ class PendingCall:
     agent: str
     subject: str
     """Its reply subject."""
+    task_id: str = ""
+    """The callee's task it waits for."""
     queue: Mailbox[CallEvent] = field(default_factory=Mailbox)
     attempt: int = 0
     seq: int = 0
@@ -102,6 +117,8 @@ class PendingCall:
     """Seconds from its next read back to the one after."""
     read_at: float = 0.0
     """``time.monotonic()`` of its next read back."""
+    since: float = 0.0
+    """``time.monotonic()`` when it was sent."""
 
 
 class ReplyInbox:
@@ -126,6 +143,8 @@ class ReplyInbox:
         self._delta_listening: asyncio.Lock | None = None
         self.quiet_first = QUIET_FIRST
         """Seconds a call waits quiet before its first read back."""
+        self.ask_task_after = ASK_TASK_AFTER
+        """Seconds after which a call with no stored answer reads its task too."""
 
     async def start(self) -> None:
         """Subscribe to the instance's reply subjects and start reading quiet calls back."""
@@ -144,8 +163,9 @@ class ReplyInbox:
 
     def add(self, call_id: str, call: PendingCall) -> None:
         """Take replies for ``call_id`` from now on (and read it back once it has been quiet for a while)."""
+        call.since = time.monotonic()
         call.quiet = self.quiet_first
-        call.read_at = time.monotonic() + self.quiet_first
+        call.read_at = call.since + self.quiet_first
         self._calls[call_id] = call
 
     def forget(self, call_id: str) -> None:
@@ -282,10 +302,29 @@ class ReplyInbox:
                 stored = await self.bus.direct_get_last(self.bus.subjects.replies_stream, call.subject)
                 if stored is not None and not call.finished and self._calls.get(call_id) is call:
                     self._take_stored(call_id, call, stored.data, stored.headers)
+                if not call.finished and call.task_id and time.monotonic() - call.since >= self.ask_task_after:
+                    await self._take_terminal_task(call)
                 if call.follow is not None and not call.finished:
                     await call.follow()
         except Exception as e:
             log.warning("reply.reread_failed", call_id=call_id, error=str(e) or type(e).__name__)
+
+    async def _take_terminal_task(self, call: PendingCall) -> None:
+        """End the call with its task when that is terminal: its final was stored before it was published, and a
+        terminal task takes no more messages, so it is this call's answer whatever message the call sent."""
+        try:
+            task = await self._get_task(call.agent, call.task_id, call.headers)
+        except RpcError:
+            return  # not found (still queued), not the caller's: the call waits on
+        if call.finished or not task.status.state.terminal:
+            return
+        log.warning("reply.answered_from_task", agent=call.agent, task_id=call.task_id)
+        call.finished = True
+        status = TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
+        call.queue.put_nowait(CallEvent(call.attempt, call.seq + 1, False, response=StreamResponse(task=task)))
+        call.queue.put_nowait(
+            CallEvent(call.attempt, call.seq + 2, True, response=StreamResponse(status_update=status))
+        )
 
     def _take_stored(self, call_id: str, call: PendingCall, data: bytes, headers: Mapping[str, str]) -> None:
         try:

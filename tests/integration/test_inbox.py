@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -12,6 +15,7 @@ from a2amesh.bus.nats import Bus, Received
 from a2amesh.client import Client, make_message
 from a2amesh.config import Settings
 from a2amesh.ids import nuid, task_id_for
+from a2amesh.lifecycle import side_task
 from a2amesh.protocol import (
     AgentCapabilities,
     AgentCard,
@@ -25,21 +29,28 @@ from a2amesh.protocol import (
     codes,
 )
 from a2amesh.registry import CardPublisher
-from a2amesh.rpc import encode_task_result
+from a2amesh.rpc import encode_result, encode_task_result
 from a2amesh.worker.replies import reply_headers
 from tests.support.waiting import eventually, within
 
+Silent = Callable[[str], Awaitable[None]]
 QUIET = 0.3
 """The tests' quiet interval before a call's first read back (10 s by default)."""
 
 
-async def silent_agent(bus: Bus, settings: Settings, name: str) -> None:
-    """A live card for ``name`` with nobody serving it: its requests are stored and never answered live."""
-    card = AgentCard(
-        name=name,
-        capabilities=AgentCapabilities(extensions=[AgentExtension(uri=codes.EXT_AGENT_TYPE, params={"type": "agent"})]),
-    )
-    await CardPublisher(bus, card, instance="silent", card_ttl=settings.card_ttl).publish()
+@pytest.fixture
+async def silent(bus: Bus, settings: Settings) -> AsyncIterator[Silent]:
+    """Gives a name a live card with nobody serving it: its requests are stored and never answered live."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def live_card(name: str) -> None:
+            extension = AgentExtension(uri=codes.EXT_AGENT_TYPE, params={"type": "agent"})
+            card = AgentCard(name=name, capabilities=AgentCapabilities(extensions=[extension]))
+            publisher = CardPublisher(bus, card, instance="silent", card_ttl=settings.card_ttl)
+            await publisher.publish()
+            await stack.enter_async_context(side_task(publisher.heartbeat()))
+
+        yield live_card
 
 
 def finished(task_id: str, text: str) -> Task:
@@ -62,11 +73,13 @@ def quick(client: Client) -> Client:
     return client
 
 
-async def test_a_final_stored_while_nobody_listened_is_read_back(quick: Client, bus: Bus, settings: Settings) -> None:
+async def test_a_final_stored_while_nobody_listened_is_read_back(
+    quick: Client, bus: Bus, settings: Settings, silent: Silent
+) -> None:
     """A final that reached the replies stream but not the caller (published while the caller's interest was
     not on the publisher's server: a reconnect, a new cluster route, a slow consumer) answers the call as soon
     as the call has been quiet for a while, not at its deadline."""
-    await silent_agent(bus, settings, "mute")
+    await silent("mute")
     call_id = nuid()
     message = make_message("hello")
     task_id = task_id_for("mute", message.message_id)
@@ -80,10 +93,12 @@ async def test_a_final_stored_while_nobody_listened_is_read_back(quick: Client, 
     assert len(quick.inbox) == 0, "a finished call is forgotten"
 
 
-async def test_a_subscription_nobody_answered_is_sent_again(quick: Client, bus: Bus, settings: Settings) -> None:
+async def test_a_subscription_nobody_answered_is_sent_again(
+    quick: Client, bus: Bus, settings: Settings, silent: Silent
+) -> None:
     """A SubscribeToTask is one core NATS message: one sent while the callee's control plane was not listening is
     gone. The caller sends it again while it hears nothing, so the callee answers once it listens."""
-    await silent_agent(bus, settings, "late")
+    await silent("late")
     task_id = "task-of-late"
     heard: list[str] = []
     listening = False
@@ -108,3 +123,42 @@ async def test_a_subscription_nobody_answered_is_sent_again(quick: Client, bus: 
     assert event.task.status.state == TaskState.COMPLETED
     assert len(heard) >= 2, "sent again"
     assert len(set(heard)) == 1, "to the same reply subject"
+
+
+async def test_a_final_the_replies_stream_never_took_is_read_from_the_task(
+    quick: Client, bus: Bus, settings: Settings, silent: Silent
+) -> None:
+    """A callee stores its final before it publishes it; when the replies stream never takes it (an outage longer
+    than the callee's publish retries), the call asks for the task once it has waited long enough, and a terminal
+    task answers it. A task still running does not."""
+    await silent("unstored")
+    quick.inbox.ask_task_after = QUIET
+    message = make_message("hello")
+    task_id = task_id_for("unstored", message.message_id)
+    asked: list[str] = []
+    done = False
+
+    async def control(msg: Received) -> None:  # GetTask, answered from the callee's store
+        request = json.loads(msg.data)
+        asked.append(request["method"])
+        task = finished(task_id, "stored, never published") if done else working(task_id)
+        await bus.publish(msg.reply, encode_result(request["id"], task), {h.AGENT: "unstored"})
+
+    subscription = await bus.subscribe(bus.subjects.control("unstored"), control)
+    try:
+        call = await quick.dispatch("unstored", message, timeout=120)
+        result = asyncio.ensure_future(call.result())
+        await eventually(lambda: len(asked) >= 2, timeout=10, what="the call to ask for its task twice")
+        assert not result.done(), "a task still working is no answer"
+        done = True
+        task = await within(result, 10, "the terminal task to answer the call")
+    finally:
+        await subscription.unsubscribe()
+    assert set(asked) == {codes.GET_TASK}
+    assert task.status.state == TaskState.COMPLETED
+    assert task.status.message is not None
+    assert task.status.message.text() == "stored, never published"
+
+
+def working(task_id: str) -> Task:
+    return Task(id=task_id, context_id="ctx", status=TaskStatus(state=TaskState.WORKING))
