@@ -91,7 +91,11 @@ def test_a_handed_build_round_trips_its_tag_base_and_time() -> None:
     )
 
 
-def test_each_phase_combines_a_mark_expression_with_its_selection(runner: ModuleType) -> None:
+def test_each_phase_combines_a_mark_expression_with_its_selection(
+    runner: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("A2AMESH_TEST_WORKERS", raising=False)  # the defaults, whatever runs this suite
+    monkeypatch.delenv("A2AMESH_TEST_LANES", raising=False)
     first, quiet, alone = runner.phases()
     assert first.argv(["tests/unit", "-x"], None) == [
         "-n", runner.WORKERS, "--dist", "loadfile", "-m", "not quiet and not alone", "tests/unit", "-x"
@@ -106,6 +110,9 @@ def test_each_phase_combines_a_mark_expression_with_its_selection(runner: Module
     ]
     assert alone.argv(["-k", "takeover"], None) == ["-m", "alone", "-k", "takeover"]
     assert [p.containers for p in (first, quiet, alone)] == [False, True, False]
+    monkeypatch.setenv("A2AMESH_TEST_WORKERS", "3")
+    monkeypatch.setenv("A2AMESH_TEST_LANES", "2")
+    assert [p.argv([], None)[:2] for p in runner.phases()[:2]] == [["-n", "3"], ["-n", "2"]]
 
 
 @pytest.mark.parametrize(
