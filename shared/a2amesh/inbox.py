@@ -6,9 +6,9 @@ again after a reconnect, or dropped for a slow consumer, never arrives live. So 
 message on the call's subject, a direct get), and a call waits for its answer as long as the stream keeps it,
 never for its deadline:
 
-- every call in flight at once after a reconnect, then again 1, 2, 4 … s later (a replica answering a direct get
+- every call in flight at once after a reconnect, then again 0.5, 1, 2 … s apart (a replica answering a direct get
   may not hold the newest message yet, and the callee's own publish may still be riding out an election);
-- any call quiet for :data:`QUIET_FIRST` seconds, then at doubling intervals up to :data:`QUIET_MAX`: the safety
+- any call quiet for :data:`QUIET_FIRST` seconds, then 10, 20, 40 … s apart up to :data:`QUIET_MAX`: the safety
   net for a loss nobody saw. A call still without a stored answer :data:`ASK_TASK_AFTER` seconds after it was sent
   asks for its task as well (GetTask, answered from the callee's store): a task already terminal is the call's
   answer, for a final the replies stream never took (an outage longer than the callee's publish retries).
@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from a2amesh.bus import headers as h
@@ -119,6 +119,22 @@ class PendingCall:
     """``time.monotonic()`` of its next read back."""
     since: float = 0.0
     """``time.monotonic()`` when it was sent."""
+
+
+def take_due(calls: Mapping[str, PendingCall], now: float) -> list[tuple[str, PendingCall]]:
+    """The calls due a read back at ``now``, each given its next read (the interval doubling up to
+    :data:`QUIET_MAX`)."""
+    due = [(call_id, call) for call_id, call in calls.items() if call.read_at <= now]
+    for _, call in due:
+        call.read_at = now + call.quiet
+        call.quiet = min(call.quiet * 2, QUIET_MAX)
+    return due
+
+
+def reread_soon(calls: Iterable[PendingCall], now: float) -> None:
+    """After a reconnect: every call due a read back at once, then after :data:`AFTER_RECONNECT` s, doubling."""
+    for call in calls:
+        call.quiet, call.read_at = AFTER_RECONNECT, now
 
 
 class ReplyInbox:
@@ -274,9 +290,7 @@ class ReplyInbox:
             call.gap = True  # replies published until the reconnect reach only {NS}_REPLIES
 
     def _on_reconnected(self) -> None:
-        now = time.monotonic()
-        for call in self._calls.values():
-            call.quiet, call.read_at = AFTER_RECONNECT, now
+        reread_soon(self._calls.values(), time.monotonic())
         self._due.set()
 
     async def _read_quiet_calls(self) -> None:
@@ -285,11 +299,7 @@ class ReplyInbox:
                 async with asyncio.timeout(TICK):
                     await self._due.wait()
             self._due.clear()
-            now = time.monotonic()
-            due = [(call_id, call) for call_id, call in self._calls.items() if call.read_at <= now]
-            for _, call in due:
-                call.read_at = now + call.quiet
-                call.quiet = min(call.quiet * 2, QUIET_MAX)
+            due = take_due(self._calls, time.monotonic())
             for i in range(0, len(due), READS_AT_ONCE):
                 await asyncio.gather(*(self._read_back(call_id, call) for call_id, call in due[i : i + READS_AT_ONCE]))
 
@@ -297,10 +307,12 @@ class ReplyInbox:
         """Take the call's last stored reply as if it had arrived (a duplicate or stale one is dropped); send its
         subscription again when it follows a task and is still unanswered. Never raises: the next read covers a
         failed one."""
+        if call.finished or self._calls.get(call_id) is not call:
+            return  # answered or forgotten since it was found due
         try:
             async with asyncio.timeout(REREAD_TIMEOUT):
                 stored = await self.bus.direct_get_last(self.bus.subjects.replies_stream, call.subject)
-                if stored is not None and not call.finished and self._calls.get(call_id) is call:
+                if stored is not None and not call.finished:
                     self._take_stored(call_id, call, stored.data, stored.headers)
                 if not call.finished and call.task_id and time.monotonic() - call.since >= self.ask_task_after:
                     await self._take_terminal_task(call)
