@@ -109,8 +109,8 @@ class PendingCall:
     deltas: bool = False
     headers: Mapping[str, str] | None = None
     gap: bool = False
-    """Replies may have been lost (the connection dropped, or a stored final skipped some): a streamed final is
-    completed from the task."""
+    """Replies may have been lost (the connection dropped, or one was taken from the stream, missed live): a
+    streamed final is completed from the task."""
     follow: Callable[[], Awaitable[None]] | None = None
     """Sends the call's SubscribeToTask again, when it follows a task another request started."""
     quiet: float = QUIET_FIRST
