@@ -37,6 +37,7 @@ from a2amesh.protocol import StreamResponse, Task, TaskStatusUpdateEvent, codes
 from a2amesh.rpc import decode_stream_reply
 
 __all__ = [
+    "AFTER_RECONNECT",
     "ASK_TASK_AFTER",
     "QUIET_FIRST",
     "QUIET_MAX",
@@ -45,6 +46,8 @@ __all__ = [
     "PendingCall",
     "ReplyInbox",
     "TokenDelta",
+    "reread_soon",
+    "take_due",
 ]
 
 log = get_logger("client")

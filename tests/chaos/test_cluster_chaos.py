@@ -197,8 +197,8 @@ async def run_with_fault(
 
 
 async def where_runs_stand(m: Mesh, calls: list[Call], procs: list[Proc]) -> str:
-    """For each unfinished run: its execution record, its nodes, the last reply stored for each node's call and
-    every process's log lines about the run or its callees' tasks, so a run stuck in CI explains itself."""
+    """For each unfinished run: its execution record and lease, its node records and every process's log lines
+    about the run or its callees' tasks, so a run stuck in CI explains itself."""
     store = await connect_redis(m.settings)  # m.redis is the records server on a Valkey Cluster
     executions = ExecutionStore.for_settings(store, m.settings)
     out: list[str] = []
