@@ -24,3 +24,12 @@ def test_public_names_resolve_lazily() -> None:
     probe = "import sys, a2amesh; a2amesh.Client; print('nats' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("module", ["a2amesh.gateway.app", "a2amesh.executor.service", "a2amesh.agent.host"])
+def test_the_gateway_executor_and_agent_host_load_no_model_client(module: str) -> None:
+    """The model client and numpy are the LLM agents' and built-in agents' (0.5 s of CPU at every start): the
+    gateway once loaded both through the management API's memory deletion event."""
+    probe = f"import json, sys, {module}; print(json.dumps(sorted(m for m in ('openai', 'numpy') if m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60)
+    assert json.loads(out.stdout) == [], f"import {module} loaded {out.stdout.strip()}"

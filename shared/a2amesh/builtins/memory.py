@@ -7,7 +7,6 @@ entries of the scope (``docs/nodes.md`` gives the limits).
 
 from __future__ import annotations
 
-import contextlib
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal
@@ -19,31 +18,14 @@ from a2amesh.agent.context import TaskContext
 from a2amesh.agent.llm_client import Embeddings
 from a2amesh.builtins.conversation import parse_input
 from a2amesh.builtins.embedders import DEFAULT_EMBEDDING_MODEL, Embedder
+from a2amesh.builtins.memory_events import publish_memory_event
 from a2amesh.bus.nats import Bus
-from a2amesh.errors import TransportError
-from a2amesh.jsontext import dumps_bytes
-from a2amesh.store.memory import MemoryEntry, MemoryStore, unpack_vector
+from a2amesh.store.memory import MemoryStore, unpack_vector
 
-__all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents", "ScopeRef", "publish_memory_event"]
+__all__ = ["DEFAULT_EMBEDDING_MODEL", "EmbeddingMismatch", "MemoryAgents", "ScopeRef"]
 
 CACHED_SCOPES = 64
 """Scopes whose vectors a process keeps in memory between searches (least recently used dropped first)."""
-
-
-async def publish_memory_event(bus: Bus, event: str, entry: MemoryEntry) -> None:
-    """``memory.created|updated|deleted`` of an entry on the events stream (its content left out: entries may be
-    private to a user, and the event says only what changed). Best effort: a store write is not undone when
-    NATS is away."""
-    data = {
-        "id": entry.id,
-        "agent": entry.agent,
-        "user": entry.user,
-        "key": entry.key,
-        "event": event,
-        "timestamp": entry.updated_at,
-    }
-    with contextlib.suppress(TransportError):
-        await bus.js_publish(bus.subjects.memory_event(entry.agent, event), dumps_bytes(data))
 
 
 class EmbeddingMismatch(ValueError):

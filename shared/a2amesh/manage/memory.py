@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from a2amesh.builtins.memory import publish_memory_event
+from a2amesh.builtins.memory_events import publish_memory_event
 from a2amesh.client import Client, make_message
 from a2amesh.manage.failures import InvalidRequest, NotFound, RunsError
 from a2amesh.protocol import TaskState
