@@ -64,6 +64,14 @@ class Prometheus:
             self.proc.kill()
             self.proc.wait(10)
 
+    async def ready(self, http: httpx.AsyncClient) -> bool:
+        """Whether Prometheus serves queries (until its storage is open, its API answers 503)."""
+        assert self.proc.poll() is None, f"prometheus exited: {self.log.read_text()[-3000:]}"
+        try:
+            return (await http.get(f"{self.url}/-/ready")).status_code == 200
+        except httpx.TransportError:
+            return False
+
     async def query(self, http: httpx.AsyncClient, promql: str) -> float | None:
         """The value of a query returning one sample (None: no sample)."""
         answer = (await http.get(f"{self.url}/api/v1/query", params={"query": promql})).json()
@@ -134,13 +142,10 @@ async def test_prometheus_scrapes_the_gateway_and_an_agent(
     try:
 
         async def scraped() -> bool:
-            assert prom.proc.poll() is None, f"prometheus exited: {prom.log.read_text()[-3000:]}"
-            try:
-                ups = [await prom.query(http, f'up{{job="{job}"}}') for job in ("gateway", "agent")]
-            except httpx.TransportError:
-                return False
+            ups = [await prom.query(http, f'up{{job="{job}"}}') for job in ("gateway", "agent")]
             return ups == [1.0, 1.0]
 
+        await eventually(lambda: prom.ready(http), timeout=60, what="prometheus to be ready", interval=0.2)
         await eventually(scraped, timeout=60, what="prometheus to scrape both targets", interval=0.5)
         calls = 'sum(a2amesh_calls_total{agent="text_stats",outcome="completed"})'
         requests = 'sum(a2amesh_http_requests_total{agent="text_stats",status="200"})'
