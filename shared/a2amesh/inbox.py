@@ -231,9 +231,11 @@ class ReplyInbox:
             return
         self._accept(call_id, call, msg)
 
-    def _accept(self, call_id: str, call: PendingCall, msg: Received) -> None:
+    def _accept(self, call_id: str, call: PendingCall, msg: Received, *, stored: bool = False) -> None:
         """Take one reply of a call in order (a stale or duplicate one is dropped). A streamed final after a gap
-        (replies lost, artifacts among them) is completed from the stored task first (:meth:`_complete`)."""
+        (replies lost, artifacts among them) is completed from the stored task first (:meth:`_complete`).
+        ``stored``: read back from the stream; taken, it was missed live, so the replies before it may have been
+        too (A2A-Seq has gaps of its own, so no count tells)."""
         if msg.subject != call.subject:
             log.warning("reply.foreign_subject", call_id=call_id, subject=msg.subject[:200], want=call.agent)
             return
@@ -247,6 +249,8 @@ class ReplyInbox:
             return
         if attempt < call.attempt or (attempt == call.attempt and seq <= call.seq):
             return  # stale attempt or duplicate
+        if stored:
+            call.gap = True
         final = msg.headers.get(h.FINAL) == "true"
         event = CallEvent(attempt, seq, final)
         try:
@@ -316,7 +320,7 @@ class ReplyInbox:
             async with asyncio.timeout(REREAD_TIMEOUT):
                 stored = await self.bus.direct_get_last(self.bus.subjects.replies_stream, call.subject)
                 if stored is not None and not call.finished:
-                    self._take_stored(call_id, call, stored.data, stored.headers)
+                    self._accept(call_id, call, Received(call.subject, stored.data, stored.headers, ""), stored=True)
                 if not call.finished and call.task_id and time.monotonic() - call.since >= self.ask_task_after:
                     await self._take_terminal_task(call)
                 if call.follow is not None and not call.finished:
@@ -340,12 +344,3 @@ class ReplyInbox:
         call.queue.put_nowait(
             CallEvent(call.attempt, call.seq + 2, True, response=StreamResponse(status_update=status))
         )
-
-    def _take_stored(self, call_id: str, call: PendingCall, data: bytes, headers: Mapping[str, str]) -> None:
-        try:
-            attempt, seq = int(headers.get(h.ATTEMPT, "1")), int(headers.get(h.SEQ, "0"))
-        except ValueError:
-            return
-        if attempt > call.attempt or (attempt == call.attempt and seq > call.seq):
-            call.gap = True  # missed live: the replies before it may have been too (A2A-Seq has gaps of its own)
-        self._accept(call_id, call, Received(call.subject, data, dict(headers), ""))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -11,6 +12,21 @@ import pytest
 
 from a2amesh.errors import ServerError
 from a2amesh.servers import NatsCluster, NatsServer, ValkeyServer
+
+
+@contextlib.contextmanager
+def squatting(port: int) -> Iterator[int]:
+    """Another process's listener on ``port`` (0: any free one) for the block; yields the port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        yield squatter.getsockname()[1]
+
+
+def accepts(port: int) -> None:
+    """Raises unless something accepts connections on ``port``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
 
 
 @pytest.fixture
@@ -58,14 +74,11 @@ def test_a_picked_port_taken_before_the_server_binds_it_is_replaced(
     keeps the port it got."""
     server = kind(data_dir=tmp_path / "data")
     taken = server.port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
-        squatter.bind(("127.0.0.1", taken))
-        squatter.listen()
+    with squatting(taken):
         try:
             server.start_sync()
             assert server.port != taken
-            with socket.create_connection(("127.0.0.1", server.port), timeout=5):
-                pass
+            accepts(server.port)
             got = server.port
             server.stop_sync()
             server.start_sync()
@@ -79,10 +92,7 @@ def test_a_port_given_by_the_caller_is_kept_and_a_taken_one_is_a_clear_error(
     kind: type[NatsServer] | type[ValkeyServer], tmp_path: Path
 ) -> None:
     """A port the caller chose is never changed: when it is taken the start fails and says why."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        taken = squatter.getsockname()[1]
+    with squatting(0) as taken:
         server = kind(port=taken, data_dir=tmp_path / "data")
         try:
             with pytest.raises(ServerError, match="(?i)address already in use"):
@@ -101,16 +111,13 @@ def test_a_nats_cluster_whose_picked_port_was_taken_moves_every_node(which: str,
     node = cluster.nodes[1]
     assert node.cluster is not None
     taken = node.port if which == "client" else node.cluster.port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
-        squatter.bind(("127.0.0.1", taken))
-        squatter.listen()
+    with squatting(taken):
         try:
             cluster.start_sync()
             ports = {n.port for n in cluster.nodes} | {n.cluster.port for n in cluster.nodes if n.cluster}
             assert taken not in ports
             for n in cluster.nodes:
-                with socket.create_connection(("127.0.0.1", n.port), timeout=5):
-                    pass
+                accepts(n.port)
             got = node.port
             node.kill_sync()
             node.start_sync()
