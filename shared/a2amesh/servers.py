@@ -578,6 +578,13 @@ class NatsCluster(_Cluster[NatsServer]):
         deadline = time.monotonic() + START_TIMEOUT
         # every node has heard of the meta leader: it knows them all as peers, so R3 placement can succeed
         while not all(any(JS_CLUSTER_READY.search(line) for line in list(n._output)) for n in self.nodes):
+            # a node is ready before it listens for routes: one whose route port was taken says so only then
+            failed = next(
+                (n for n in self.nodes if _port_taken(n) or n._proc is None or n._proc.poll() is not None), None
+            )
+            if failed is not None:
+                self.stop_sync()
+                raise ServerError(f"NATS cluster {self.name}: node {failed.url} failed: {failed._tail()}")
             if time.monotonic() > deadline:
                 tails = "; ".join(f"{n.url}: {n._tail()}" for n in self.nodes)
                 self.stop_sync()

@@ -11,7 +11,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.alone  # the benchmarks load the machine for minutes under their own deadlines
+# The benchmarks keep most of a core busy for a minute under their own deadlines (never timings): beside one other
+# quiet test, not beside the parallel phase.
+pytestmark = pytest.mark.quiet
 
 
 @pytest.mark.timeout(150)

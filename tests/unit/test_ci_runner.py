@@ -154,3 +154,11 @@ def test_the_phases_run_every_test_once(runner: ModuleType) -> None:
     starving = "tests/chaos/test_starvation.py::test_agent_sigstop_past_its_claim"
     assert f"{starving}[cpu-saturated]" in by_phase["alone"]
     assert f"{starving}[quiet]" in by_phase["quiet"]
+
+
+def test_a_phase_reports_the_cpu_its_processes_spent(runner: ModuleType) -> None:
+    before = runner.children_cpu()
+    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True, timeout=60)
+    spent = runner.children_cpu() - before
+    assert spent > 0.05, f"a child that computed for a while counted {spent:.3f}s of CPU"
+    assert str(runner.Took(1, 12.4, 20.6)) == "exited 1 in 12s (21s of CPU)"
