@@ -25,6 +25,7 @@ from a2amesh.bus.setup import init_mesh
 from a2amesh.client import Client
 from a2amesh.config import Settings
 from a2amesh.store.redis import Redis, connect_redis
+from tests.support import phases
 from tests.support.processes import ProcessFactory
 from tests.support.servers import (
     ClusterServers,
@@ -56,6 +57,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_quiet_folder = item.path.is_relative_to(root) and item.path.relative_to(root).parts[0] in QUIET
         if in_quiet_folder and item.get_closest_marker("alone") is None:
             item.add_marker(pytest.mark.quiet)
+    phases.record(items, root.parent)
 
 
 REPORTS = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.support import marks
+from tests.support import marks, phases
 from tests.support.docker import PREBUILT, BuiltImages, DockerError, prebuilt_env, prebuilt_images
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,6 +130,7 @@ def collected_marks(*paths: str) -> dict[str, set[str]]:
     proc = subprocess.run(
         [*collect, "-p", marks.__name__, *paths],
         cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k != phases.RECORD},
         capture_output=True,
         text=True,
         timeout=120,
@@ -162,3 +164,32 @@ def test_a_phase_reports_the_cpu_its_processes_spent(runner: ModuleType) -> None
     spent = runner.children_cpu() - before
     assert spent > 0.05, f"a child that computed for a while counted {spent:.3f}s of CPU"
     assert str(runner.Took(1, 12.4, 20.6)) == "exited 1 in 12s (21s of CPU)"
+
+
+def test_the_parallel_phase_records_which_files_hold_the_later_phases_tests(tmp_path: Path) -> None:
+    """A session with ``A2AMESH_TEST_LATER`` set writes the files holding quiet and alone tests (before ``-m``
+    deselects them), so the later phases collect those files alone."""
+    where = tmp_path / "later"
+    starvation, deaths = "tests/chaos/test_starvation.py", "tests/process/test_agent_death_defaults.py"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "not quiet"]
+        + [starvation, deaths, "tests/unit/test_ids.py"],
+        cwd=REPO,
+        env={**os.environ, phases.RECORD: str(where)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"collection failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}"
+    assert phases.read(where) == {"quiet": [starvation], "alone": sorted([starvation, deaths])}
+    assert phases.read(tmp_path / "nothing") is None
+
+
+def test_a_later_phase_of_the_whole_suite_collects_only_its_files(runner: ModuleType) -> None:
+    parallel, quiet, alone = runner.phases()
+    later = {"quiet": ["tests/chaos/test_a.py"], "alone": []}
+    assert runner.phase_args(parallel, ["-x"], later) == ["-x"]
+    assert runner.phase_args(quiet, ["-x"], later) == ["-x", "tests/chaos/test_a.py"]
+    assert runner.phase_args(alone, ["-x"], later) is None, "no file holds an alone test: the phase is skipped"
+    assert runner.phase_args(quiet, ["-x"], None) == ["-x"], "nothing recorded: every file"
+    assert runner.phase_args(alone, ["tests/unit", "-x"], later) == ["tests/unit", "-x"], "paths given: those"
