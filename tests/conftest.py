@@ -8,6 +8,7 @@ import contextlib
 # pytest_plugins set below once the fake LLM exists
 import importlib.util as _ilu
 import json
+import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -58,6 +59,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if in_quiet_folder and item.get_closest_marker("alone") is None:
             item.add_marker(pytest.mark.quiet)
     phases.record(items, root.parent)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # .ci/test's sessions hand out files in this order
+        items[:] = phases.longest_first(items, root.parent)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    phases.add_time(report)
 
 
 REPORTS = {
@@ -79,6 +86,7 @@ def _own_reports() -> dict[str, list[str]]:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    phases.write_times()
     output = getattr(session.config, "workeroutput", None)
     if output is not None:  # an xdist worker: its controller prints the lines
         output["reports"] = json.dumps(_own_reports())

@@ -1,15 +1,23 @@
-"""Which test files hold the tests of ``.ci/test``'s later phases, as the parallel phase's collection found them.
+"""How ``.ci/test``'s phases find and order their test files.
 
-Every pytest session collects every file it is given, and collecting the whole suite costs a session ~10 s of
-CPU (it imports every test module). The parallel phase collects everything anyway; with ``A2AMESH_TEST_LATER``
-set, each of its sessions writes which files hold ``quiet`` and which ``alone`` tests, and ``.ci/test`` hands the
-later phases those files alone (their ``-m`` still selects the tests).
+**Longest first.** A session on several pytest-xdist workers (``--dist loadfile``) hands out whole files in
+collection order; pytest-xdist would order them by their number of tests, which leaves the slow files of one or two
+tests (processes, the CLI, the benchmarks) for last, and the other workers idle while they run. Instead the
+sessions take the files longest first, by the seconds each took in a run of the suite (``tests/durations.json``;
+a file it does not know counts as an average one). ``A2AMESH_TEST_TIMES=PATH`` has every session write each
+file's seconds to ``PATH.PID``; ``python -m tests.support.phases PATH`` makes ``tests/durations.json`` of them.
+
+**Later phases.** Every pytest session collects every file it is given, and collecting the whole suite costs a
+session ~10 s of CPU (it imports every test module). The parallel phase collects everything anyway; with
+``A2AMESH_TEST_LATER`` set, each of its sessions writes which files hold ``quiet`` and which ``alone`` tests, and
+``.ci/test`` hands the later phases those files alone (their ``-m`` still selects the tests).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,6 +27,47 @@ RECORD = "A2AMESH_TEST_LATER"
 """The variable naming the record's path (each session writes ``PATH.PID``)."""
 LATER = ("quiet", "alone")
 """The markers of the later phases."""
+TIMES = "A2AMESH_TEST_TIMES"
+"""The variable naming where every session writes the seconds each test file took (``PATH.PID``)."""
+DURATIONS = Path(__file__).resolve().parents[1] / "durations.json"
+"""Seconds each test file took in a run of the suite (setup, call and teardown of its tests)."""
+_seconds: dict[str, float] = {}
+
+
+def longest_first(items: list[pytest.Item], root: Path) -> list[pytest.Item]:
+    """``items`` with their files longest first (``tests/durations.json``), each file's tests in their order."""
+    try:
+        known: dict[str, float] = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return items
+    average = sum(known.values()) / len(known) if known else 0.0
+    return sorted(items, key=lambda item: -known.get(_name(item.path, root), average))
+
+
+def _name(path: Path, root: Path) -> str:
+    return str(path.relative_to(root) if path.is_relative_to(root) else path)
+
+
+def add_time(report: pytest.TestReport) -> None:
+    """Count a test's setup, call or teardown toward its file's seconds (when ``A2AMESH_TEST_TIMES`` is set)."""
+    if os.environ.get(TIMES):
+        _seconds[report.location[0]] = _seconds.get(report.location[0], 0.0) + report.duration
+
+
+def write_times() -> None:
+    """Write this session's seconds per file (when ``A2AMESH_TEST_TIMES`` is set)."""
+    where = os.environ.get(TIMES)
+    if where and _seconds:
+        Path(f"{where}.{os.getpid()}").write_text(json.dumps(dict(_seconds)))
+
+
+def merge_times(where: Path) -> dict[str, float]:
+    """The seconds per file of every session that wrote under ``where``, summed, to a tenth of a second."""
+    total: dict[str, float] = {}
+    for path in where.parent.glob(f"{where.name}.*"):
+        for name, seconds in json.loads(path.read_text()).items():
+            total[name] = total.get(name, 0.0) + seconds
+    return {name: round(seconds, 1) for name, seconds in sorted(total.items())}
 
 
 def record(items: Iterable[pytest.Item], root: Path) -> None:
@@ -30,7 +79,7 @@ def record(items: Iterable[pytest.Item], root: Path) -> None:
     for item in items:
         for marker in LATER:
             if item.get_closest_marker(marker) is not None:
-                files[marker].add(str(item.path.relative_to(root) if item.path.is_relative_to(root) else item.path))
+                files[marker].add(_name(item.path, root))
     path = Path(f"{where}.{os.getpid()}")
     written = path.with_name(path.name + ".tmp")
     written.write_text(json.dumps({marker: sorted(names) for marker, names in files.items()}))
@@ -46,3 +95,9 @@ def read(where: Path) -> dict[str, list[str]] | None:
             for marker, names in json.loads(path.read_text()).items():
                 found.setdefault(marker, set()).update(names)
     return {marker: sorted(names) for marker, names in found.items()} if found else None
+
+
+if __name__ == "__main__":
+    times = merge_times(Path(sys.argv[1]))
+    DURATIONS.write_text(json.dumps(times, indent=0) + "\n")
+    print(f"{DURATIONS}: {len(times)} files, {sum(times.values()):.0f} s")
