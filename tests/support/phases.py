@@ -34,12 +34,14 @@ DURATIONS = Path(__file__).resolve().parents[1] / "durations.json"
 _seconds: dict[str, float] = {}
 
 
-def longest_first(items: list[pytest.Item], root: Path) -> list[pytest.Item]:
-    """``items`` with their files longest first (``tests/durations.json``), each file's tests in their order."""
-    try:
-        known: dict[str, float] = json.loads(DURATIONS.read_text())
-    except (OSError, ValueError):
-        return items
+def longest_first(items: list[pytest.Item], root: Path, known: dict[str, float] | None = None) -> list[pytest.Item]:
+    """``items`` with their files longest first (``known``, else ``tests/durations.json``), each file's tests in
+    their order."""
+    if known is None:
+        try:
+            known = json.loads(DURATIONS.read_text())
+        except (OSError, ValueError):
+            return items
     average = sum(known.values()) / len(known) if known else 0.0
     return sorted(items, key=lambda item: -known.get(_name(item.path, root), average))
 
@@ -50,7 +52,7 @@ def _name(path: Path, root: Path) -> str:
 
 def add_time(report: pytest.TestReport) -> None:
     """Count a test's setup, call or teardown toward its file's seconds (when ``A2AMESH_TEST_TIMES`` is set)."""
-    if os.environ.get(TIMES):
+    if os.environ.get(TIMES) and getattr(report, "node", None) is None:  # not a worker's, handed to its controller
         _seconds[report.location[0]] = _seconds.get(report.location[0], 0.0) + report.duration
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
+from typing import cast
 
 import pytest
 
@@ -98,17 +100,11 @@ def test_each_phase_combines_a_mark_expression_with_its_selection(
     monkeypatch.delenv("A2AMESH_TEST_WORKERS", raising=False)  # the defaults, whatever runs this suite
     monkeypatch.delenv("A2AMESH_TEST_LANES", raising=False)
     first, quiet, alone = runner.phases()
+    spread = ["--dist", "loadfile", "--no-loadscope-reorder"]  # files in collection order: longest first
     assert first.argv(["tests/unit", "-x"], None) == [
-        "-n", runner.WORKERS, "--dist", "loadfile", "-m", "not quiet and not alone", "tests/unit", "-x"
+        "-n", runner.WORKERS, *spread, "-m", "not quiet and not alone", "tests/unit", "-x"
     ]  # fmt: skip
-    assert quiet.argv([], "slow or fast") == [
-        "-n",
-        runner.LANES,
-        "--dist",
-        "loadfile",
-        "-m",
-        "(slow or fast) and (quiet)",
-    ]
+    assert quiet.argv([], "slow or fast") == ["-n", runner.LANES, *spread, "-m", "(slow or fast) and (quiet)"]
     assert alone.argv(["-k", "takeover"], None) == ["-m", "alone", "-k", "takeover"]
     assert [p.containers for p in (first, quiet, alone)] == [False, True, False]
     monkeypatch.setenv("A2AMESH_TEST_WORKERS", "3")
@@ -193,3 +189,36 @@ def test_a_later_phase_of_the_whole_suite_collects_only_its_files(runner: Module
     assert runner.phase_args(alone, ["-x"], later) is None, "no file holds an alone test: the phase is skipped"
     assert runner.phase_args(quiet, ["-x"], None) == ["-x"], "nothing recorded: every file"
     assert runner.phase_args(alone, ["tests/unit", "-x"], later) == ["tests/unit", "-x"], "paths given: those"
+
+
+def test_parallel_sessions_take_the_longest_files_first() -> None:
+    root = Path("/repo")
+    tests = [("tests/a.py", 1), ("tests/a.py", 2), ("tests/b.py", 1), ("tests/c.py", 1), ("tests/new.py", 1)]
+    items = cast(list[pytest.Item], [SimpleNamespace(path=root / name, n=n) for name, n in tests])
+    known = {"tests/a.py": 3.0, "tests/b.py": 40.0, "tests/c.py": 1.0}
+    ordered = phases.longest_first(items, root, known)
+    assert [(str(i.path.relative_to(root)), i.n) for i in ordered] == [  # type: ignore[attr-defined]
+        ("tests/b.py", 1),
+        ("tests/new.py", 1),  # unknown: an average file (14.7 s)
+        ("tests/a.py", 1),
+        ("tests/a.py", 2),
+        ("tests/c.py", 1),
+    ]
+
+
+def test_a_session_records_each_files_seconds_and_the_records_add_up(tmp_path: Path) -> None:
+    where = tmp_path / "times"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/test_ids.py"],
+        cwd=REPO,
+        env={**os.environ, phases.TIMES: str(where)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"the session failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}"
+    (tmp_path / "times.1").write_text(json.dumps({"tests/unit/test_ids.py": 2.0, "tests/other.py": 0.31}))
+    merged = phases.merge_times(where)
+    assert set(merged) == {"tests/unit/test_ids.py", "tests/other.py"}
+    assert merged["tests/unit/test_ids.py"] > 2.0, "this session's own seconds add to the other record's"
+    assert merged["tests/other.py"] == 0.3
