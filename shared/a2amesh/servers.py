@@ -428,6 +428,11 @@ class _Cluster(_Threaded, Generic[S]):
         for n in self.nodes:
             n.stop_sync()
 
+    def kill_sync(self) -> None:
+        """SIGKILL every node (a crash of the whole cluster), keeping their ports and data."""
+        for n in self.nodes:
+            n.kill_sync()
+
 
 class ValkeyCluster(_Cluster[ValkeyServer]):
     """A Valkey Cluster on loopback ports: ``primaries`` primaries sharing the 16384 slots evenly, each with

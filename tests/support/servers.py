@@ -75,10 +75,11 @@ def start_servers(tmp: Path) -> MeshServers:
 
 
 def stop_servers(s: MeshServers) -> None:
-    """Stop the servers this session started."""
+    """Stop the servers this session or test started: SIGKILL, since their data goes with the test's tmp folder
+    (a NATS server holding a session's hundreds of streams takes seconds to stop gracefully)."""
     for server in (s.nats, s.valkey, s.valkey_cluster):
         if server is not None:
-            server.stop_sync()
+            server.kill_sync()
     while _containers:
         _containers.pop().stop()  # type: ignore[attr-defined]
 
@@ -136,9 +137,9 @@ def own_cluster(tmp: Path, *, valkey_cluster: bool = False) -> ClusterServers:
 
 
 def stop_cluster(s: ClusterServers) -> None:
-    """Stop the servers :func:`own_cluster` started."""
-    s.nats.stop_sync()
-    s.valkey.stop_sync()
+    """Stop the servers :func:`own_cluster` started (SIGKILL, as :func:`stop_servers`)."""
+    s.nats.kill_sync()
+    s.valkey.kill_sync()
 
 
 def redisearch_module() -> Path:

@@ -162,21 +162,25 @@ def test_a_phase_reports_the_cpu_its_processes_spent(runner: ModuleType) -> None
     assert str(runner.Took(1, 12.4, 20.6)) == "exited 1 in 12s (21s of CPU)"
 
 
+def session(*args: str, **env: Path) -> None:
+    """A pytest session of its own over ``args``, with the variables ``env`` set; it must pass."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        env={**os.environ, **{name: str(value) for name, value in env.items()}},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"pytest {args} exited {proc.returncode}:\n{proc.stdout[-3000:]}{proc.stderr}"
+
+
 def test_the_parallel_phase_records_which_files_hold_the_later_phases_tests(tmp_path: Path) -> None:
     """A session with ``A2AMESH_TEST_LATER`` set writes the files holding quiet and alone tests (before ``-m``
     deselects them), so the later phases collect those files alone."""
     where = tmp_path / "later"
     starvation, deaths = "tests/chaos/test_starvation.py", "tests/process/test_agent_death_defaults.py"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "not quiet"]
-        + [starvation, deaths, "tests/unit/test_ids.py"],
-        cwd=REPO,
-        env={**os.environ, phases.RECORD: str(where)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"collection failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}"
+    session("--collect-only", "-m", "not quiet", starvation, deaths, "tests/unit/test_ids.py", **{phases.RECORD: where})
     assert phases.read(where) == {"quiet": [starvation], "alone": sorted([starvation, deaths])}
     assert phases.read(tmp_path / "nothing") is None
 
@@ -208,15 +212,7 @@ def test_parallel_sessions_take_the_longest_files_first() -> None:
 
 def test_a_session_records_each_files_seconds_and_the_records_add_up(tmp_path: Path) -> None:
     where = tmp_path / "times"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/test_ids.py"],
-        cwd=REPO,
-        env={**os.environ, phases.TIMES: str(where)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"the session failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}"
+    session("tests/unit/test_ids.py", **{phases.TIMES: where})
     (tmp_path / "times.1").write_text(json.dumps({"tests/unit/test_ids.py": 2.0, "tests/other.py": 0.31}))
     merged = phases.merge_times(where)
     assert set(merged) == {"tests/unit/test_ids.py", "tests/other.py"}
