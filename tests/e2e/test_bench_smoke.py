@@ -11,8 +11,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The benchmarks keep most of a core busy for a minute under their own deadlines (never timings): beside one other
-# quiet test, not beside the parallel phase.
+# The benchmarks keep most of a core busy for a minute under their own deadlines (never timings): beside the other
+# quiet tests, not beside the parallel phase.
 pytestmark = pytest.mark.quiet
 
 
