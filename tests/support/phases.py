@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,14 +61,14 @@ def write_times() -> None:
     """Write this session's seconds per file (when ``A2AMESH_TEST_TIMES`` is set)."""
     where = os.environ.get(TIMES)
     if where and _seconds:
-        Path(f"{where}.{os.getpid()}").write_text(json.dumps(dict(_seconds)))
+        _write(where, _seconds)
 
 
 def merge_times(where: Path) -> dict[str, float]:
     """The seconds per file of every session that wrote under ``where``, summed, to a tenth of a second."""
     total: dict[str, float] = {}
-    for path in where.parent.glob(f"{where.name}.*"):
-        for name, seconds in json.loads(path.read_text()).items():
+    for seconds_by_file in _records(where):
+        for name, seconds in seconds_by_file.items():
             total[name] = total.get(name, 0.0) + seconds
     return {name: round(seconds, 1) for name, seconds in sorted(total.items())}
 
@@ -82,21 +83,32 @@ def record(items: Iterable[pytest.Item], root: Path) -> None:
         for marker in LATER:
             if item.get_closest_marker(marker) is not None:
                 files[marker].add(_name(item.path, root))
-    path = Path(f"{where}.{os.getpid()}")
-    written = path.with_name(path.name + ".tmp")
-    written.write_text(json.dumps({marker: sorted(names) for marker, names in files.items()}))
-    written.replace(path)  # whole or not at all
+    _write(where, {marker: sorted(names) for marker, names in files.items()})
 
 
 def read(where: Path) -> dict[str, list[str]] | None:
     """The files of each later phase the sessions of the parallel phase wrote under ``where`` (all of them: a
     session a test starts inside one writes too); None if none did."""
     found: dict[str, set[str]] = {}
+    for files in _records(where):
+        for marker, names in files.items():
+            found.setdefault(marker, set()).update(names)
+    return {marker: sorted(names) for marker, names in found.items()} if found else None
+
+
+def _write(where: str, data: Mapping[str, object]) -> None:
+    """This session's record under ``where`` (``PATH.PID``), whole or not at all."""
+    path = Path(f"{where}.{os.getpid()}")
+    written = path.with_name(path.name + ".tmp")
+    written.write_text(json.dumps(data))
+    written.replace(path)
+
+
+def _records(where: Path) -> Iterator[dict[str, Any]]:
+    """Every session's record under ``where``."""
     for path in where.parent.glob(f"{where.name}.*"):
         if path.suffix != ".tmp":
-            for marker, names in json.loads(path.read_text()).items():
-                found.setdefault(marker, set()).update(names)
-    return {marker: sorted(names) for marker, names in found.items()} if found else None
+            yield json.loads(path.read_text())
 
 
 if __name__ == "__main__":
